@@ -1,0 +1,36 @@
+//! `svc api`: binds the configured address and runs the API's lifespan until SIGTERM or SIGINT.
+
+use anyhow::Context;
+use svc::config::Config;
+use svc::startup::Lifespan;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let addr = (config.api_host.clone(), config.api_port);
+    // No worker has landed yet; each will be added here, gated by its SVC_EMBED_* flag.
+    let lifespan = Lifespan::start(config, Vec::new()).await?;
+    let listener = match TcpListener::bind(&addr).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            lifespan.shutdown().await;
+            return Err(err).with_context(|| format!("cannot listen on {}:{}", addr.0, addr.1));
+        }
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    lifespan.serve(listener, shutdown).await
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("Cannot install signal handlers; stop with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+    shutdown.cancel();
+}

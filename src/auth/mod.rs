@@ -1,0 +1,3 @@
+//! Authentication primitives shared by the API and the operator's CLI.
+
+pub mod password;

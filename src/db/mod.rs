@@ -1,0 +1,199 @@
+//! The repository: a trait of domain verbs, one implementation per backend (`sqlite`, `mysql`), each
+//! owning its SQL and its migrations. The backend is chosen once, from the configuration, by
+//! [`connect`]; nothing above this module sees a sqlx type.
+
+mod mysql;
+mod rows;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::config::DatabaseConfig;
+
+pub use mysql::MysqlDb;
+pub use sqlite::SqliteDb;
+
+/// The shared handle every component holds.
+pub type Db = Arc<dyn Database>;
+
+pub type DbResult<T> = Result<T, DbError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("not found")]
+    NotFound,
+    /// A unique key already holds this value.
+    #[error("conflict")]
+    Conflict,
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for DbError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::RowNotFound => DbError::NotFound,
+            sqlx::Error::Database(ref db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => DbError::Conflict,
+            other => DbError::Other(other.into()),
+        }
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for DbError {
+    fn from(err: sqlx::migrate::MigrateError) -> Self {
+        DbError::Other(err.into())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Admin,
+    Viewer,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Viewer => "viewer",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "viewer" => Ok(Role::Viewer),
+            other => Err(anyhow::anyhow!("unknown role `{other}` (expected admin or viewer)")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub uuid: Uuid,
+    pub username: String,
+    pub password_hash: String,
+    pub role: Role,
+    pub must_change_password: bool,
+    /// Tokens issued before this instant are dead (password change, role change, reset).
+    pub tokens_valid_from: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewUser {
+    pub username: String,
+    pub password_hash: String,
+    pub role: Role,
+    pub must_change_password: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LifecycleStatus {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl LifecycleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleStatus::Pending => "pending",
+            LifecycleStatus::Running => "running",
+            LifecycleStatus::Succeeded => "succeeded",
+            LifecycleStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::str::FromStr for LifecycleStatus {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pending" => Ok(LifecycleStatus::Pending),
+            "running" => Ok(LifecycleStatus::Running),
+            "succeeded" => Ok(LifecycleStatus::Succeeded),
+            "failed" => Ok(LifecycleStatus::Failed),
+            other => Err(anyhow::anyhow!("unknown lifecycle status `{other}`")),
+        }
+    }
+}
+
+/// One deploy or mutate operation on a decky, polled by the dashboard instead of a held request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeckyLifecycle {
+    pub id: Uuid,
+    pub decky_name: String,
+    pub host_uuid: Option<String>,
+    pub operation: String,
+    pub status: LifecycleStatus,
+    pub error: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// The message the startup sweep leaves on every lifecycle row it fails.
+pub const STRANDED_LIFECYCLE_ERROR: &str = "master restarted during operation";
+
+#[async_trait]
+pub trait Database: Send + Sync + 'static {
+    /// `sqlite` or `mysql`, for logs.
+    fn backend(&self) -> &'static str;
+
+    /// Applies every pending migration of this backend.
+    async fn migrate(&self) -> DbResult<()>;
+
+    /// A round trip to the server: cheap, used by health checks.
+    async fn ping(&self) -> DbResult<()>;
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    async fn close(&self);
+
+    /// `Conflict` when the username is taken.
+    async fn add_user(&self, user: NewUser, now: DateTime<Utc>) -> DbResult<User>;
+
+    async fn user_by_name(&self, username: &str) -> DbResult<User>;
+
+    /// Ordered by username.
+    async fn list_users(&self) -> DbResult<Vec<User>>;
+
+    /// Replaces the hash and kills every token issued before `now`.
+    async fn set_password(
+        &self,
+        user: Uuid,
+        password_hash: &str,
+        must_change_password: bool,
+        now: DateTime<Utc>,
+    ) -> DbResult<()>;
+
+    async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()>;
+
+    /// The records with these ids; unknown ids are left out.
+    async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>>;
+
+    /// Marks every `pending` or `running` record started before `cutoff` as failed with
+    /// [`STRANDED_LIFECYCLE_ERROR`]; returns how many it changed.
+    async fn fail_stranded_lifecycles(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> DbResult<u64>;
+}
+
+/// Opens the configured backend without touching the server: a failure to reach it shows up on
+/// first use, so startup can retry and the API can serve degraded meanwhile.
+pub fn connect(config: &DatabaseConfig) -> DbResult<Db> {
+    Ok(match config {
+        DatabaseConfig::Sqlite { path } => Arc::new(SqliteDb::open(path)?),
+        DatabaseConfig::Mysql { url } => Arc::new(MysqlDb::open(url.expose())?),
+    })
+}

@@ -1,0 +1,159 @@
+//! The sqlite backend: one file in WAL mode, the single-host default.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{QueryBuilder, Sqlite};
+use uuid::Uuid;
+
+use super::rows::{LifecycleRow, UserRow, convert, millis};
+use super::{Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, STRANDED_LIFECYCLE_ERROR, User};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+pub struct SqliteDb {
+    pool: SqlitePool,
+}
+
+impl SqliteDb {
+    /// Creates the parent directory and the file on first use.
+    pub fn open(path: &Path) -> DbResult<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| anyhow::anyhow!("cannot create database directory {}: {e}", parent.display()))?;
+        }
+        let options = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)).connect_lazy_with(options);
+        Ok(SqliteDb { pool })
+    }
+}
+
+#[async_trait]
+impl Database for SqliteDb {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn migrate(&self) -> DbResult<()> {
+        Ok(MIGRATOR.run(&self.pool).await?)
+    }
+
+    async fn ping(&self) -> DbResult<()> {
+        sqlx::query("select 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn add_user(&self, user: NewUser, now: DateTime<Utc>) -> DbResult<User> {
+        let uuid = Uuid::new_v4();
+        sqlx::query(
+            "insert into users (uuid, username, password_hash, role, must_change_password, created_at) \
+             values (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(uuid.to_string())
+        .bind(&user.username)
+        .bind(&user.password_hash)
+        .bind(user.role.as_str())
+        .bind(user.must_change_password)
+        .bind(millis(now))
+        .execute(&self.pool)
+        .await?;
+        self.user_by_name(&user.username).await
+    }
+
+    async fn user_by_name(&self, username: &str) -> DbResult<User> {
+        let row: UserRow = sqlx::query_as("select * from users where username = ?")
+            .bind(username)
+            .fetch_one(&self.pool)
+            .await?;
+        row.try_into()
+    }
+
+    async fn list_users(&self) -> DbResult<Vec<User>> {
+        let rows: Vec<UserRow> = sqlx::query_as("select * from users order by username").fetch_all(&self.pool).await?;
+        convert(rows)
+    }
+
+    async fn set_password(
+        &self,
+        user: Uuid,
+        password_hash: &str,
+        must_change_password: bool,
+        now: DateTime<Utc>,
+    ) -> DbResult<()> {
+        let done = sqlx::query(
+            "update users set password_hash = ?, must_change_password = ?, tokens_valid_from = ? where uuid = ?",
+        )
+        .bind(password_hash)
+        .bind(must_change_password)
+        .bind(millis(now))
+        .bind(user.to_string())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 { Err(super::DbError::NotFound) } else { Ok(()) }
+    }
+
+    async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()> {
+        sqlx::query(
+            "insert into decky_lifecycle \
+             (id, decky_name, host_uuid, operation, status, error, started_at, updated_at, completed_at) \
+             values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(record.id.to_string())
+        .bind(&record.decky_name)
+        .bind(&record.host_uuid)
+        .bind(&record.operation)
+        .bind(record.status.as_str())
+        .bind(&record.error)
+        .bind(millis(record.started_at))
+        .bind(millis(record.updated_at))
+        .bind(record.completed_at.map(millis))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut query = QueryBuilder::<Sqlite>::new("select * from decky_lifecycle where id in (");
+        let mut list = query.separated(", ");
+        for id in ids {
+            list.push_bind(id.to_string());
+        }
+        query.push(") order by started_at, id");
+        let rows: Vec<LifecycleRow> = query.build_query_as().fetch_all(&self.pool).await?;
+        convert(rows)
+    }
+
+    async fn fail_stranded_lifecycles(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> DbResult<u64> {
+        let done = sqlx::query(
+            "update decky_lifecycle set status = ?, error = ?, updated_at = ?, completed_at = ? \
+             where status in (?, ?) and started_at < ?",
+        )
+        .bind(LifecycleStatus::Failed.as_str())
+        .bind(STRANDED_LIFECYCLE_ERROR)
+        .bind(millis(now))
+        .bind(millis(now))
+        .bind(LifecycleStatus::Pending.as_str())
+        .bind(LifecycleStatus::Running.as_str())
+        .bind(millis(cutoff))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,164 @@
+//! `GET /health`: unauthenticated (probes and load balancers call it), generic details only.
+//! A failing required component makes the service `unhealthy` (503); a failing optional one only
+//! `degraded`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tokio::sync::Mutex;
+use utoipa::ToSchema;
+
+use super::AppState;
+use crate::db::Db;
+
+/// A probe result is reused this long, so a flood of health calls costs one query a second.
+const PROBE_CACHE: Duration = Duration::from_secs(1);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/health", get(health))
+}
+
+/// Whether the database finished initialisation, and the last probe of it.
+#[derive(Debug, Default)]
+pub struct DatabaseHealth {
+    ready: AtomicBool,
+    last_probe: Mutex<Option<(Instant, bool)>>,
+}
+
+impl DatabaseHealth {
+    /// Set once migrations are applied; until then the database counts as failing.
+    pub fn mark_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    async fn probe(&self, db: &Db) -> bool {
+        if !self.is_ready() {
+            return false;
+        }
+        let mut last = self.last_probe.lock().await;
+        if let Some((at, ok)) = *last
+            && at.elapsed() < PROBE_CACHE
+        {
+            return ok;
+        }
+        let ok = match tokio::time::timeout(PROBE_TIMEOUT, db.ping()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "Database health probe failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("Database health probe timed out");
+                false
+            }
+        };
+        *last = Some((Instant::now(), ok));
+        ok
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum OverallStatus {
+    Healthy,
+    Degraded,
+    Unhealthy,
+}
+
+#[derive(Debug, Serialize, ToSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum ComponentStatus {
+    Ok,
+    Failing,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ComponentHealth {
+    pub status: ComponentStatus,
+    /// A generic reason when failing; never a raw store or tool error.
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthResponse {
+    pub status: OverallStatus,
+    pub components: BTreeMap<String, ComponentHealth>,
+}
+
+struct Component {
+    name: &'static str,
+    /// A failing required component makes the whole service unhealthy.
+    required: bool,
+    failure: Option<&'static str>,
+}
+
+async fn components(state: &AppState) -> Vec<Component> {
+    let database_ok = state.database.probe(&state.db).await;
+    vec![Component { name: "database", required: true, failure: (!database_ok).then_some("database unavailable") }]
+}
+
+fn overall(components: &[Component]) -> OverallStatus {
+    let failing = |required| components.iter().any(|c| c.required == required && c.failure.is_some());
+    if failing(true) {
+        OverallStatus::Unhealthy
+    } else if failing(false) {
+        OverallStatus::Degraded
+    } else {
+        OverallStatus::Healthy
+    }
+}
+
+/// Service health by component.
+#[utoipa::path(
+    get,
+    path = "/api/v1/health",
+    tag = "system",
+    responses(
+        (status = 200, description = "Healthy, or degraded with only optional components failing", body = HealthResponse),
+        (status = 503, description = "A required component is failing", body = HealthResponse),
+    )
+)]
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
+    let components = components(&state).await;
+    let status = overall(&components);
+    let body = HealthResponse {
+        status,
+        components: components
+            .into_iter()
+            .map(|c| {
+                let status = if c.failure.is_some() { ComponentStatus::Failing } else { ComponentStatus::Ok };
+                (c.name.to_string(), ComponentHealth { status, detail: c.failure.map(str::to_string) })
+            })
+            .collect(),
+    };
+    let code = if status == OverallStatus::Unhealthy { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    (code, Json(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(required: bool, failing: bool) -> Component {
+        Component { name: "x", required, failure: failing.then_some("down") }
+    }
+
+    #[test]
+    fn overall_status_follows_required_and_optional_failures() {
+        assert_eq!(overall(&[component(true, false), component(false, false)]), OverallStatus::Healthy);
+        assert_eq!(overall(&[component(true, false), component(false, true)]), OverallStatus::Degraded);
+        assert_eq!(overall(&[component(true, true), component(false, false)]), OverallStatus::Unhealthy);
+        assert_eq!(overall(&[component(true, true), component(false, true)]), OverallStatus::Unhealthy);
+    }
+}

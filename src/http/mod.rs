@@ -1,0 +1,84 @@
+//! The HTTP API: one module per resource, each exposing `router()`, merged under `/api/v1` with every
+//! layer added in one place by [`router`].
+
+pub mod docs;
+pub mod error;
+pub mod health;
+pub mod system;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::Config;
+use crate::db::Db;
+
+pub use error::{ApiError, Result};
+pub use health::DatabaseHealth;
+
+/// Every request finishes or is answered 408 within this, so a graceful shutdown drains.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest request body accepted (a deploy INI is at most 512 KiB).
+const BODY_LIMIT: usize = 1024 * 1024;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub db: Db,
+    pub database: Arc<DatabaseHealth>,
+}
+
+/// The routes under `/api/v1`.
+fn api_routes() -> Router<AppState> {
+    Router::new().merge(health::router()).merge(system::router())
+}
+
+/// The whole application.
+pub fn router(state: AppState) -> Router {
+    let app = Router::new().nest("/api/v1", api_routes());
+    let app = if state.config.developer { app.merge(docs::router()) } else { app };
+    with_layers(app, state)
+}
+
+/// Adds the shared layers (CORS, error reporting, panic recovery, timeouts, body limit, the 404
+/// fallback) to `routes`. Public so tests can wrap routes of their own the same way.
+pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
+    let mut app = routes
+        .fallback(error::not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(CatchPanicLayer::custom(error::panic_response))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), error::report_internal_failures));
+    if state.config.developer_tracing {
+        app = app.layer(TraceLayer::new_for_http());
+    }
+    app.layer(cors(&state.config)).with_state(state)
+}
+
+/// CORS exactly as the spec says: listed origins only, no credentials.
+fn cors(config: &Config) -> CorsLayer {
+    let origins: Vec<HeaderValue> = config.cors_origins.iter().filter_map(|o| o.parse().ok()).collect();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(origins))
+        .allow_credentials(false)
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE, Method::OPTIONS])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
+}
+
+/// Serves `app` on an already bound listener until `shutdown` is cancelled, then drains.
+pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> std::io::Result<()> {
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}

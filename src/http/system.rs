@@ -1,0 +1,46 @@
+//! `GET /system/deployment-mode`: which role this master plays and how large its fleet topology is.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/system/deployment-mode", get(deployment_mode))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeploymentKind {
+    /// Every decky runs on this host.
+    Unihost,
+    /// Deckies are spread over enrolled swarm hosts.
+    Swarm,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeploymentMode {
+    pub mode: DeploymentKind,
+    /// `master` or `agent`, from `SVC_MODE`.
+    pub role: String,
+    /// Swarm hosts that are active or enrolled and have an address.
+    pub swarm_host_count: u64,
+}
+
+/// Deployment role and topology size.
+#[utoipa::path(
+    get,
+    path = "/api/v1/system/deployment-mode",
+    tag = "system",
+    responses((status = 200, description = "The deployment mode", body = DeploymentMode))
+)]
+pub async fn deployment_mode(State(state): State<AppState>) -> Json<DeploymentMode> {
+    // Swarm hosts are enrolled through the swarm API, which does not exist yet: until it does,
+    // no host can be enrolled and the fleet is necessarily single-host.
+    let swarm_host_count = 0;
+    let mode = if swarm_host_count > 0 { DeploymentKind::Swarm } else { DeploymentKind::Unihost };
+    Json(DeploymentMode { mode, role: state.config.mode.as_str().to_string(), swarm_host_count })
+}

@@ -1,0 +1,11 @@
+//! svc, the control plane of a honeypot fleet: everything the API, the workers and the `svc` command
+//! share. The binary (`bin/`) parses the command line and calls in here; workers (`workers/`) build on
+//! this crate and never the other way round.
+
+pub mod auth;
+pub mod config;
+pub mod db;
+pub mod http;
+pub mod logging;
+pub mod startup;
+pub mod time;

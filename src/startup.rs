@@ -1,0 +1,304 @@
+//! The API's lifespan: the spec's startup steps 1–9, one named function each and called in the
+//! spec's order by [`Lifespan::start`], and the shutdown that undoes them ([`Lifespan::serve`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::Utc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::password;
+use crate::config::{Config, ConfigError, Mode};
+use crate::db::{self, Db, DbError, NewUser, Role};
+use crate::http::{self, AppState, DatabaseHealth};
+
+/// Below this soft open-file limit a busy API runs out of sockets.
+pub const MIN_OPEN_FILES: u64 = 4096;
+pub const DB_INIT_ATTEMPTS: u32 = 5;
+pub const DB_INIT_PAUSE: Duration = Duration::from_millis(500);
+/// After startup gave up, the database is retried this often until it answers.
+const DB_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+/// Lifecycle rows older than this, still pending or running at startup, were stranded by a restart.
+pub const STRANDED_CUTOFF: chrono::Duration = chrono::Duration::hours(1);
+
+/// What an embedded worker receives: what it needs to work, and when to stop.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub config: Arc<Config>,
+    pub db: Db,
+    pub cancel: CancellationToken,
+}
+
+type WorkerFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+/// A background worker the API runs in-process (step 8). The `svc api` command decides which.
+pub struct EmbeddedWorker {
+    pub name: &'static str,
+    pub run: Box<dyn FnOnce(WorkerContext) -> WorkerFuture + Send>,
+}
+
+impl EmbeddedWorker {
+    pub fn new<F, Fut>(name: &'static str, run: F) -> Self
+    where
+        F: FnOnce(WorkerContext) -> Fut + Send + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        EmbeddedWorker { name, run: Box::new(move |ctx| Box::pin(run(ctx))) }
+    }
+}
+
+/// A started API: its state, and every task it must stop on shutdown.
+pub struct Lifespan {
+    state: AppState,
+    tasks: TaskTracker,
+    cancel: CancellationToken,
+}
+
+impl Lifespan {
+    /// Runs startup steps 1–9. Steps 2–4 refuse to start; the later ones degrade instead.
+    pub async fn start(config: Config, workers: Vec<EmbeddedWorker>) -> anyhow::Result<Lifespan> {
+        warn_on_low_open_file_limit();
+        validate_public_binding(&config)?;
+        enforce_master_mode(&config)?;
+        check_jwt_secret(&config)?;
+
+        let config = Arc::new(config);
+        let lifespan = Lifespan {
+            state: AppState {
+                db: db::connect(&config.database).context("opening the database")?,
+                database: Arc::new(DatabaseHealth::default()),
+                config,
+            },
+            tasks: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+        };
+        lifespan.init_database().await;
+        lifespan.sweep_stranded_lifecycles().await;
+        lifespan.enable_tracing();
+        lifespan.start_background_workers(workers);
+        // Step 9 (worker registry and the API's own heartbeat) attaches here once the bus exists.
+        Ok(lifespan)
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The HTTP application over this lifespan's state.
+    pub fn router(&self) -> axum::Router {
+        http::router(self.state.clone())
+    }
+
+    /// Serves until `shutdown` is cancelled, then shuts down.
+    pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, "Listening");
+        let served = http::serve(listener, self.router(), shutdown).await;
+        self.shutdown().await;
+        served.context("serving HTTP")
+    }
+
+    /// Cancels every task this lifespan started and waits for each, then closes the database.
+    pub async fn shutdown(self) {
+        tracing::info!("Shutting down");
+        self.tasks.close();
+        self.cancel.cancel();
+        self.tasks.wait().await;
+        self.state.db.close().await;
+        tracing::info!("Shutdown complete");
+    }
+
+    /// Step 5: up to five attempts half a second apart; after that the API serves degraded and a
+    /// background task keeps trying, so the database coming back heals the service.
+    async fn init_database(&self) {
+        for attempt in 1..=DB_INIT_ATTEMPTS {
+            match prepare_database(&self.state.db, &self.state.config).await {
+                Ok(()) => {
+                    self.state.database.mark_ready();
+                    tracing::info!(backend = self.state.db.backend(), "Database ready");
+                    return;
+                }
+                Err(err) => {
+                    tracing::warn!(attempt, max_attempts = DB_INIT_ATTEMPTS, error = %err, "Database initialisation failed");
+                    if attempt < DB_INIT_ATTEMPTS {
+                        tokio::time::sleep(DB_INIT_PAUSE).await;
+                    }
+                }
+            }
+        }
+        tracing::error!(
+            attempts = DB_INIT_ATTEMPTS,
+            "Database unavailable; serving degraded and retrying every {}s",
+            DB_RETRY_INTERVAL.as_secs()
+        );
+        let (db, config, health, cancel) =
+            (self.state.db.clone(), self.state.config.clone(), self.state.database.clone(), self.cancel.clone());
+        self.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(DB_RETRY_INTERVAL) => {}
+                }
+                match prepare_database(&db, &config).await {
+                    Ok(()) => {
+                        health.mark_ready();
+                        tracing::info!("Database recovered");
+                        return;
+                    }
+                    Err(err) => tracing::debug!(error = %err, "Database still unavailable"),
+                }
+            }
+        });
+    }
+
+    /// Step 6: lifecycle records a previous master left pending or running can never finish.
+    /// Idempotent, and a failure only logs.
+    async fn sweep_stranded_lifecycles(&self) {
+        if !self.state.database.is_ready() {
+            tracing::warn!("Skipping the stranded-lifecycle sweep: database unavailable");
+            return;
+        }
+        let now = Utc::now();
+        match self.state.db.fail_stranded_lifecycles(now - STRANDED_CUTOFF, now).await {
+            Ok(0) => {}
+            Ok(count) => tracing::warn!(count, "Marked stranded lifecycle records as failed"),
+            Err(err) => tracing::error!(error = %err, "Stranded-lifecycle sweep failed"),
+        }
+    }
+
+    /// Step 7: request tracing spans exist only when `SVC_DEVELOPER_TRACING` is on; otherwise no
+    /// tracing layer is installed at all (see `http::with_layers`).
+    fn enable_tracing(&self) {
+        if self.state.config.developer_tracing {
+            tracing::info!("Developer tracing on: every request is traced");
+        }
+    }
+
+    /// Step 8: embedded workers, unless in contract-test mode. Each gets a child of the lifespan's
+    /// cancellation token; an error it returns is logged, a cancellation is not.
+    fn start_background_workers(&self, workers: Vec<EmbeddedWorker>) {
+        if self.state.config.contract_test {
+            tracing::info!("Contract-test mode: background workers not started");
+            return;
+        }
+        for worker in workers {
+            let ctx = WorkerContext {
+                config: self.state.config.clone(),
+                db: self.state.db.clone(),
+                cancel: self.cancel.child_token(),
+            };
+            let name = worker.name;
+            tracing::info!(worker = name, "Starting embedded worker");
+            self.tasks.spawn(async move {
+                match (worker.run)(ctx).await {
+                    Ok(()) => tracing::info!(worker = name, "Embedded worker stopped"),
+                    Err(err) => tracing::warn!(worker = name, error = %err, "Embedded worker failed"),
+                }
+            });
+        }
+    }
+}
+
+/// Step 1: a warning only; startup goes on.
+fn warn_on_low_open_file_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if let Some(current) = limit.current
+        && current < MIN_OPEN_FILES
+    {
+        tracing::warn!(
+            soft_limit = current,
+            recommended = MIN_OPEN_FILES,
+            "Open-file limit is low; raise it (ulimit -n, or LimitNOFILE= under systemd)"
+        );
+    }
+}
+
+/// Step 2: refuses to start before any database, worker or bus comes up.
+fn validate_public_binding(config: &Config) -> anyhow::Result<()> {
+    let problems = config.public_binding_problems();
+    if !problems.is_empty() {
+        bail!(ConfigError(problems));
+    }
+    if !config.binds_loopback() && !config.limiter_enabled {
+        tracing::error!(
+            severity = "critical",
+            host = %config.api_host,
+            "Rate limiting is disabled on a public binding: login is open to brute force"
+        );
+    }
+    Ok(())
+}
+
+/// Step 3: the master API does not run on an agent host unless explicitly allowed.
+fn enforce_master_mode(config: &Config) -> anyhow::Result<()> {
+    if config.mode == Mode::Agent && config.disallow_master {
+        bail!(
+            "the master API is master-only: SVC_MODE=agent refuses to start it \
+             (set SVC_DISALLOW_MASTER=false to override)"
+        );
+    }
+    Ok(())
+}
+
+/// Step 4: the signing secret, resolved eagerly so a bad one fails at boot, not at first login.
+fn check_jwt_secret(config: &Config) -> anyhow::Result<()> {
+    let problems = config.jwt_secret_problems();
+    if !problems.is_empty() {
+        bail!(ConfigError(problems));
+    }
+    Ok(())
+}
+
+/// Migrations, then the first admin.
+async fn prepare_database(db: &Db, config: &Config) -> anyhow::Result<()> {
+    db.migrate().await.context("applying migrations")?;
+    seed_admin(db, config).await.context("creating the admin user")
+}
+
+/// Creates `SVC_ADMIN_USER` flagged must-change-password. While it is still flagged, its password
+/// follows `SVC_ADMIN_PASSWORD`, so an operator who regenerates the env file can still log in.
+async fn seed_admin(db: &Db, config: &Config) -> anyhow::Result<()> {
+    let Some(secret) = config.admin_password.clone() else { return Ok(()) };
+    let existing = match db.user_by_name(&config.admin_user).await {
+        Ok(user) => Some(user),
+        Err(DbError::NotFound) => None,
+        Err(err) => return Err(err.into()),
+    };
+    if let Some(user) = &existing {
+        let (phc, secret_for_check) = (user.password_hash.clone(), secret.clone());
+        let matches = tokio::task::spawn_blocking(move || password::verify(secret_for_check.expose(), &phc)).await?;
+        if !user.must_change_password || matches {
+            return Ok(());
+        }
+    }
+    let hash = tokio::task::spawn_blocking(move || password::hash(secret.expose())).await??;
+    match existing {
+        Some(user) => {
+            db.set_password(user.uuid, &hash, true, Utc::now()).await?;
+            tracing::info!(user = %config.admin_user, "Admin password re-synced from SVC_ADMIN_PASSWORD");
+        }
+        None => {
+            let new = NewUser {
+                username: config.admin_user.clone(),
+                password_hash: hash,
+                role: Role::Admin,
+                must_change_password: true,
+            };
+            match db.add_user(new, Utc::now()).await {
+                Ok(_) => tracing::info!(
+                    user = %config.admin_user,
+                    "Admin user created; the password must be changed at first login"
+                ),
+                // Another replica created it first.
+                Err(DbError::Conflict) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+    Ok(())
+}
