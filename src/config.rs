@@ -229,7 +229,7 @@ impl Config {
                 format!("is shorter than {MIN_JWT_SECRET_LEN} characters; generate one with `openssl rand -hex 32`"),
             )];
         }
-        if value.chars().all(|c| Some(c) == value.chars().next()) {
+        if value.chars().all(|c| value.starts_with(c)) {
             return vec![problem(var, "repeats a single character; generate one with `openssl rand -hex 32`")];
         }
         vec![]
@@ -430,8 +430,12 @@ impl Env {
             self.report("SVC_CORS_ORIGINS", "must list origins explicitly; the wildcard `*` is not allowed");
         }
         for origin in origins.iter().filter(|o| *o != "*") {
-            if origin_host(origin).is_none() || origin.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
-                self.report("SVC_CORS_ORIGINS", format!("`{origin}` is not an origin like https://dashboard.example:8443"));
+            if origin_host(origin).is_none() || origin.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+            {
+                self.report(
+                    "SVC_CORS_ORIGINS",
+                    format!("`{origin}` is not an origin like https://dashboard.example:8443"),
+                );
             }
         }
         origins.into_iter().filter(|o| o != "*").collect()
@@ -446,7 +450,10 @@ impl Env {
             Some("mysql") => {
                 let url = self.non_empty("SVC_DB_URL").unwrap_or_default();
                 if url.is_empty() {
-                    self.report("SVC_DB_URL", "is required when SVC_DB_TYPE=mysql (mysql://user:password@host:3306/db)");
+                    self.report(
+                        "SVC_DB_URL",
+                        "is required when SVC_DB_TYPE=mysql (mysql://user:password@host:3306/db)",
+                    );
                 } else if !url.starts_with("mysql://") && !url.starts_with("mariadb://") {
                     self.report("SVC_DB_URL", "must start with mysql:// when SVC_DB_TYPE=mysql");
                 }
@@ -468,11 +475,8 @@ fn origin_host(origin: &str) -> Option<&str> {
     }
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split_once(']')?.0
-    } else {
-        authority.split(':').next()?
-    };
+    let host =
+        if let Some(v6) = authority.strip_prefix('[') { v6.split_once(']')?.0 } else { authority.split(':').next()? };
     (!host.is_empty()).then_some(host)
 }
 
@@ -632,7 +636,8 @@ mod tests {
         relaxed.push(("SVC_TESTING", "1"));
         assert!(api_problems(&relaxed).is_empty());
 
-        for marker in [("SVC_TESTING", "true"), ("SVC_TESTING", "yes"), ("SVC_DEVELOPER", "true"), ("SVC_CONTRACT_TEST", "true")]
+        for marker in
+            [("SVC_TESTING", "true"), ("SVC_TESTING", "yes"), ("SVC_DEVELOPER", "true"), ("SVC_CONTRACT_TEST", "true")]
         {
             let mut pairs = weak.to_vec();
             pairs.push(marker);
@@ -682,7 +687,8 @@ mod tests {
     fn mysql_needs_a_url_and_keeps_it_secret() {
         assert_eq!(vars_named(&api_problems(&[("SVC_DB_TYPE", "mysql")])), vec!["SVC_DB_URL"]);
         let config =
-            Config::for_api(vars(&[("SVC_DB_TYPE", "MySQL"), ("SVC_DB_URL", "mysql://root:hunter2@db:3306/svc")])).unwrap();
+            Config::for_api(vars(&[("SVC_DB_TYPE", "MySQL"), ("SVC_DB_URL", "mysql://root:hunter2@db:3306/svc")]))
+                .unwrap();
         assert!(matches!(config.database, DatabaseConfig::Mysql { .. }));
         assert!(!format!("{config:?}").contains("hunter2"));
         assert!(!format!("{config:?}").contains(GOOD_SECRET));

@@ -46,9 +46,7 @@ pub async fn run(command: UserCommand, config: &Config) -> anyhow::Result<()> {
         UserCommand::Add { username, role, must_change_password } => {
             add(&db, username, role, must_change_password).await
         }
-        UserCommand::Passwd { username, must_change_password } => {
-            passwd(&db, &username, must_change_password).await
-        }
+        UserCommand::Passwd { username, must_change_password } => passwd(&db, &username, must_change_password).await,
         UserCommand::List => list(&db).await,
     };
     db.close().await;
@@ -110,5 +108,5 @@ async fn read_new_password() -> anyhow::Result<String> {
         line.trim_end_matches(['\n', '\r']).to_string()
     };
     password::check_policy(&password)?;
-    Ok(tokio::task::spawn_blocking(move || password::hash(&password)).await??)
+    tokio::task::spawn_blocking(move || password::hash(&password)).await?
 }

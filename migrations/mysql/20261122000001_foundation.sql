@@ -1,6 +1,6 @@
 -- Users, token revocation, stream tickets, key/value state and decky lifecycle records.
 -- Times are epoch milliseconds (UTC). Never edit an applied migration; add a new one.
--- utf8mb4_bin keeps comparisons byte-exact, as on sqlite.
+-- Usernames compare case-insensitively, as on sqlite (collate nocase).
 
 create table users (
     uuid char(36) not null primary key,
@@ -11,7 +11,7 @@ create table users (
     tokens_valid_from bigint null,
     created_at bigint not null,
     unique key ux_users_username (username)
-) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_bin;
+) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
 create table revoked_tokens (
     jti varchar(64) not null primary key,
@@ -20,7 +20,7 @@ create table revoked_tokens (
     revoked_at bigint not null,
     key ix_revoked_tokens_user_uuid (user_uuid),
     key ix_revoked_tokens_expires_at (expires_at)
-) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_bin;
+) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
 -- The ticket itself is never stored, only its SHA-256, so a database read cannot open a stream.
 create table sse_tickets (
@@ -29,12 +29,12 @@ create table sse_tickets (
     expires_at bigint not null,
     created_at bigint not null,
     key ix_sse_tickets_expires_at (expires_at)
-) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_bin;
+) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
 create table state (
     `key` varchar(255) not null primary key,
     value mediumtext not null
-) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_bin;
+) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
 create table decky_lifecycle (
     id char(36) not null primary key,
@@ -50,4 +50,4 @@ create table decky_lifecycle (
     key ix_decky_lifecycle_host_uuid (host_uuid),
     key ix_decky_lifecycle_operation (operation),
     key ix_decky_lifecycle_status_started (status, started_at)
-) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_bin;
+) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;

@@ -3,7 +3,7 @@
 
 create table users (
     uuid text primary key not null,
-    username text not null unique,
+    username text not null unique collate nocase,
     password_hash text not null,
     role text not null default 'viewer',
     must_change_password integer not null default 0,

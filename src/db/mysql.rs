@@ -70,10 +70,8 @@ impl Database for MysqlDb {
     }
 
     async fn user_by_name(&self, username: &str) -> DbResult<User> {
-        let row: UserRow = sqlx::query_as("select * from users where username = ?")
-            .bind(username)
-            .fetch_one(&self.pool)
-            .await?;
+        let row: UserRow =
+            sqlx::query_as("select * from users where username = ?").bind(username).fetch_one(&self.pool).await?;
         row.try_into()
     }
 

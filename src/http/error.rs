@@ -39,11 +39,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
             ApiError::NotFound => (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))).into_response(),
-            ApiError::Internal(err) => InternalFailure {
-                exception_type: "anyhow::Error".into(),
-                traceback: format!("{err:?}"),
+            ApiError::Internal(err) => {
+                InternalFailure { exception_type: "anyhow::Error".into(), traceback: format!("{err:?}") }
+                    .into_response()
             }
-            .into_response(),
         }
     }
 }

@@ -1,0 +1,199 @@
+//! The real `svc` binary: configuration errors, serving and stopping, and the operator's commands.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const JWT_SECRET: &str = "7c1e4b9f2a6d3c8e5f0a1b2c3d4e5f6a";
+
+fn svc(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
+    command.current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    command.env("SVC_DATA_DIR", dir.join("data")).env("SVC_LOG_FORMAT", "text").env("NO_COLOR", "1");
+    command
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs `svc` with `stdin` fed to it; returns (exit code, stdout, stderr).
+fn run(mut command: Command, stdin: &str) -> (i32, String, String) {
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn version_and_help_describe_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = run(
+        {
+            let mut c = svc(dir.path());
+            c.arg("--version");
+            c
+        },
+        "",
+    );
+    assert_eq!((code, out.trim()), (0, "svc 1.0.0"));
+    let (code, out, _) = run(
+        {
+            let mut c = svc(dir.path());
+            c.arg("--help");
+            c
+        },
+        "",
+    );
+    assert_eq!(code, 0);
+    for command in ["api", "migrate", "user"] {
+        assert!(out.contains(command), "{out}");
+    }
+}
+
+#[test]
+fn api_without_secrets_exits_nonzero_naming_each_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = svc(dir.path());
+    command.arg("api").env("SVC_JWT_SECRET", "changeme").env("SVC_API_PORT", "70000");
+    let (code, _, err) = run(command, "");
+    assert_eq!(code, 78, "{err}");
+    for var in ["SVC_JWT_SECRET", "SVC_ADMIN_PASSWORD", "SVC_API_PORT"] {
+        assert!(err.contains(var), "{err}");
+    }
+    assert!(!err.contains("changeme"), "the secret was echoed: {err}");
+    assert!(!dir.path().join("data").exists(), "nothing may start on a bad configuration");
+}
+
+/// Starts `svc api` and waits for it to say it is listening.
+fn start_api(dir: &Path, port: u16) -> (Child, mpsc::Receiver<String>) {
+    let mut child = svc(dir)
+        .arg("api")
+        .env("SVC_JWT_SECRET", JWT_SECRET)
+        .env("SVC_ADMIN_PASSWORD", "a long admin password")
+        .env("SVC_API_PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    wait_for_line(&lines, "Listening");
+    (child, lines)
+}
+
+fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) -> String {
+    loop {
+        match lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(err) => panic!("never logged {needle:?}: {err}"),
+        }
+    }
+}
+
+#[test]
+fn api_serves_health_on_loopback_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (mut child, lines) = start_api(dir.path(), port);
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let health = runtime.block_on(async {
+        let response = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/health")).await.unwrap();
+        (response.status().as_u16(), response.json::<serde_json::Value>().await.unwrap())
+    });
+    assert_eq!(health.0, 200);
+    assert_eq!(health.1["status"], "healthy");
+
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    wait_for_line(&lines, "Shutdown complete");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "still listening after exit");
+}
+
+#[test]
+fn api_refuses_to_start_on_an_agent_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = svc(dir.path());
+    command
+        .arg("api")
+        .env("SVC_JWT_SECRET", JWT_SECRET)
+        .env("SVC_ADMIN_PASSWORD", "a long admin password")
+        .env("SVC_MODE", "agent");
+    let (code, _, err) = run(command, "");
+    assert_ne!(code, 0);
+    assert!(err.contains("master-only"), "{err}");
+}
+
+#[test]
+fn migrate_and_user_commands_work_on_the_database_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = |args: &[&str]| {
+        let mut c = svc(dir.path());
+        c.args(args);
+        c
+    };
+
+    let (code, out, err) = run(command(&["migrate"]), "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("migrations applied"));
+    assert!(dir.path().join("data/svc.db").exists());
+
+    let (code, out, err) = run(command(&["user", "add", "alice", "--role", "admin"]), "alice's long password\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("created alice (admin)"), "{out}");
+
+    let (code, _, err) = run(command(&["user", "add", "ALICE"]), "another long password\n");
+    assert_ne!(code, 0);
+    assert!(err.contains("already exists"), "{err}");
+
+    let (code, _, err) = run(command(&["user", "add", "bob"]), "short\n");
+    assert_ne!(code, 0);
+    assert!(err.contains("at least 12 characters"), "{err}");
+    let (code, _, err) = run(command(&["user", "add", "bob"]), &format!("{}\n", "x".repeat(73)));
+    assert_ne!(code, 0);
+    assert!(err.contains("at most 72 bytes"), "{err}");
+
+    let (code, _, err) = run(command(&["user", "passwd", "nobody"]), "a brand new password\n");
+    assert_ne!(code, 0);
+    assert!(err.contains("no user named nobody"), "{err}");
+
+    let (code, _, err) = run(command(&["user", "passwd", "alice", "--must-change-password"]), "a brand new password\n");
+    assert_eq!(code, 0, "{err}");
+
+    let (code, out, _) = run(command(&["user", "list"]), "");
+    assert_eq!(code, 0);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!((rows[0][0], rows[0][1], rows[0][3]), ("alice", "admin", "must-change-password"));
+
+    // The stored hash is for the new password, read from stdin and never from argv.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let config = svc::config::Config::from_vars([(
+            "SVC_DB_PATH".to_string(),
+            dir.path().join("data/svc.db").display().to_string(),
+        )])
+        .unwrap();
+        let db = svc::db::connect(&config.database).unwrap();
+        let alice = db.user_by_name("alice").await.unwrap();
+        assert!(svc::auth::password::verify("a brand new password", &alice.password_hash));
+        assert!(alice.tokens_valid_from.is_some());
+        db.close().await;
+    });
+}

@@ -1,0 +1,77 @@
+# Shared by scripts/start, scripts/test and .ci/run: install what a Debian machine is missing, and
+# bring up the local services the project needs. Sourced, not run.
+
+# Runs a command as root: directly when we are root, else through sudo.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Installs the Debian packages given whose status is not "installed", with one apt-get update.
+apt_install_missing() {
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "==> installing ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+}
+
+# The Rust toolchain (stable, with rustfmt and clippy). Debian 12's own cargo is too old, so a
+# machine without one gets rustup: Debian's package where it has one (13 and later), else the
+# official installer.
+ensure_rust() {
+    export PATH="$HOME/.cargo/bin:$PATH"
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "==> installing the Rust toolchain"
+        if apt-cache show rustup >/dev/null 2>&1; then
+            apt_install_missing rustup
+        else
+            apt_install_missing curl
+            curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+        fi
+        rustup default stable
+    fi
+    if command -v rustup >/dev/null 2>&1; then
+        rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+    fi
+}
+
+# What building and running svc needs: a C compiler for the bundled sqlite, and nats-server.
+ensure_build_deps() {
+    apt_install_missing build-essential pkg-config ca-certificates nats-server
+    ensure_rust
+}
+
+# MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.
+ensure_mariadb_running() {
+    apt_install_missing mariadb-server mariadb-client
+    # `mariadb-admin ping` succeeds whenever the server answers, even with access denied.
+    mariadb-admin --protocol=tcp -h 127.0.0.1 -P 3306 ping >/dev/null 2>&1 && return 0
+    echo "==> starting MariaDB"
+    if [ -d /run/systemd/system ]; then
+        as_root systemctl start mariadb
+    else
+        as_root install -d -o mysql -g mysql /run/mysqld
+        as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+    fi
+    for _ in $(seq 1 60); do
+        mariadb-admin --protocol=tcp -h 127.0.0.1 -P 3306 ping >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    echo "MariaDB did not come up on 127.0.0.1:3306" >&2
+    return 1
+}
+
+# Sets SVC_TEST_MYSQL_URL when it is unset: a `svc_test` account on the local MariaDB that may
+# create and drop the `svc_test_*` databases the tests make, one per test.
+ensure_mysql_test_url() {
+    [ -n "${SVC_TEST_MYSQL_URL:-}" ] && return 0
+    ensure_mariadb_running
+    as_root mariadb -u root <<'SQL'
+CREATE USER IF NOT EXISTS 'svc_test'@'127.0.0.1' IDENTIFIED BY 'svc_test';
+GRANT ALL PRIVILEGES ON `svc\_test\_%`.* TO 'svc_test'@'127.0.0.1';
+SQL
+    export SVC_TEST_MYSQL_URL="mysql://svc_test:svc_test@127.0.0.1:3306/svc_test"
+}

@@ -1,0 +1,144 @@
+//! Shared by the integration tests: a fresh database on every backend under test (a sqlite file
+//! always; a uniquely named MariaDB/MySQL database when `SVC_TEST_MYSQL_URL` is set, dropped
+//! afterwards), configurations that point at it, and log capture.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use sqlx::migrate::MigrateDatabase;
+use svc::config::Config;
+use svc::db::{self, Db};
+
+pub const JWT_SECRET: &str = "4f9d2c7a1b8e6f3d0c5a9b2e7d4f1a8c";
+pub const ADMIN_PASSWORD: &str = "a long admin password";
+
+/// A database that exists only for one test.
+pub struct TestDb {
+    pub name: &'static str,
+    vars: Vec<(String, String)>,
+    mysql_url: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestDb {
+    pub fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("svc.db");
+        TestDb {
+            name: "sqlite",
+            vars: vec![
+                ("SVC_DB_TYPE".into(), "sqlite".into()),
+                ("SVC_DB_PATH".into(), path.display().to_string()),
+                ("SVC_DATA_DIR".into(), dir.path().display().to_string()),
+            ],
+            mysql_url: None,
+            _dir: dir,
+        }
+    }
+
+    /// `None` unless `SVC_TEST_MYSQL_URL` names a server.
+    pub fn mysql() -> Option<TestDb> {
+        let base = std::env::var("SVC_TEST_MYSQL_URL").ok().filter(|u| !u.is_empty())?;
+        let server = base.rsplit_once('/').map_or(base.as_str(), |(server, _)| server);
+        let url = format!("{server}/svc_test_{}", uuid::Uuid::new_v4().simple());
+        let dir = tempfile::tempdir().unwrap();
+        Some(TestDb {
+            name: "mysql",
+            vars: vec![
+                ("SVC_DB_TYPE".into(), "mysql".into()),
+                ("SVC_DB_URL".into(), url.clone()),
+                ("SVC_DATA_DIR".into(), dir.path().display().to_string()),
+            ],
+            mysql_url: Some(url),
+            _dir: dir,
+        })
+    }
+
+    /// Every backend under test, each fresh.
+    pub fn all() -> Vec<TestDb> {
+        std::iter::once(TestDb::sqlite()).chain(TestDb::mysql()).collect()
+    }
+
+    /// The `SVC_DB_*` variables that select this database.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        self.vars.clone()
+    }
+
+    /// A configuration for `svc api` on this database, with `extra` variables on top.
+    pub fn api_config(&self, extra: &[(&str, &str)]) -> Config {
+        Config::for_api(self.api_vars(extra)).expect("test configuration is valid")
+    }
+
+    pub fn api_vars(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut vars = self.vars();
+        vars.push(("SVC_JWT_SECRET".into(), JWT_SECRET.into()));
+        vars.push(("SVC_ADMIN_PASSWORD".into(), ADMIN_PASSWORD.into()));
+        for (key, value) in extra {
+            vars.retain(|(k, _)| k != key);
+            vars.push((key.to_string(), value.to_string()));
+        }
+        vars
+    }
+
+    /// The repository, migrated.
+    pub async fn open(&self) -> Db {
+        let config = Config::from_vars(self.vars()).unwrap();
+        let db = db::connect(&config.database).unwrap();
+        db.migrate().await.unwrap();
+        db
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(url) = self.mysql_url.take() else { return };
+        // Drop runs inside the test's runtime, which cannot be blocked on: use a thread of our own.
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                if sqlx::MySql::database_exists(&url).await.unwrap_or(false) {
+                    let _ = sqlx::MySql::drop_database(&url).await;
+                }
+            });
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// Log lines written while the guard lives, on this thread (tokio tests run on one thread).
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    pub fn start() -> (LogCapture, tracing::subscriber::DefaultGuard) {
+        let capture = LogCapture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("debug,sqlx=warn")
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (capture, tracing::subscriber::set_default(subscriber))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    pub fn lines_containing(&self, needle: &str) -> Vec<String> {
+        self.text().lines().filter(|l| l.contains(needle)).map(str::to_string).collect()
+    }
+}
+
+impl Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
