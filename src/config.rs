@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn known_bad_admin_passwords_are_rejected_without_echoing_them() {
-        for bad in ["admin", "Password", "password123", "short"] {
+        for bad in ["admin", "Password", "password123", "tiny-pw"] {
             let problems = api_problems(&[("SVC_ADMIN_PASSWORD", bad)]);
             assert_eq!(vars_named(&problems), vec!["SVC_ADMIN_PASSWORD"], "{bad}");
             assert!(!ConfigError(problems).to_string().contains(bad));
