@@ -124,7 +124,7 @@ impl Lifespan {
                     return;
                 }
                 Err(err) => {
-                    tracing::warn!(attempt, max_attempts = DB_INIT_ATTEMPTS, error = %err, "Database initialisation failed");
+                    tracing::warn!(attempt, max_attempts = DB_INIT_ATTEMPTS, error = %format!("{err:#}"), "Database initialisation failed");
                     if attempt < DB_INIT_ATTEMPTS {
                         tokio::time::sleep(DB_INIT_PAUSE).await;
                     }
@@ -150,7 +150,7 @@ impl Lifespan {
                         tracing::info!("Database recovered");
                         return;
                     }
-                    Err(err) => tracing::debug!(error = %err, "Database still unavailable"),
+                    Err(err) => tracing::debug!(error = %format!("{err:#}"), "Database still unavailable"),
                 }
             }
         });
@@ -197,7 +197,7 @@ impl Lifespan {
             self.tasks.spawn(async move {
                 match (worker.run)(ctx).await {
                     Ok(()) => tracing::info!(worker = name, "Embedded worker stopped"),
-                    Err(err) => tracing::warn!(worker = name, error = %err, "Embedded worker failed"),
+                    Err(err) => tracing::warn!(worker = name, error = %format!("{err:#}"), "Embedded worker failed"),
                 }
             });
         }

@@ -110,6 +110,8 @@ async fn unreachable_database_is_tried_five_times_then_the_api_serves_degraded()
     assert_eq!(attempts.len(), 5, "{}", logs.text());
     for (n, line) in attempts.iter().enumerate() {
         assert!(line.contains(&format!("attempt={}", n + 1)), "{line}");
+        // The operator sees the cause, not only that it failed.
+        assert!(line.contains("Connection refused"), "{line}");
     }
     assert_eq!(logs.lines_containing("serving degraded").len(), 1);
 
@@ -362,4 +364,37 @@ async fn admin_is_created_flagged_and_follows_the_env_password_until_changed() {
         assert_eq!(db.user_by_name("root-op").await.unwrap().password_hash, chosen);
         db.close().await;
     }
+}
+
+#[tokio::test]
+async fn profiled_requests_each_write_a_flamegraph_page() {
+    let backend = TestDb::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("profiles");
+    let profile_dir = profiles.display().to_string();
+    let config = backend.api_config(&[("SVC_PROFILE_REQUESTS", "true"), ("SVC_PROFILE_DIR", &profile_dir)]);
+    let lifespan = Lifespan::start(config, vec![]).await.unwrap();
+    let before = Utc::now().timestamp_millis();
+    assert_eq!(get_json(&lifespan.router(), "/api/v1/health").await.status, StatusCode::OK);
+    lifespan.shutdown().await;
+
+    let names: Vec<String> =
+        std::fs::read_dir(&profiles).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let (stamp, rest) = names[0].split_once('-').unwrap();
+    assert!(stamp.parse::<i64>().unwrap() >= before);
+    assert_eq!(rest, "GET-api_v1_health.html");
+    let page = std::fs::read_to_string(profiles.join(&names[0])).unwrap();
+    assert!(page.starts_with("<!doctype html>") && (page.contains("<svg") || page.contains("No samples")));
+}
+
+#[tokio::test]
+async fn requests_are_not_profiled_by_default() {
+    let backend = TestDb::sqlite();
+    let config = backend.api_config(&[]);
+    let profiles = config.profile_dir.clone();
+    let lifespan = Lifespan::start(config, vec![]).await.unwrap();
+    assert_eq!(get_json(&lifespan.router(), "/api/v1/health").await.status, StatusCode::OK);
+    lifespan.shutdown().await;
+    assert!(!profiles.exists());
 }

@@ -4,6 +4,7 @@
 pub mod docs;
 pub mod error;
 pub mod health;
+pub mod profile;
 pub mod system;
 
 use std::net::SocketAddr;
@@ -60,6 +61,10 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), error::report_internal_failures));
+    if state.config.profile_requests {
+        let profiler = profile::RequestProfiler::new(state.config.profile_dir.clone());
+        app = app.layer(axum::middleware::from_fn_with_state(profiler, profile::profile_request));
+    }
     if state.config.developer_tracing {
         app = app.layer(TraceLayer::new_for_http());
     }

@@ -1,0 +1,96 @@
+//! Per-request profiling (`SVC_PROFILE_REQUESTS`), for developers chasing a slow route: each request
+//! is sampled and its flamegraph written as `<epoch_ms>-<METHOD>-<path_slug>.html` into
+//! `SVC_PROFILE_DIR`. The sampler is process-wide, so one request is profiled at a time; requests
+//! arriving meanwhile are served unprofiled. Off by default, and then this layer is not installed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// Samples per second; a prime, so sampling does not beat in step with periodic work.
+const SAMPLE_HZ: i32 = 997;
+
+#[derive(Debug)]
+pub struct RequestProfiler {
+    dir: PathBuf,
+    busy: AtomicBool,
+}
+
+impl RequestProfiler {
+    pub fn new(dir: PathBuf) -> Arc<Self> {
+        Arc::new(RequestProfiler { dir, busy: AtomicBool::new(false) })
+    }
+}
+
+pub async fn profile_request(State(profiler): State<Arc<RequestProfiler>>, request: Request, next: Next) -> Response {
+    if profiler.busy.swap(true, Ordering::AcqRel) {
+        return next.run(request).await;
+    }
+    let name = file_name(chrono::Utc::now().timestamp_millis(), request.method().as_str(), request.uri().path());
+    let sampler = pprof::ProfilerGuardBuilder::default()
+        .frequency(SAMPLE_HZ)
+        .blocklist(&["libc", "libgcc", "pthread", "vdso"])
+        .build();
+    let response = next.run(request).await;
+    match sampler {
+        Ok(sampler) => {
+            let path = profiler.dir.join(name);
+            // Building the graph and writing the file block; keep them off the request threads.
+            let written = tokio::task::spawn_blocking(move || write_flamegraph(&sampler, &path).map(|()| path)).await;
+            match written {
+                Ok(Ok(path)) => tracing::debug!(path = %path.display(), "Request profile written"),
+                Ok(Err(err)) => tracing::warn!(error = %format!("{err:#}"), "Cannot write the request profile"),
+                Err(err) => tracing::warn!(error = %err, "Request profile task failed"),
+            }
+        }
+        Err(err) => tracing::warn!(error = %err, "Cannot start the request profiler"),
+    }
+    profiler.busy.store(false, Ordering::Release);
+    response
+}
+
+fn write_flamegraph(sampler: &pprof::ProfilerGuard<'_>, path: &Path) -> anyhow::Result<()> {
+    let report = sampler.report().build()?;
+    let mut svg = Vec::new();
+    let graph = if report.data.is_empty() {
+        "<p>No samples: the request finished between two samples.</p>".to_string()
+    } else {
+        report.flamegraph(&mut svg)?;
+        String::from_utf8(svg)?
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let title = path.file_stem().and_then(|s| s.to_str()).unwrap_or("profile");
+    std::fs::write(
+        path,
+        format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head><body>\n{graph}\n</body></html>\n"
+        ),
+    )?;
+    Ok(())
+}
+
+/// `<epoch_ms>-<METHOD>-<path_slug>.html`, the slug keeping only characters safe in a file name.
+fn file_name(epoch_ms: i64, method: &str, path: &str) -> String {
+    let slug: String = path.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let slug = slug.trim_matches('_');
+    let slug = if slug.is_empty() { "root" } else { slug };
+    format!("{epoch_ms}-{method}-{slug}.html")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_name;
+
+    #[test]
+    fn file_names_are_safe_and_ordered_by_time() {
+        assert_eq!(file_name(1700000000123, "GET", "/api/v1/health"), "1700000000123-GET-api_v1_health.html");
+        assert_eq!(file_name(1, "POST", "/"), "1-POST-root.html");
+        assert_eq!(file_name(1, "GET", "/../../etc/passwd"), "1-GET-etc_passwd.html");
+    }
+}
