@@ -148,6 +148,8 @@ impl Lifespan {
                     Ok(()) => {
                         health.mark_ready();
                         tracing::info!("Database recovered");
+                        // Startup skipped the sweep; the records it would have failed are still stranded.
+                        fail_stranded_lifecycles(&db).await;
                         return;
                     }
                     Err(err) => tracing::debug!(error = %format!("{err:#}"), "Database still unavailable"),
@@ -157,17 +159,12 @@ impl Lifespan {
     }
 
     /// Step 6: lifecycle records a previous master left pending or running can never finish.
-    /// Idempotent, and a failure only logs.
+    /// Idempotent, and a failure only logs. With the database down it runs on recovery instead.
     async fn sweep_stranded_lifecycles(&self) {
-        if !self.state.database.is_ready() {
-            tracing::warn!("Skipping the stranded-lifecycle sweep: database unavailable");
-            return;
-        }
-        let now = Utc::now();
-        match self.state.db.fail_stranded_lifecycles(now - STRANDED_CUTOFF, now).await {
-            Ok(0) => {}
-            Ok(count) => tracing::warn!(count, "Marked stranded lifecycle records as failed"),
-            Err(err) => tracing::error!(error = %err, "Stranded-lifecycle sweep failed"),
+        if self.state.database.is_ready() {
+            fail_stranded_lifecycles(&self.state.db).await;
+        } else {
+            tracing::warn!("Stranded-lifecycle sweep deferred until the database is available");
         }
     }
 
@@ -252,6 +249,15 @@ fn check_jwt_secret(config: &Config) -> anyhow::Result<()> {
         bail!(ConfigError(problems));
     }
     Ok(())
+}
+
+async fn fail_stranded_lifecycles(db: &Db) {
+    let now = Utc::now();
+    match db.fail_stranded_lifecycles(now - STRANDED_CUTOFF, now).await {
+        Ok(0) => {}
+        Ok(count) => tracing::warn!(count, "Marked stranded lifecycle records as failed"),
+        Err(err) => tracing::error!(error = %err, "Stranded-lifecycle sweep failed"),
+    }
 }
 
 /// Migrations, then the first admin.

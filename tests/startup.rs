@@ -127,6 +127,50 @@ async fn unreachable_database_is_tried_five_times_then_the_api_serves_degraded()
     tokio::time::timeout(std::time::Duration::from_secs(5), lifespan.shutdown()).await.expect("shutdown hangs");
 }
 
+#[tokio::test]
+async fn the_api_heals_when_the_database_comes_back_and_then_sweeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db_dir, parked) = (dir.path().join("db"), dir.path().join("parked"));
+    let db_path = db_dir.join("svc.db").display().to_string();
+    let backend = TestDb::sqlite();
+    let config = backend.api_config(&[("SVC_DB_PATH", &db_path)]);
+
+    // A database holding a record stranded by a previous master…
+    let db = svc::db::connect(&config.database).unwrap();
+    db.migrate().await.unwrap();
+    let stale = lifecycle(LifecycleStatus::Running, Duration::hours(2));
+    db.add_lifecycle(&stale).await.unwrap();
+    db.close().await;
+    // …that is out of reach at startup: its directory is moved away and a file blocks the path.
+    std::fs::rename(&db_dir, &parked).unwrap();
+    std::fs::write(&db_dir, "not a directory").unwrap();
+
+    let lifespan = Lifespan::start(config.clone(), vec![]).await.unwrap();
+    let app = lifespan.router();
+    assert_eq!(get_json(&app, "/api/v1/health").await.status, StatusCode::SERVICE_UNAVAILABLE);
+
+    std::fs::remove_file(&db_dir).unwrap();
+    std::fs::rename(&parked, &db_dir).unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let health = get_json(&app, "/api/v1/health").await;
+        if health.status == StatusCode::OK {
+            assert_eq!(health.body["status"], "healthy");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the database never recovered: {:?}", health.body);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    lifespan.shutdown().await;
+
+    // Recovery ran what startup could not: the admin, and the sweep.
+    let db = svc::db::connect(&config.database).unwrap();
+    assert!(db.user_by_name("admin").await.unwrap().must_change_password);
+    let swept = &db.lifecycles(&[stale.id]).await.unwrap()[0];
+    assert_eq!((swept.status, swept.error.as_deref()), (LifecycleStatus::Failed, Some(STRANDED_LIFECYCLE_ERROR)));
+    db.close().await;
+}
+
 fn lifecycle(status: LifecycleStatus, age: Duration) -> DeckyLifecycle {
     let started = Utc::now() - age;
     DeckyLifecycle {
@@ -397,4 +441,27 @@ async fn requests_are_not_profiled_by_default() {
     assert_eq!(get_json(&lifespan.router(), "/api/v1/health").await.status, StatusCode::OK);
     lifespan.shutdown().await;
     assert!(!profiles.exists());
+}
+
+#[tokio::test]
+async fn a_store_error_reaches_the_log_but_never_the_client() {
+    let (logs, _guard) = LogCapture::start();
+    let backend = TestDb::sqlite();
+    let lifespan = Lifespan::start(backend.api_config(&[]), vec![]).await.unwrap();
+    let routes = Router::new().route(
+        "/api/v1/store",
+        get(|| async {
+            let err = anyhow::anyhow!("Access denied for user 'svc'@'10.0.0.9' (using password: YES)");
+            Err::<(), _>(svc::http::ApiError::Internal(err.context("loading rows")))
+        }),
+    );
+    let reply = get_json(&svc::http::with_layers(routes, lifespan.state().clone()), "/api/v1/store").await;
+    assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(reply.headers["content-type"], "application/json");
+    assert_eq!(reply.body.as_object().unwrap().len(), 2);
+    assert!(!reply.body.to_string().contains("Access denied"));
+    let error_id = reply.body["error_id"].as_str().unwrap();
+    let logged = logs.lines_containing(error_id);
+    assert!(logged.len() == 1 && logged[0].contains("Access denied for user"), "{}", logs.text());
+    lifespan.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! The sqlite backend: one file in WAL mode, the single-host default.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -16,16 +16,13 @@ use super::{Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, STRAND
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 pub struct SqliteDb {
+    path: PathBuf,
     pool: SqlitePool,
 }
 
 impl SqliteDb {
-    /// Creates the parent directory and the file on first use.
+    /// Touches nothing yet: [`Database::migrate`] creates the directory and the file.
     pub fn open(path: &Path) -> DbResult<Self> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| anyhow::anyhow!("cannot create database directory {}: {e}", parent.display()))?;
-        }
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -34,7 +31,7 @@ impl SqliteDb {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)).connect_lazy_with(options);
-        Ok(SqliteDb { pool })
+        Ok(SqliteDb { path: path.to_path_buf(), pool })
     }
 }
 
@@ -45,6 +42,11 @@ impl Database for SqliteDb {
     }
 
     async fn migrate(&self) -> DbResult<()> {
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create the database directory {}: {e}", parent.display()))?;
+        }
         Ok(MIGRATOR.run(&self.pool).await?)
     }
 

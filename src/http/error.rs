@@ -39,10 +39,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
             ApiError::NotFound => (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))).into_response(),
-            ApiError::Internal(err) => {
-                InternalFailure { exception_type: "anyhow::Error".into(), traceback: format!("{err:?}") }
-                    .into_response()
+            ApiError::Internal(err) => InternalFailure {
+                exception_type: "anyhow::Error".into(),
+                message: format!("{err:#}"),
+                traceback: format!("{err:?}"),
             }
+            .into_response(),
         }
     }
 }
@@ -51,6 +53,9 @@ impl IntoResponse for ApiError {
 #[derive(Clone, Debug)]
 struct InternalFailure {
     exception_type: String,
+    /// One line, the whole cause chain: what the server log gets.
+    message: String,
+    /// Multi-line detail (causes, backtrace when captured): what developer mode shows the client.
     traceback: String,
 }
 
@@ -69,7 +74,7 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "panic with a non-string payload".into());
-    InternalFailure { exception_type: "panic".into(), traceback: message }.into_response()
+    InternalFailure { exception_type: "panic".into(), traceback: message.clone(), message }.into_response()
 }
 
 /// Logs each internal failure once, with its id, and writes the client's opaque body.
@@ -82,7 +87,7 @@ pub async fn report_internal_failures(State(state): State<AppState>, request: Re
     };
     let error_id = Uuid::new_v4().simple().to_string();
     tracing::error!(
-        %error_id, %method, %path, exception_type = %failure.exception_type, error = %failure.traceback,
+        %error_id, %method, %path, exception_type = %failure.exception_type, error = %failure.message,
         "Request failed with an internal error"
     );
     let mut body = json!({"detail": "Internal Server Error", "error_id": error_id});

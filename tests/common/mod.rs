@@ -3,8 +3,9 @@
 //! afterwards), configurations that point at it, and log capture.
 #![allow(dead_code)]
 
+use std::cell::RefCell;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 
 use sqlx::migrate::MigrateDatabase;
 use svc::config::Config;
@@ -107,20 +108,54 @@ impl Drop for TestDb {
     }
 }
 
-/// Log lines written while the guard lives, on this thread (tokio tests run on one thread).
+/// Log lines written on this thread while the guard lives (a tokio test runs its tasks on its own
+/// thread). One global subscriber routes each line to the capture of the thread that wrote it:
+/// per-thread subscribers would race on tracing's global per-callsite cache and lose lines.
 #[derive(Clone, Default)]
 pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
 
+thread_local! {
+    static CURRENT: RefCell<Option<LogCapture>> = const { RefCell::new(None) };
+}
+
+pub struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|current| current.borrow_mut().take());
+    }
+}
+
+struct ThreadWriter;
+
+impl Write for ThreadWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CURRENT.with(|current| {
+            if let Some(capture) = &*current.borrow() {
+                capture.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl LogCapture {
-    pub fn start() -> (LogCapture, tracing::subscriber::DefaultGuard) {
+    pub fn start() -> (LogCapture, CaptureGuard) {
+        static INSTALL: Once = Once::new();
+        INSTALL.call_once(|| {
+            tracing_subscriber::fmt()
+                .with_env_filter("debug,sqlx=warn")
+                .with_ansi(false)
+                .with_writer(|| ThreadWriter)
+                .init();
+        });
         let capture = LogCapture::default();
-        let writer = capture.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("debug,sqlx=warn")
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        (capture, tracing::subscriber::set_default(subscriber))
+        CURRENT.with(|current| *current.borrow_mut() = Some(capture.clone()));
+        (capture, CaptureGuard)
     }
 
     pub fn text(&self) -> String {
@@ -129,16 +164,5 @@ impl LogCapture {
 
     pub fn lines_containing(&self, needle: &str) -> Vec<String> {
         self.text().lines().filter(|l| l.contains(needle)).map(str::to_string).collect()
-    }
-}
-
-impl Write for LogCapture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
