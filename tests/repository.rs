@@ -3,27 +3,12 @@
 mod common;
 
 use chrono::{Duration, Utc};
-use common::TestDb;
-use svc::db::{DbError, DeckyLifecycle, LifecycleStatus, NewUser, Role, STRANDED_LIFECYCLE_ERROR};
+use common::{TestDb, lifecycle};
+use svc::db::{DbError, LifecycleStatus, NewUser, Role, STRANDED_LIFECYCLE_ERROR};
 use uuid::Uuid;
 
 fn new_user(name: &str, role: Role) -> NewUser {
     NewUser { username: name.into(), password_hash: "$argon2id$fake".into(), role, must_change_password: false }
-}
-
-fn lifecycle(status: LifecycleStatus, age: Duration) -> DeckyLifecycle {
-    let started = Utc::now() - age;
-    DeckyLifecycle {
-        id: Uuid::new_v4(),
-        decky_name: "web-01".into(),
-        host_uuid: None,
-        operation: "deploy".into(),
-        status,
-        error: None,
-        started_at: started,
-        updated_at: started,
-        completed_at: None,
-    }
 }
 
 #[tokio::test]

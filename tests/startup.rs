@@ -11,11 +11,11 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use axum::routing::get;
 use chrono::{Duration, Utc};
-use common::{LogCapture, TestDb};
+use common::{LogCapture, TestDb, lifecycle};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use svc::config::Secret;
-use svc::db::{DeckyLifecycle, LifecycleStatus, STRANDED_LIFECYCLE_ERROR};
+use svc::db::{LifecycleStatus, STRANDED_LIFECYCLE_ERROR};
 use svc::startup::{EmbeddedWorker, Lifespan};
 use tokio::sync::oneshot;
 use tower::ServiceExt;
@@ -169,21 +169,6 @@ async fn the_api_heals_when_the_database_comes_back_and_then_sweeps() {
     let swept = &db.lifecycles(&[stale.id]).await.unwrap()[0];
     assert_eq!((swept.status, swept.error.as_deref()), (LifecycleStatus::Failed, Some(STRANDED_LIFECYCLE_ERROR)));
     db.close().await;
-}
-
-fn lifecycle(status: LifecycleStatus, age: Duration) -> DeckyLifecycle {
-    let started = Utc::now() - age;
-    DeckyLifecycle {
-        id: Uuid::new_v4(),
-        decky_name: "ssh-01".into(),
-        host_uuid: None,
-        operation: "deploy".into(),
-        status,
-        error: None,
-        started_at: started,
-        updated_at: started,
-        completed_at: None,
-    }
 }
 
 #[tokio::test]

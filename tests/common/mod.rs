@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Once};
 
 use sqlx::migrate::MigrateDatabase;
 use svc::config::Config;
-use svc::db::{self, Db};
+use svc::db::{self, Db, DeckyLifecycle, LifecycleStatus};
 
 pub const JWT_SECRET: &str = "4f9d2c7a1b8e6f3d0c5a9b2e7d4f1a8c";
 pub const ADMIN_PASSWORD: &str = "a long admin password";
@@ -105,6 +105,22 @@ impl Drop for TestDb {
         })
         .join()
         .unwrap();
+    }
+}
+
+/// A deploy record on `ssh-01` in `status`, started `age` ago.
+pub fn lifecycle(status: LifecycleStatus, age: chrono::Duration) -> DeckyLifecycle {
+    let started = chrono::Utc::now() - age;
+    DeckyLifecycle {
+        id: uuid::Uuid::new_v4(),
+        decky_name: "ssh-01".into(),
+        host_uuid: None,
+        operation: "deploy".into(),
+        status,
+        error: None,
+        started_at: started,
+        updated_at: started,
+        completed_at: None,
     }
 }
 
