@@ -4,10 +4,16 @@ use anyhow::Context;
 use svc::config::Config;
 use svc::startup::Lifespan;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    // Registered before anything else: a signal during startup must stop us cleanly, not kill us.
+    let term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(term, int, shutdown.clone()));
+
     let addr = (config.api_host.clone(), config.api_port);
     // No worker has landed yet; each will be added here, gated by its SVC_EMBED_* flag.
     let lifespan = Lifespan::start(config, Vec::new()).await?;
@@ -18,16 +24,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             return Err(err).with_context(|| format!("cannot listen on {}:{}", addr.0, addr.1));
         }
     };
-    let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
     lifespan.serve(listener, shutdown).await
 }
 
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        tracing::error!("Cannot install signal handlers; stop with SIGKILL");
-        return;
-    };
+async fn cancel_on_signal(mut term: Signal, mut int: Signal, shutdown: CancellationToken) {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),

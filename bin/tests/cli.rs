@@ -71,36 +71,57 @@ fn api_without_secrets_exits_nonzero_naming_each_variable() {
     assert!(!dir.path().join("data").exists(), "nothing may start on a bad configuration");
 }
 
-/// Starts `svc api` and waits for it to say it is listening.
-fn start_api(dir: &Path, port: u16) -> (Child, mpsc::Receiver<String>) {
-    let mut child = svc(dir)
+/// `svc api` on `port` with a valid configuration.
+fn api_command(dir: &Path, port: u16) -> Command {
+    let mut command = svc(dir);
+    command
         .arg("api")
         .env("SVC_JWT_SECRET", JWT_SECRET)
         .env("SVC_ADMIN_PASSWORD", "a long admin password")
-        .env("SVC_API_PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines_tx.send(line);
-        }
-    });
-    wait_for_line(&lines, "Listening");
-    (child, lines)
+        .env("SVC_API_PORT", port.to_string());
+    command
 }
 
-fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) -> String {
-    loop {
-        match lines.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) if line.contains(needle) => return line,
-            Ok(_) => {}
-            Err(err) => panic!("never logged {needle:?}: {err}"),
+struct RunningApi {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// What it logged up to and including the `Listening` line.
+    startup: Vec<String>,
+}
+
+impl RunningApi {
+    /// Spawns `command` and waits for it to say it is listening.
+    fn start(mut command: Command) -> RunningApi {
+        let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let (lines_tx, lines) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = lines_tx.send(line);
+            }
+        });
+        let mut startup = Vec::new();
+        while !startup.last().is_some_and(|l: &String| l.contains("Listening")) {
+            match lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => startup.push(line),
+                Err(err) => panic!("svc api did not start ({err}); it said:\n{}", startup.join("\n")),
+            }
         }
+        RunningApi { child, lines, startup }
+    }
+
+    /// SIGTERM, then the exit code once it has logged a clean shutdown.
+    fn terminate(mut self) -> Option<i32> {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let mut said = Vec::new();
+        while !said.last().is_some_and(|l: &String| l.contains("Shutdown complete")) {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => said.push(line),
+                Err(err) => panic!("svc api did not stop cleanly ({err}); it said:\n{}", said.join("\n")),
+            }
+        }
+        self.child.wait().unwrap().code()
     }
 }
 
@@ -108,7 +129,7 @@ fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) -> String {
 fn api_serves_health_on_loopback_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let (mut child, lines) = start_api(dir.path(), port);
+    let api = RunningApi::start(api_command(dir.path(), port));
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let health = runtime.block_on(async {
@@ -118,12 +139,54 @@ fn api_serves_health_on_loopback_and_stops_cleanly_on_sigterm() {
     assert_eq!(health.0, 200);
     assert_eq!(health.1["status"], "healthy");
 
-    let pid = rustix::process::Pid::from_child(&child);
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    wait_for_line(&lines, "Shutdown complete");
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(api.terminate(), Some(0));
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "still listening after exit");
+}
+
+/// `command` run through a shell that first sets the soft open-file limit to `limit`.
+fn with_open_file_limit(command: &Command, limit: u32) -> Command {
+    let mut limited = Command::new("sh");
+    limited
+        .args(["-c", &format!("ulimit -S -n {limit} && exec \"$0\" \"$@\"")])
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env_clear();
+    if let Some(dir) = command.get_current_dir() {
+        limited.current_dir(dir);
+    }
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            limited.env(key, value);
+        }
+    }
+    limited
+}
+
+#[test]
+fn json_logs_are_one_object_per_line_and_warn_of_a_low_open_file_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = api_command(dir.path(), free_port());
+    command.env("SVC_LOG_FORMAT", "json");
+    let api = RunningApi::start(with_open_file_limit(&command, 1024));
+
+    let events: Vec<serde_json::Value> =
+        api.startup.iter().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect();
+    let warning = events
+        .iter()
+        .find(|e| e["message"].as_str().is_some_and(|m| m.contains("Open-file limit is low")))
+        .expect("no open-file warning");
+    assert_eq!(warning["level"], "WARN");
+    assert_eq!(warning["soft_limit"], 1024);
+    assert_eq!(warning["recommended"], 4096);
+    assert_eq!(api.terminate(), Some(0));
+}
+
+#[test]
+fn no_open_file_warning_at_or_above_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = RunningApi::start(with_open_file_limit(&api_command(dir.path(), free_port()), 4096));
+    assert!(!api.startup.iter().any(|l| l.contains("Open-file limit")), "{:?}", api.startup);
+    assert_eq!(api.terminate(), Some(0));
 }
 
 #[test]

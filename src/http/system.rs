@@ -38,9 +38,11 @@ pub struct DeploymentMode {
     responses((status = 200, description = "The deployment mode", body = DeploymentMode))
 )]
 pub async fn deployment_mode(State(state): State<AppState>) -> Json<DeploymentMode> {
-    // Swarm hosts are enrolled through the swarm API, which does not exist yet: until it does,
-    // no host can be enrolled and the fleet is necessarily single-host.
-    let swarm_host_count = 0;
-    let mode = if swarm_host_count > 0 { DeploymentKind::Swarm } else { DeploymentKind::Unihost };
-    Json(DeploymentMode { mode, role: state.config.mode.as_str().to_string(), swarm_host_count })
+    // Swarm hosts are enrolled through the swarm API, which has not landed: until it does no host
+    // can be enrolled, so every deployment is single-host.
+    Json(DeploymentMode {
+        mode: DeploymentKind::Unihost,
+        role: state.config.mode.as_str().to_string(),
+        swarm_host_count: 0,
+    })
 }
