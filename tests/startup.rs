@@ -450,3 +450,23 @@ async fn a_store_error_reaches_the_log_but_never_the_client() {
     assert!(logged.len() == 1 && logged[0].contains("Access denied for user"), "{}", logs.text());
     lifespan.shutdown().await;
 }
+
+#[tokio::test]
+async fn disabling_the_limiter_on_a_public_binding_logs_a_critical_warning() {
+    let (logs, _guard) = LogCapture::start();
+    let backend = TestDb::sqlite();
+    let public = [("SVC_API_HOST", "0.0.0.0"), ("SVC_CORS_ORIGINS", "https://dash.example")];
+    for (host_pairs, limiter, expected) in [
+        (&public[..], "false", 1),
+        (&public[..], "true", 0),
+        (&[("SVC_API_HOST", "127.0.0.1")][..], "false", 0),
+    ] {
+        let mut extra = host_pairs.to_vec();
+        extra.push(("SVC_LIMITER_ENABLED", limiter));
+        let before = logs.lines_containing("Rate limiting is disabled on a public binding").len();
+        Lifespan::start(backend.api_config(&extra), vec![]).await.unwrap().shutdown().await;
+        let lines = logs.lines_containing("Rate limiting is disabled on a public binding");
+        assert_eq!(lines.len() - before, expected, "{extra:?}");
+        assert!(lines.iter().all(|l| l.contains("ERROR") && l.contains("severity=\"critical\"")), "{lines:?}");
+    }
+}
