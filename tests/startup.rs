@@ -456,11 +456,9 @@ async fn disabling_the_limiter_on_a_public_binding_logs_a_critical_warning() {
     let (logs, _guard) = LogCapture::start();
     let backend = TestDb::sqlite();
     let public = [("SVC_API_HOST", "0.0.0.0"), ("SVC_CORS_ORIGINS", "https://dash.example")];
-    for (host_pairs, limiter, expected) in [
-        (&public[..], "false", 1),
-        (&public[..], "true", 0),
-        (&[("SVC_API_HOST", "127.0.0.1")][..], "false", 0),
-    ] {
+    for (host_pairs, limiter, expected) in
+        [(&public[..], "false", 1), (&public[..], "true", 0), (&[("SVC_API_HOST", "127.0.0.1")][..], "false", 0)]
+    {
         let mut extra = host_pairs.to_vec();
         extra.push(("SVC_LIMITER_ENABLED", limiter));
         let before = logs.lines_containing("Rate limiting is disabled on a public binding").len();

@@ -5,17 +5,15 @@ pub mod docs;
 pub mod error;
 pub mod health;
 pub mod profile;
+mod serve;
 pub mod system;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
@@ -26,6 +24,7 @@ use crate::db::Db;
 
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
+pub use serve::{HEADER_READ_TIMEOUT, serve};
 
 /// Every request finishes or is answered 408 within this, so a graceful shutdown drains.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -79,11 +78,4 @@ fn cors(config: &Config) -> CorsLayer {
         .allow_credentials(false)
         .allow_methods([Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE, Method::OPTIONS])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
-}
-
-/// Serves `app` on an already bound listener until `shutdown` is cancelled, then drains.
-pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
 }
