@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/start, scripts/test and .ci/run: install what a Debian machine is missing, and
 # bring up the local services the project needs. Sourced, not run.
 
@@ -74,4 +75,37 @@ CREATE USER IF NOT EXISTS 'svc_test'@'127.0.0.1' IDENTIFIED BY 'svc_test';
 GRANT ALL PRIVILEGES ON `svc\_test\_%`.* TO 'svc_test'@'127.0.0.1';
 SQL
     export SVC_TEST_MYSQL_URL="mysql://svc_test:svc_test@127.0.0.1:3306/svc_test"
+}
+
+# Writes FILE with fresh local secrets unless it exists, and prints the admin's password that once.
+ensure_local_env() {
+    local file=$1
+    [ -f "$file" ] && return 0
+    local dir jwt_secret admin_password
+    dir=$(dirname "$file")
+    mkdir -p "$dir"
+    jwt_secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+    admin_password=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+    (
+        umask 077
+        cat >"$file" <<ENV
+# Generated on $(date -u +%Y-%m-%dT%H:%M:%SZ). Keep it private; delete it to start afresh.
+SVC_JWT_SECRET=$jwt_secret
+SVC_ADMIN_PASSWORD=$admin_password
+SVC_DATA_DIR=$dir/data
+ENV
+    )
+    echo "==================================================================="
+    echo " Dashboard login: ${SVC_ADMIN_USER:-admin} / $admin_password"
+    echo " Shown once; you must choose a new password at first login."
+    echo "==================================================================="
+}
+
+# Exports every KEY=VALUE of FILE that the caller has not already set.
+load_env_file() {
+    local key value
+    while IFS='=' read -r key value; do
+        case "$key" in '' | \#*) continue ;; esac
+        if [ -z "${!key+x}" ]; then export "$key=$value"; fi
+    done <"$1"
 }
