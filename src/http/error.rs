@@ -79,15 +79,15 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
 
 /// Logs each internal failure once, with its id, and writes the client's opaque body.
 pub async fn report_internal_failures(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_string();
+    // Cheap clones (a small enum and a ref-counted URI), kept only to name the request in the log.
+    let (method, uri) = (request.method().clone(), request.uri().clone());
     let response = next.run(request).await;
     let Some(failure) = response.extensions().get::<InternalFailure>().cloned() else {
         return response;
     };
     let error_id = Uuid::new_v4().simple().to_string();
     tracing::error!(
-        %error_id, %method, %path, exception_type = %failure.exception_type, error = %failure.message,
+        %error_id, %method, path = uri.path(), exception_type = %failure.exception_type, error = %failure.message,
         "Request failed with an internal error"
     );
     let mut body = json!({"detail": "Internal Server Error", "error_id": error_id});
