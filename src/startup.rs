@@ -144,7 +144,11 @@ impl Lifespan {
                     () = cancel.cancelled() => return,
                     () = tokio::time::sleep(DB_RETRY_INTERVAL) => {}
                 }
-                match prepare_database(&db, &config).await {
+                let attempt = tokio::select! {
+                    () = cancel.cancelled() => return,
+                    attempt = prepare_database(&db, &config) => attempt,
+                };
+                match attempt {
                     Ok(()) => {
                         health.mark_ready();
                         tracing::info!("Database recovered");

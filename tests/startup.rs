@@ -128,6 +128,31 @@ async fn unreachable_database_is_tried_five_times_then_the_api_serves_degraded()
 }
 
 #[tokio::test]
+async fn a_database_server_that_never_answers_cannot_stall_startup_or_shutdown() {
+    let (logs, _guard) = LogCapture::start();
+    // Accepts TCP connections and never says a word, like a half-dead server or a tarpit.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let backend = TestDb::sqlite();
+    let url = format!("mysql://root@127.0.0.1:{port}/svc");
+    let config = backend.api_config(&[("SVC_DB_TYPE", "mysql"), ("SVC_DB_URL", &url)]);
+    let lifespan = tokio::time::timeout(std::time::Duration::from_secs(40), Lifespan::start(config, vec![]))
+        .await
+        .expect("startup stalled on a silent database")
+        .unwrap();
+    assert_eq!(logs.lines_containing("Database initialisation failed").len(), 5, "{}", logs.text());
+    let health = get_json(&lifespan.router(), "/api/v1/health").await;
+    assert_eq!(health.status, StatusCode::SERVICE_UNAVAILABLE);
+    tokio::time::timeout(std::time::Duration::from_secs(10), lifespan.shutdown()).await.expect("shutdown hangs");
+}
+
+#[tokio::test]
 async fn the_api_heals_when_the_database_comes_back_and_then_sweeps() {
     let dir = tempfile::tempdir().unwrap();
     let (db_dir, parked) = (dir.path().join("db"), dir.path().join("parked"));

@@ -14,6 +14,10 @@ use super::{Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, STRAND
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
+/// How long to wait for the server to answer a new connection. A host that accepts TCP but never
+/// speaks MySQL would otherwise stall startup forever.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 pub struct MysqlDb {
     url: String,
     pool: MySqlPool,
@@ -23,7 +27,7 @@ impl MysqlDb {
     pub fn open(url: &str) -> DbResult<Self> {
         let options: MySqlConnectOptions = url.parse()?;
         let pool = MySqlPoolOptions::new()
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(CONNECT_TIMEOUT)
             .connect_lazy_with(options.charset("utf8mb4"));
         Ok(MysqlDb { url: url.to_string(), pool })
     }
@@ -36,10 +40,17 @@ impl Database for MysqlDb {
     }
 
     async fn migrate(&self) -> DbResult<()> {
-        // A fresh server has no database yet; creating it saves the operator a manual step.
-        if !MySql::database_exists(&self.url).await? {
-            MySql::create_database(&self.url).await?;
-        }
+        // A fresh server has no database yet; creating it saves the operator a manual step. These
+        // calls open connections of their own, outside the pool and its timeout.
+        let ensure_database = async {
+            if !MySql::database_exists(&self.url).await? {
+                MySql::create_database(&self.url).await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, ensure_database)
+            .await
+            .map_err(|_| anyhow::anyhow!("the server did not answer within {}s", CONNECT_TIMEOUT.as_secs()))??;
         Ok(MIGRATOR.run(&self.pool).await?)
     }
 
