@@ -26,9 +26,8 @@ pub struct MysqlDb {
 impl MysqlDb {
     pub fn open(url: &str) -> DbResult<Self> {
         let options: MySqlConnectOptions = url.parse()?;
-        let pool = MySqlPoolOptions::new()
-            .acquire_timeout(CONNECT_TIMEOUT)
-            .connect_lazy_with(options.charset("utf8mb4"));
+        let pool =
+            MySqlPoolOptions::new().acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options.charset("utf8mb4"));
         Ok(MysqlDb { url: url.to_string(), pool })
     }
 }

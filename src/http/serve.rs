@@ -1,6 +1,10 @@
 //! The connection loop. axum's own `serve` sets no header-read timeout, so a client that trickles
-//! its headers (slowloris) would hold a socket forever; here every connection must finish its
-//! headers within [`HEADER_READ_TIMEOUT`], and shutdown drains within [`DRAIN_TIMEOUT`].
+//! its headers, or sends nothing at all (slowloris), would hold a socket forever. Here every
+//! connection, new or idle between requests, must deliver a request head within
+//! [`HEADER_READ_TIMEOUT`], and shutdown drains within [`DRAIN_TIMEOUT`] before cutting the rest.
+//!
+//! HTTP/1.1 only: the dashboard and every client speak it over plain HTTP, and HTTP/2 detection
+//! would read the first bytes with no timeout at all.
 
 use std::time::Duration;
 
@@ -8,26 +12,27 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-/// A request's headers must arrive within this.
+/// A request head must arrive within this, counted from when the connection waits for one.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// In-flight requests get this long to finish once shutdown starts (requests time out sooner).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(35);
+/// In-flight requests get this long to finish once shutdown starts (each times out after 30 s).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// Serves `app` on an already bound listener until `shutdown` is cancelled, then stops accepting
 /// and drains. Handlers see the peer address as `ConnectInfo<SocketAddr>`.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> std::io::Result<()> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
-    builder.http2().timer(TokioTimer::new());
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
     let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
 
     loop {
         let (stream, peer) = tokio::select! {
@@ -42,6 +47,7 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
                 }
             },
         };
+        while connections.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
         let service = app.clone().map_request(move |request: hyper::Request<Incoming>| {
             let mut request = request.map(Body::new);
@@ -49,9 +55,8 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
             request
         });
         let connection =
-            builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
-        let connection = graceful.watch(connection.into_owned());
-        tokio::spawn(async move {
+            graceful.watch(builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)));
+        connections.spawn(async move {
             if let Err(err) = connection.await {
                 tracing::debug!(%peer, error = %err, "Connection ended with an error");
             }
@@ -60,7 +65,12 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
 
     drop(listener);
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
-        tracing::warn!("Connections still open after {}s; closing them", DRAIN_TIMEOUT.as_secs());
+        tracing::warn!(
+            open = connections.len(),
+            "Connections still open after {}s; closing them",
+            DRAIN_TIMEOUT.as_secs()
+        );
+        connections.shutdown().await;
     }
     Ok(())
 }
