@@ -102,9 +102,9 @@ async fn clients_that_never_finish_a_request_head_are_cut_off_while_others_are_s
 }
 
 /// Awaits every future concurrently, keeping their order.
-async fn join_all_spawned<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+async fn join_all_spawned<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
