@@ -203,11 +203,25 @@ impl Config {
     }
 
     /// Every rule the master API enforces before it starts.
+    /// In the order of the startup steps that enforce them.
     pub fn api_problems(&self) -> Vec<ConfigProblem> {
-        let mut problems = self.jwt_secret_problems();
+        let mut problems = self.public_binding_problems();
+        problems.extend(self.master_mode_problems());
+        problems.extend(self.jwt_secret_problems());
         problems.extend(self.admin_password_problems());
-        problems.extend(self.public_binding_problems());
         problems
+    }
+
+    /// The master API does not run on an agent host unless `SVC_DISALLOW_MASTER=false`.
+    pub fn master_mode_problems(&self) -> Vec<ConfigProblem> {
+        if self.mode == Mode::Agent && self.disallow_master {
+            return vec![problem(
+                "SVC_MODE",
+                "is `agent`, and the master API is master-only: it does not start on an agent host \
+                 (SVC_DISALLOW_MASTER=false overrides)",
+            )];
+        }
+        vec![]
     }
 
     /// `SVC_JWT_SECRET` is present and, unless `SVC_TESTING=1`, not guessable.
@@ -629,7 +643,7 @@ mod tests {
             ("SVC_API_HOST", "0.0.0.0"),
             ("SVC_CANARY_HTTP_BASE", "http://canary.example"),
         ];
-        let expected = vec!["SVC_JWT_SECRET", "SVC_ADMIN_PASSWORD", "SVC_CORS_ORIGINS", "SVC_CANARY_HTTP_BASE"];
+        let expected = vec!["SVC_CORS_ORIGINS", "SVC_CANARY_HTTP_BASE", "SVC_JWT_SECRET", "SVC_ADMIN_PASSWORD"];
         assert_eq!(vars_named(&api_problems(&weak)), expected);
 
         let mut relaxed = weak.to_vec();
@@ -692,6 +706,19 @@ mod tests {
         assert!(matches!(config.database, DatabaseConfig::Mysql { .. }));
         assert!(!format!("{config:?}").contains("hunter2"));
         assert!(!format!("{config:?}").contains(GOOD_SECRET));
+    }
+
+    #[test]
+    fn an_agent_host_is_refused_unless_allowed() {
+        for (mode, disallow) in [("agent", None), ("Agent", Some("TRUE")), ("AGENT", Some("true"))] {
+            let mut pairs = vec![("SVC_MODE", mode)];
+            pairs.extend(disallow.map(|d| ("SVC_DISALLOW_MASTER", d)));
+            let problems = api_problems(&pairs);
+            assert_eq!(vars_named(&problems), vec!["SVC_MODE"]);
+            assert!(problems[0].message.contains("master-only"));
+        }
+        assert!(api_problems(&[("SVC_MODE", "agent"), ("SVC_DISALLOW_MASTER", "false")]).is_empty());
+        assert!(api_problems(&[("SVC_MODE", "master")]).is_empty());
     }
 
     #[test]

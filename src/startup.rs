@@ -6,14 +6,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use chrono::Utc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::password;
-use crate::config::{Config, ConfigError, Mode};
+use crate::config::{Config, ConfigError, ConfigProblem};
 use crate::db::{self, Db, DbError, NewUser, Role};
 use crate::http::{self, AppState, DatabaseHealth};
 
@@ -221,10 +221,7 @@ fn warn_on_low_open_file_limit() {
 
 /// Step 2: refuses to start before any database, worker or bus comes up.
 fn validate_public_binding(config: &Config) -> anyhow::Result<()> {
-    let problems = config.public_binding_problems();
-    if !problems.is_empty() {
-        bail!(ConfigError(problems));
-    }
+    refuse(config.public_binding_problems())?;
     if !config.binds_loopback() && !config.limiter_enabled {
         tracing::error!(
             severity = "critical",
@@ -237,22 +234,16 @@ fn validate_public_binding(config: &Config) -> anyhow::Result<()> {
 
 /// Step 3: the master API does not run on an agent host unless explicitly allowed.
 fn enforce_master_mode(config: &Config) -> anyhow::Result<()> {
-    if config.mode == Mode::Agent && config.disallow_master {
-        bail!(
-            "the master API is master-only: SVC_MODE=agent refuses to start it \
-             (set SVC_DISALLOW_MASTER=false to override)"
-        );
-    }
-    Ok(())
+    refuse(config.master_mode_problems())
 }
 
 /// Step 4: the signing secret, resolved eagerly so a bad one fails at boot, not at first login.
 fn check_jwt_secret(config: &Config) -> anyhow::Result<()> {
-    let problems = config.jwt_secret_problems();
-    if !problems.is_empty() {
-        bail!(ConfigError(problems));
-    }
-    Ok(())
+    refuse(config.jwt_secret_problems())
+}
+
+fn refuse(problems: Vec<ConfigProblem>) -> anyhow::Result<()> {
+    if problems.is_empty() { Ok(()) } else { Err(ConfigError(problems).into()) }
 }
 
 async fn fail_stranded_lifecycles(db: &Db) {

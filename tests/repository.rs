@@ -27,9 +27,14 @@ async fn users_story() {
         assert!(matches!(db.add_user(new_user("Bob", Role::Admin), now).await, Err(DbError::Conflict)));
         assert_eq!(db.user_by_name("BOB").await.unwrap().uuid, bob.uuid);
         db.add_user(new_user("alice", Role::Admin), now).await.unwrap();
+        // Only letter case is folded: accents and trailing spaces make other names, on both backends.
+        db.add_user(new_user("böb", Role::Viewer), now).await.unwrap();
+        db.add_user(new_user("bob ", Role::Viewer), now).await.unwrap();
+        assert_eq!(db.user_by_name("BÖB").await.unwrap().username, "böb");
+        assert!(matches!(db.user_by_name("bob  ").await, Err(DbError::NotFound)));
 
         let names: Vec<_> = db.list_users().await.unwrap().into_iter().map(|u| u.username).collect();
-        assert_eq!(names, ["alice", "bob"], "{}", backend.name);
+        assert_eq!(names, ["alice", "bob", "bob ", "böb"], "{}", backend.name);
 
         assert!(matches!(db.user_by_name("carol").await, Err(DbError::NotFound)));
 

@@ -61,7 +61,7 @@ async fn mode_gate_refuses_an_agent_host_unless_allowed() {
         for disallow in [None, Some("true"), Some("TRUE")] {
             let mut extra = vec![("SVC_MODE", mode)];
             extra.extend(disallow.map(|d| ("SVC_DISALLOW_MASTER", d)));
-            let err = Lifespan::start(backend.api_config(&extra), vec![]).await.err().expect("must refuse");
+            let err = Lifespan::start(backend.unchecked_config(&extra), vec![]).await.err().expect("must refuse");
             assert!(err.to_string().contains("master API is master-only"), "{err}");
         }
     }

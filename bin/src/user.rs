@@ -60,8 +60,9 @@ async fn open(config: &Config) -> anyhow::Result<Db> {
 }
 
 async fn add(db: &Db, username: String, role: Role, must_change_password: bool) -> anyhow::Result<()> {
-    if username.trim().is_empty() || username.len() > 64 {
-        bail!("a username is 1 to 64 characters");
+    let printable = username.trim() == username && !username.chars().any(char::is_control);
+    if username.is_empty() || username.chars().count() > 64 || !printable {
+        bail!("a username is 1 to 64 characters, without surrounding spaces or control characters");
     }
     let password_hash = read_new_password().await?;
     let user = NewUser { username: username.clone(), password_hash, role, must_change_password };

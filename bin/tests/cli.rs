@@ -225,6 +225,12 @@ fn migrate_and_user_commands_work_on_the_database_directly() {
     assert_ne!(code, 0);
     assert!(err.contains("already exists"), "{err}");
 
+    for bad in [" bob", "bob\u{7}", &"b".repeat(65)] {
+        let (code, _, err) = run(command(&["user", "add", bad]), "a long enough password\n");
+        assert_ne!(code, 0, "{bad:?}");
+        assert!(err.contains("a username is 1 to 64 characters"), "{err}");
+    }
+
     let (code, _, err) = run(command(&["user", "add", "bob"]), "short\n");
     assert_ne!(code, 0);
     assert!(err.contains("at least 12 characters"), "{err}");

@@ -1,16 +1,18 @@
 -- Users, token revocation, stream tickets, key/value state and decky lifecycle records.
 -- Times are epoch milliseconds (UTC). Never edit an applied migration; add a new one.
--- Usernames compare case-insensitively, as on sqlite (collate nocase).
 
 create table users (
     uuid char(36) not null primary key,
     username varchar(255) not null,
+    -- The username lower-cased (in Rust, identically for both backends), compared byte for byte:
+    -- `Bob` and `bob` are one user, `ádmin` and `admin ` are not `admin`.
+    username_key varbinary(255) not null,
     password_hash varchar(255) not null,
     role varchar(16) not null default 'viewer',
     must_change_password boolean not null default false,
     tokens_valid_from bigint null,
     created_at bigint not null,
-    unique key ux_users_username (username)
+    unique key ux_users_username_key (username_key)
 ) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
 create table revoked_tokens (

@@ -3,7 +3,10 @@
 
 create table users (
     uuid text primary key not null,
-    username text not null unique collate nocase,
+    username text not null,
+    -- The username lower-cased (in Rust, identically for both backends): `Bob` and `bob` are one user,
+    -- `ádmin` and `admin ` are not `admin`.
+    username_key text not null unique,
     password_hash text not null,
     role text not null default 'viewer',
     must_change_password integer not null default 0,

@@ -162,9 +162,10 @@ pub trait Database: Send + Sync + 'static {
     /// Closes the pool, waiting for connections in use to be returned.
     async fn close(&self);
 
-    /// `Conflict` when the username is taken.
+    /// `Conflict` when the username is taken, in any letter case.
     async fn add_user(&self, user: NewUser, now: DateTime<Utc>) -> DbResult<User>;
 
+    /// Matches the username in any letter case.
     async fn user_by_name(&self, username: &str) -> DbResult<User>;
 
     /// Ordered by username.

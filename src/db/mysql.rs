@@ -9,7 +9,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{MySql, QueryBuilder};
 use uuid::Uuid;
 
-use super::rows::{LifecycleRow, UserRow, convert, millis};
+use super::rows::{LifecycleRow, UserRow, convert, millis, username_key};
 use super::{Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, STRANDED_LIFECYCLE_ERROR, User};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
@@ -65,11 +65,12 @@ impl Database for MysqlDb {
     async fn add_user(&self, user: NewUser, now: DateTime<Utc>) -> DbResult<User> {
         let uuid = Uuid::new_v4();
         sqlx::query(
-            "insert into users (uuid, username, password_hash, role, must_change_password, created_at) \
-             values (?, ?, ?, ?, ?, ?)",
+            "insert into users (uuid, username, username_key, password_hash, role, must_change_password, created_at) \
+             values (?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(uuid.to_string())
         .bind(&user.username)
+        .bind(username_key(&user.username))
         .bind(&user.password_hash)
         .bind(user.role.as_str())
         .bind(user.must_change_password)
@@ -80,13 +81,16 @@ impl Database for MysqlDb {
     }
 
     async fn user_by_name(&self, username: &str) -> DbResult<User> {
-        let row: UserRow =
-            sqlx::query_as("select * from users where username = ?").bind(username).fetch_one(&self.pool).await?;
+        let row: UserRow = sqlx::query_as("select * from users where username_key = ?")
+            .bind(username_key(username))
+            .fetch_one(&self.pool)
+            .await?;
         row.try_into()
     }
 
     async fn list_users(&self) -> DbResult<Vec<User>> {
-        let rows: Vec<UserRow> = sqlx::query_as("select * from users order by username").fetch_all(&self.pool).await?;
+        let rows: Vec<UserRow> =
+            sqlx::query_as("select * from users order by username_key").fetch_all(&self.pool).await?;
         convert(rows)
     }
 

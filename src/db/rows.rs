@@ -10,6 +10,11 @@ pub(super) fn millis(at: DateTime<Utc>) -> i64 {
     at.timestamp_millis()
 }
 
+/// What usernames are unique by and looked up by: case does not make a different user.
+pub(super) fn username_key(username: &str) -> String {
+    username.to_lowercase()
+}
+
 fn time(ms: i64) -> Result<DateTime<Utc>, DbError> {
     DateTime::from_timestamp_millis(ms).ok_or_else(|| DbError::Other(anyhow::anyhow!("timestamp out of range: {ms}")))
 }

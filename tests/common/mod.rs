@@ -71,6 +71,12 @@ impl TestDb {
         Config::for_api(self.api_vars(extra)).expect("test configuration is valid")
     }
 
+    /// Like [`TestDb::api_config`] but only parsed, not checked against the API's rules, for
+    /// tests of the startup steps that enforce those rules themselves.
+    pub fn unchecked_config(&self, extra: &[(&str, &str)]) -> Config {
+        Config::from_vars(self.api_vars(extra)).expect("test configuration parses")
+    }
+
     pub fn api_vars(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut vars = self.vars();
         vars.push(("SVC_JWT_SECRET".into(), JWT_SECRET.into()));
