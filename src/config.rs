@@ -470,6 +470,8 @@ impl Env {
                     );
                 } else if !url.starts_with("mysql://") && !url.starts_with("mariadb://") {
                     self.report("SVC_DB_URL", "must start with mysql:// when SVC_DB_TYPE=mysql");
+                } else if mysql_database_name(&url).is_none() {
+                    self.report("SVC_DB_URL", "must name a database (mysql://user:password@host:3306/svc)");
                 }
                 DatabaseConfig::Mysql { url: Secret(url) }
             }
@@ -479,6 +481,14 @@ impl Env {
             }
         }
     }
+}
+
+/// The database of `mysql://[user[:password]@]host[:port]/database[?options]`.
+fn mysql_database_name(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let path = rest.split_once('/')?.1;
+    let name = path.split(['?', '#']).next()?;
+    (!name.is_empty() && !name.contains('/')).then_some(name)
 }
 
 /// The host of `scheme://host[:port][/path]`, without brackets around an IPv6 literal.
@@ -700,6 +710,14 @@ mod tests {
     #[test]
     fn mysql_needs_a_url_and_keeps_it_secret() {
         assert_eq!(vars_named(&api_problems(&[("SVC_DB_TYPE", "mysql")])), vec!["SVC_DB_URL"]);
+        for bad in ["postgres://h/db", "mysql://root@db:3306", "mysql://root@db:3306/", "mysql://db/?ssl-mode=required"]
+        {
+            let problems = api_problems(&[("SVC_DB_TYPE", "mysql"), ("SVC_DB_URL", bad)]);
+            assert_eq!(vars_named(&problems), vec!["SVC_DB_URL"], "{bad}");
+        }
+        let good =
+            Config::for_api(vars(&[("SVC_DB_TYPE", "mysql"), ("SVC_DB_URL", "mysql://db/svc?ssl-mode=required")]));
+        assert!(good.is_ok());
         let config =
             Config::for_api(vars(&[("SVC_DB_TYPE", "MySQL"), ("SVC_DB_URL", "mysql://root:hunter2@db:3306/svc")]))
                 .unwrap();

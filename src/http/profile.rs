@@ -26,10 +26,25 @@ impl RequestProfiler {
     }
 }
 
-pub async fn profile_request(State(profiler): State<Arc<RequestProfiler>>, request: Request, next: Next) -> Response {
-    if profiler.busy.swap(true, Ordering::AcqRel) {
-        return next.run(request).await;
+/// Holds the one profiling slot; frees it however the request ends, a dropped future included.
+struct Slot<'a>(&'a AtomicBool);
+
+impl<'a> Slot<'a> {
+    fn take(busy: &'a AtomicBool) -> Option<Self> {
+        (!busy.swap(true, Ordering::AcqRel)).then_some(Slot(busy))
     }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+pub async fn profile_request(State(profiler): State<Arc<RequestProfiler>>, request: Request, next: Next) -> Response {
+    let Some(_slot) = Slot::take(&profiler.busy) else {
+        return next.run(request).await;
+    };
     let name = file_name(chrono::Utc::now().timestamp_millis(), request.method().as_str(), request.uri().path());
     let sampler = pprof::ProfilerGuardBuilder::default()
         .frequency(SAMPLE_HZ)
@@ -49,7 +64,6 @@ pub async fn profile_request(State(profiler): State<Arc<RequestProfiler>>, reque
         }
         Err(err) => tracing::warn!(error = %err, "Cannot start the request profiler"),
     }
-    profiler.busy.store(false, Ordering::Release);
     response
 }
 
@@ -75,9 +89,13 @@ fn write_flamegraph(sampler: &pprof::ProfilerGuard<'_>, path: &Path) -> anyhow::
     Ok(())
 }
 
+/// Longest slug kept, so the name stays within the 255 bytes a file name may have.
+const MAX_SLUG: usize = 100;
+
 /// `<epoch_ms>-<METHOD>-<path_slug>.html`, the slug keeping only characters safe in a file name.
 fn file_name(epoch_ms: i64, method: &str, path: &str) -> String {
-    let slug: String = path.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let slug: String =
+        path.chars().take(MAX_SLUG).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     let slug = slug.trim_matches('_');
     let slug = if slug.is_empty() { "root" } else { slug };
     format!("{epoch_ms}-{method}-{slug}.html")
@@ -85,12 +103,23 @@ fn file_name(epoch_ms: i64, method: &str, path: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::file_name;
+    use super::*;
+
+    #[test]
+    fn one_request_at_a_time_holds_the_slot_until_it_ends_however_it_ends() {
+        let busy = AtomicBool::new(false);
+        let slot = Slot::take(&busy).expect("free at first");
+        assert!(Slot::take(&busy).is_none());
+        drop(slot); // also what happens when a request future is dropped mid-flight
+        assert!(Slot::take(&busy).is_some());
+    }
 
     #[test]
     fn file_names_are_safe_and_ordered_by_time() {
         assert_eq!(file_name(1700000000123, "GET", "/api/v1/health"), "1700000000123-GET-api_v1_health.html");
         assert_eq!(file_name(1, "POST", "/"), "1-POST-root.html");
         assert_eq!(file_name(1, "GET", "/../../etc/passwd"), "1-GET-etc_passwd.html");
+        assert_eq!(file_name(1, "GET", &"/a".repeat(5000)).len(), "1-GET-.html".len() + 99);
+        assert_eq!(file_name(1, "GET", "/ünïcode"), "1-GET-n_code.html");
     }
 }
