@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-apt_install_missing wrk curl
+apt_install_missing wrk curl python3
 ensure_rust
 cargo build --release --locked -p svc-cli
 

@@ -493,3 +493,24 @@ async fn disabling_the_limiter_on_a_public_binding_logs_a_critical_warning() {
         assert!(lines.iter().all(|l| l.contains("ERROR") && l.contains("severity=\"critical\"")), "{lines:?}");
     }
 }
+
+#[tokio::test]
+async fn developer_tracing_logs_every_request_and_is_absent_otherwise() {
+    let (logs, _guard) = LogCapture::start();
+    let backend = TestDb::sqlite();
+    for (tracing_on, expected) in [("false", 0), ("true", 1)] {
+        let lifespan =
+            Lifespan::start(backend.api_config(&[("SVC_DEVELOPER_TRACING", tracing_on)]), vec![]).await.unwrap();
+        let before = logs.lines_containing("finished processing request").len();
+        get_json(&lifespan.router(), "/api/v1/system/deployment-mode").await;
+        let traced = logs.lines_containing("finished processing request");
+        assert_eq!(traced.len() - before, expected, "SVC_DEVELOPER_TRACING={tracing_on}");
+        if let Some(line) = traced.last() {
+            assert!(
+                line.contains("INFO") && line.contains("/api/v1/system/deployment-mode") && line.contains("status=200"),
+                "{line}"
+            );
+        }
+        lifespan.shutdown().await;
+    }
+}

@@ -17,7 +17,8 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
 
 use crate::config::Config;
 use crate::db::Db;
@@ -65,7 +66,11 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         app = app.layer(axum::middleware::from_fn_with_state(profiler, profile::profile_request));
     }
     if state.config.developer_tracing {
-        app = app.layer(TraceLayer::new_for_http());
+        // At INFO, so the default log filter shows every request with its status and latency.
+        let trace = TraceLayer::new_for_http()
+            .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+            .on_response(DefaultOnResponse::new().level(Level::INFO));
+        app = app.layer(trace);
     }
     app.layer(cors(&state.config)).with_state(state)
 }
