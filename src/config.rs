@@ -113,6 +113,13 @@ impl fmt::Display for ConfigProblem {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError(pub Vec<ConfigProblem>);
 
+impl ConfigError {
+    /// `Ok` when there is no problem, else every problem as one error.
+    pub fn check(problems: Vec<ConfigProblem>) -> Result<(), ConfigError> {
+        if problems.is_empty() { Ok(()) } else { Err(ConfigError(problems)) }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "invalid configuration ({} problem", self.0.len())?;
@@ -193,13 +200,13 @@ impl Config {
 
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
         let (config, problems) = parse(vars);
-        finish(config, problems)
+        ConfigError::check(problems).map(|()| config)
     }
 
     pub fn for_api(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
         let (config, mut problems) = parse(vars);
         problems.extend(config.api_problems());
-        finish(config, problems)
+        ConfigError::check(problems).map(|()| config)
     }
 
     /// Every rule the master API enforces before it starts, in the order of the startup steps.
@@ -298,10 +305,6 @@ impl Config {
     pub fn binds_loopback(&self) -> bool {
         is_loopback_host(&self.api_host)
     }
-}
-
-fn finish(config: Config, problems: Vec<ConfigProblem>) -> Result<Config, ConfigError> {
-    if problems.is_empty() { Ok(config) } else { Err(ConfigError(problems)) }
 }
 
 fn problem(var: &'static str, message: impl Into<String>) -> ConfigProblem {

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::password;
-use crate::config::{Config, ConfigError, ConfigProblem};
+use crate::config::{Config, ConfigError};
 use crate::db::{self, Db, DbError, NewUser, Role};
 use crate::http::{self, AppState, DatabaseHealth};
 
@@ -221,7 +221,7 @@ fn warn_on_low_open_file_limit() {
 
 /// Step 2: refuses to start before any database, worker or bus comes up.
 fn validate_public_binding(config: &Config) -> anyhow::Result<()> {
-    refuse(config.public_binding_problems())?;
+    ConfigError::check(config.public_binding_problems())?;
     if !config.binds_loopback() && !config.limiter_enabled {
         tracing::error!(
             severity = "critical",
@@ -234,16 +234,12 @@ fn validate_public_binding(config: &Config) -> anyhow::Result<()> {
 
 /// Step 3: the master API does not run on an agent host unless explicitly allowed.
 fn enforce_master_mode(config: &Config) -> anyhow::Result<()> {
-    refuse(config.master_mode_problems())
+    Ok(ConfigError::check(config.master_mode_problems())?)
 }
 
 /// Step 4: the signing secret, resolved eagerly so a bad one fails at boot, not at first login.
 fn check_jwt_secret(config: &Config) -> anyhow::Result<()> {
-    refuse(config.jwt_secret_problems())
-}
-
-fn refuse(problems: Vec<ConfigProblem>) -> anyhow::Result<()> {
-    if problems.is_empty() { Ok(()) } else { Err(ConfigError(problems).into()) }
+    Ok(ConfigError::check(config.jwt_secret_problems())?)
 }
 
 async fn fail_stranded_lifecycles(db: &Db) {

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 const JWT_SECRET: &str = "7c1e4b9f2a6d3c8e5f0a1b2c3d4e5f6a";
 
-fn svc(dir: &Path) -> Command {
+/// `svc ARGS` in `dir`, with nothing of the test's environment but `PATH`.
+fn svc(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
-    command.current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    command.args(args).current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command.env("SVC_DATA_DIR", dir.join("data")).env("SVC_LOG_FORMAT", "text").env("NO_COLOR", "1");
     command
 }
@@ -34,23 +35,9 @@ fn run(mut command: Command, stdin: &str) -> (i32, String, String) {
 #[test]
 fn version_and_help_describe_the_commands() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, out, _) = run(
-        {
-            let mut c = svc(dir.path());
-            c.arg("--version");
-            c
-        },
-        "",
-    );
+    let (code, out, _) = run(svc(dir.path(), &["--version"]), "");
     assert_eq!((code, out.trim()), (0, "svc 1.0.0"));
-    let (code, out, _) = run(
-        {
-            let mut c = svc(dir.path());
-            c.arg("--help");
-            c
-        },
-        "",
-    );
+    let (code, out, _) = run(svc(dir.path(), &["--help"]), "");
     assert_eq!(code, 0);
     for command in ["api", "migrate", "user"] {
         assert!(out.contains(command), "{out}");
@@ -60,8 +47,8 @@ fn version_and_help_describe_the_commands() {
 #[test]
 fn api_without_secrets_exits_nonzero_naming_each_variable() {
     let dir = tempfile::tempdir().unwrap();
-    let mut command = svc(dir.path());
-    command.arg("api").env("SVC_JWT_SECRET", "changeme").env("SVC_API_PORT", "70000");
+    let mut command = svc(dir.path(), &["api"]);
+    command.env("SVC_JWT_SECRET", "changeme").env("SVC_API_PORT", "70000");
     let (code, _, err) = run(command, "");
     assert_eq!(code, 78, "{err}");
     for var in ["SVC_JWT_SECRET", "SVC_ADMIN_PASSWORD", "SVC_API_PORT"] {
@@ -73,9 +60,8 @@ fn api_without_secrets_exits_nonzero_naming_each_variable() {
 
 /// `svc api` on `port` with a valid configuration.
 fn api_command(dir: &Path, port: u16) -> Command {
-    let mut command = svc(dir);
+    let mut command = svc(dir, &["api"]);
     command
-        .arg("api")
         .env("SVC_JWT_SECRET", JWT_SECRET)
         .env("SVC_ADMIN_PASSWORD", "a long admin password")
         .env("SVC_API_PORT", port.to_string());
@@ -192,9 +178,8 @@ fn no_open_file_warning_at_or_above_the_limit() {
 #[test]
 fn api_refuses_to_start_on_an_agent_host() {
     let dir = tempfile::tempdir().unwrap();
-    let mut command = svc(dir.path());
+    let mut command = svc(dir.path(), &["api"]);
     command
-        .arg("api")
         .env("SVC_JWT_SECRET", JWT_SECRET)
         .env("SVC_ADMIN_PASSWORD", "a long admin password")
         .env("SVC_MODE", "agent");
@@ -206,11 +191,7 @@ fn api_refuses_to_start_on_an_agent_host() {
 #[test]
 fn migrate_and_user_commands_work_on_the_database_directly() {
     let dir = tempfile::tempdir().unwrap();
-    let command = |args: &[&str]| {
-        let mut c = svc(dir.path());
-        c.args(args);
-        c
-    };
+    let command = |args: &[&str]| svc(dir.path(), args);
 
     let (code, out, err) = run(command(&["migrate"]), "");
     assert_eq!(code, 0, "{err}");
