@@ -12,10 +12,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::hashing::HashPool;
 use crate::auth::password;
+use crate::auth::session::Sessions;
+use crate::auth::token::TokenKeys;
 use crate::config::{Config, ConfigError};
 use crate::db::{self, Db, DbError, NewUser, Role};
-use crate::http::{self, AppState, DatabaseHealth};
+use crate::http::{self, AppState, DatabaseHealth, RateLimits};
 
 /// Below this soft open-file limit a busy API runs out of sockets.
 pub const MIN_OPEN_FILES: u64 = 4096;
@@ -68,10 +71,16 @@ impl Lifespan {
         check_jwt_secret(&config)?;
 
         let config = Arc::new(config);
+        let db = db::connect(&config.database).context("opening the database")?;
+        let secret = config.jwt_secret.as_ref().context("SVC_JWT_SECRET is not set")?;
+        let keys = TokenKeys::new(secret.expose().as_bytes(), chrono::Duration::minutes(config.jwt_exp_minutes.into()));
         let lifespan = Lifespan {
             state: AppState {
-                db: db::connect(&config.database).context("opening the database")?,
+                sessions: Arc::new(Sessions::new(keys, db.clone())),
+                passwords: Arc::new(HashPool::default()),
+                limits: Arc::new(RateLimits::new(config.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
+                db,
                 config,
             },
             tasks: TaskTracker::new(),

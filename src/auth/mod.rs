@@ -1,3 +1,10 @@
-//! Authentication primitives shared by the API and the operator's CLI.
+//! Authentication: password hashing off the request loop, access tokens (JWT), the revocation
+//! checks every authenticated request passes, and single-use stream tickets. HTTP concerns (headers,
+//! status codes, role gates) live in `http::guard`.
 
+pub mod hashing;
 pub mod password;
+pub mod session;
+pub mod ticket;
+pub mod token;
+mod ttl_cache;

@@ -145,6 +145,15 @@ pub struct DeckyLifecycle {
     pub completed_at: Option<DateTime<Utc>>,
 }
 
+/// A token denied before its expiry (logout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RevokedToken {
+    pub jti: String,
+    pub user: Uuid,
+    /// The token's own expiry: after it, the entry is useless and is pruned.
+    pub expires_at: DateTime<Utc>,
+}
+
 /// The message the startup sweep leaves on every lifecycle row it fails.
 pub const STRANDED_LIFECYCLE_ERROR: &str = "master restarted during operation";
 
@@ -171,14 +180,34 @@ pub trait Database: Send + Sync + 'static {
     /// Ordered by username.
     async fn list_users(&self) -> DbResult<Vec<User>>;
 
-    /// Replaces the hash and kills every token issued before `now`.
+    async fn user_by_uuid(&self, uuid: Uuid) -> DbResult<User>;
+
+    /// `NotFound` when no such user exists. Their tokens die with them: a token's user must exist.
+    async fn delete_user(&self, uuid: Uuid) -> DbResult<()>;
+
+    /// Replaces the hash and kills every token issued before `tokens_valid_from`.
     async fn set_password(
         &self,
         user: Uuid,
         password_hash: &str,
         must_change_password: bool,
-        now: DateTime<Utc>,
+        tokens_valid_from: DateTime<Utc>,
     ) -> DbResult<()>;
+
+    /// Changes the role and kills every token issued before `tokens_valid_from`.
+    async fn set_role(&self, user: Uuid, role: Role, tokens_valid_from: DateTime<Utc>) -> DbResult<()>;
+
+    /// Adds the token to the denylist (again is a no-op) and forgets entries that expired before `now`.
+    async fn revoke_token(&self, token: &RevokedToken, now: DateTime<Utc>) -> DbResult<()>;
+
+    async fn is_token_revoked(&self, jti: &str) -> DbResult<bool>;
+
+    /// Stores a stream ticket by its hash; the ticket itself is never stored.
+    async fn add_sse_ticket(&self, ticket_hash: &str, user: Uuid, expires_at: DateTime<Utc>) -> DbResult<()>;
+
+    /// Removes the ticket and returns its user when it had not expired at `now`: a ticket opens one
+    /// stream, even when two replicas redeem it at once. Also forgets expired tickets.
+    async fn take_sse_ticket(&self, ticket_hash: &str, now: DateTime<Utc>) -> DbResult<Option<Uuid>>;
 
     async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()>;
 

@@ -19,7 +19,12 @@ fn time(ms: i64) -> Result<DateTime<Utc>, DbError> {
     DateTime::from_timestamp_millis(ms).ok_or_else(|| DbError::Other(anyhow::anyhow!("timestamp out of range: {ms}")))
 }
 
-fn uuid(text: &str) -> Result<Uuid, DbError> {
+/// An update or delete that matched no row was aimed at something that does not exist.
+pub(super) fn found(rows_affected: u64) -> Result<(), DbError> {
+    if rows_affected == 0 { Err(DbError::NotFound) } else { Ok(()) }
+}
+
+pub(super) fn parse_uuid(text: &str) -> Result<Uuid, DbError> {
     text.parse().map_err(|e| DbError::Other(anyhow::anyhow!("stored uuid `{text}` is invalid: {e}")))
 }
 
@@ -39,7 +44,7 @@ impl TryFrom<UserRow> for User {
 
     fn try_from(row: UserRow) -> Result<Self, DbError> {
         Ok(User {
-            uuid: uuid(&row.uuid)?,
+            uuid: parse_uuid(&row.uuid)?,
             username: row.username,
             password_hash: row.password_hash,
             role: row.role.parse()?,
@@ -68,7 +73,7 @@ impl TryFrom<LifecycleRow> for DeckyLifecycle {
 
     fn try_from(row: LifecycleRow) -> Result<Self, DbError> {
         Ok(DeckyLifecycle {
-            id: uuid(&row.id)?,
+            id: parse_uuid(&row.id)?,
             decky_name: row.decky_name,
             host_uuid: row.host_uuid,
             operation: row.operation,

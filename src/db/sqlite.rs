@@ -10,8 +10,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{QueryBuilder, Sqlite};
 use uuid::Uuid;
 
-use super::rows::{LifecycleRow, UserRow, convert, millis, username_key};
-use super::{Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, STRANDED_LIFECYCLE_ERROR, User};
+use super::rows::{LifecycleRow, UserRow, convert, found, millis, parse_uuid, username_key};
+use super::{
+    Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, User,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -91,23 +93,87 @@ impl Database for SqliteDb {
         convert(rows)
     }
 
+    async fn user_by_uuid(&self, uuid: Uuid) -> DbResult<User> {
+        let row: UserRow =
+            sqlx::query_as("select * from users where uuid = ?").bind(uuid.to_string()).fetch_one(&self.pool).await?;
+        row.try_into()
+    }
+
+    async fn delete_user(&self, uuid: Uuid) -> DbResult<()> {
+        let done = sqlx::query("delete from users where uuid = ?").bind(uuid.to_string()).execute(&self.pool).await?;
+        found(done.rows_affected())
+    }
+
     async fn set_password(
         &self,
         user: Uuid,
         password_hash: &str,
         must_change_password: bool,
-        now: DateTime<Utc>,
+        tokens_valid_from: DateTime<Utc>,
     ) -> DbResult<()> {
         let done = sqlx::query(
             "update users set password_hash = ?, must_change_password = ?, tokens_valid_from = ? where uuid = ?",
         )
         .bind(password_hash)
         .bind(must_change_password)
-        .bind(millis(now))
+        .bind(millis(tokens_valid_from))
         .bind(user.to_string())
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 { Err(super::DbError::NotFound) } else { Ok(()) }
+        found(done.rows_affected())
+    }
+
+    async fn set_role(&self, user: Uuid, role: Role, tokens_valid_from: DateTime<Utc>) -> DbResult<()> {
+        let done = sqlx::query("update users set role = ?, tokens_valid_from = ? where uuid = ?")
+            .bind(role.as_str())
+            .bind(millis(tokens_valid_from))
+            .bind(user.to_string())
+            .execute(&self.pool)
+            .await?;
+        found(done.rows_affected())
+    }
+
+    async fn revoke_token(&self, token: &RevokedToken, now: DateTime<Utc>) -> DbResult<()> {
+        sqlx::query("insert into revoked_tokens (jti, user_uuid, expires_at, revoked_at) values (?, ?, ?, ?) on conflict do nothing")
+            .bind(&token.jti)
+            .bind(token.user.to_string())
+            .bind(millis(token.expires_at))
+            .bind(millis(now))
+            .execute(&self.pool)
+            .await?;
+        sqlx::query("delete from revoked_tokens where expires_at < ?").bind(millis(now)).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn is_token_revoked(&self, jti: &str) -> DbResult<bool> {
+        let (count,): (i64,) =
+            sqlx::query_as("select count(*) from revoked_tokens where jti = ?").bind(jti).fetch_one(&self.pool).await?;
+        Ok(count > 0)
+    }
+
+    async fn add_sse_ticket(&self, ticket_hash: &str, user: Uuid, expires_at: DateTime<Utc>) -> DbResult<()> {
+        sqlx::query("insert into sse_tickets (ticket_hash, user_uuid, expires_at, created_at) values (?, ?, ?, ?)")
+            .bind(ticket_hash)
+            .bind(user.to_string())
+            .bind(millis(expires_at))
+            .bind(millis(Utc::now()))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn take_sse_ticket(&self, ticket_hash: &str, now: DateTime<Utc>) -> DbResult<Option<Uuid>> {
+        // One statement, so of two concurrent redemptions exactly one gets the row.
+        let taken: Option<(String, i64)> =
+            sqlx::query_as("delete from sse_tickets where ticket_hash = ? returning user_uuid, expires_at")
+                .bind(ticket_hash)
+                .fetch_optional(&self.pool)
+                .await?;
+        sqlx::query("delete from sse_tickets where expires_at < ?").bind(millis(now)).execute(&self.pool).await?;
+        match taken {
+            Some((user, expires_at)) if expires_at >= millis(now) => Ok(Some(parse_uuid(&user)?)),
+            _ => Ok(None),
+        }
     }
 
     async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()> {

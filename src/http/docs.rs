@@ -2,11 +2,12 @@
 //! Mounted only in developer mode.
 
 use axum::Router;
-use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, health, system};
+use super::{AppState, auth, health, system, users};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,10 +17,38 @@ use super::{AppState, health, system};
         description = "Control plane of a honeypot fleet: logs, credentials, attacker profiles, the fleet, \
                        tarpit rules, topologies, workers and webhooks."
     ),
-    paths(health::health, system::deployment_mode),
-    tags((name = "system", description = "Health and deployment"))
+    paths(
+        health::health,
+        system::deployment_mode,
+        auth::login,
+        auth::logout,
+        auth::change_password,
+        auth::sse_ticket,
+        users::config,
+        users::create_user,
+        users::delete_user,
+        users::set_role,
+        users::reset_password,
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "system", description = "Health and deployment"),
+        (name = "auth", description = "Login, logout, password change, stream tickets"),
+        (name = "config", description = "Settings and user management"),
+    )
 )]
 pub struct ApiDoc;
+
+/// Declares the `bearer` scheme the operations' `security` refers to.
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
 
 /// `/openapi.json`, `/docs` (Swagger UI) and `/redoc`, outside the `/api/v1` prefix.
 pub fn router() -> Router<AppState> {

@@ -1,12 +1,17 @@
 //! The HTTP API: one module per resource, each exposing `router()`, merged under `/api/v1` with every
 //! layer added in one place by [`router`].
 
+pub mod auth;
 pub mod docs;
 pub mod error;
+pub mod extract;
+pub mod guard;
 pub mod health;
+pub mod limit;
 pub mod profile;
 mod serve;
 pub mod system;
+pub mod users;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,11 +25,14 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
+use crate::auth::hashing::HashPool;
+use crate::auth::session::Sessions;
 use crate::config::Config;
 use crate::db::Db;
 
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
+pub use limit::RateLimits;
 pub use serve::{HEADER_READ_TIMEOUT, serve};
 
 /// Every request finishes or is answered 408 within this, so a graceful shutdown drains.
@@ -38,11 +46,26 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub db: Db,
     pub database: Arc<DatabaseHealth>,
+    pub sessions: Arc<Sessions>,
+    pub passwords: Arc<HashPool>,
+    pub limits: Arc<RateLimits>,
+}
+
+/// The body of routes that only confirm: `{"message": …}`.
+#[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Message {
+    pub message: String,
+}
+
+impl Message {
+    pub fn new(message: impl Into<String>) -> Self {
+        Message { message: message.into() }
+    }
 }
 
 /// The routes under `/api/v1`.
 fn api_routes() -> Router<AppState> {
-    Router::new().merge(health::router()).merge(system::router())
+    Router::new().merge(health::router()).merge(system::router()).merge(auth::router()).merge(users::router())
 }
 
 /// The whole application.
@@ -72,7 +95,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
             .on_response(DefaultOnResponse::new().level(Level::INFO));
         app = app.layer(trace);
     }
-    app.layer(cors(&state.config)).with_state(state)
+    app.layer(axum::middleware::from_fn(extract::require_json)).layer(cors(&state.config)).with_state(state)
 }
 
 /// CORS exactly as the spec says: listed origins only, no credentials.

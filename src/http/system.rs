@@ -7,6 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::guard::Viewer;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/system/deployment-mode", get(deployment_mode))
@@ -35,9 +36,14 @@ pub struct DeploymentMode {
     get,
     path = "/api/v1/system/deployment-mode",
     tag = "system",
-    responses((status = 200, description = "The deployment mode", body = DeploymentMode))
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The deployment mode", body = DeploymentMode),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+    )
 )]
-pub async fn deployment_mode(State(state): State<AppState>) -> Json<DeploymentMode> {
+pub async fn deployment_mode(State(state): State<AppState>, _viewer: Viewer) -> Json<DeploymentMode> {
     // Swarm hosts are enrolled through the swarm API, which has not landed: until it does no host
     // can be enrolled, so every deployment is single-host.
     Json(DeploymentMode {

@@ -1,0 +1,338 @@
+//! The request half of the error contract: JSON bodies, query strings and path parameters are parsed
+//! and validated here, and every failure is turned into the status the spec orders — structural
+//! problems 400 first, then the three INI conflicts 409, then 422 — in [`reject`], the one place that
+//! decides. Also the 415 gate for JSON write routes ([`require_json`]).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState};
+use crate::auth::password::{self, PolicyError};
+
+/// Validation error kinds that mean the request's shape is wrong (spec Errors, first row).
+const STRUCTURAL: [&str; 5] = ["type_error", "extra_forbidden", "missing", "string_too_short", "string_type"];
+pub const STRUCTURAL_DETAIL: &str =
+    "Bad Request: Schema structural violation (wrong type, extra fields, or invalid length).";
+
+/// The deploy validator's messages that are configuration conflicts, and what the client is told.
+const INI_CONFLICTS: [(&str, &str); 3] = [
+    ("INI content is empty", "Configuration conflict: INI content is empty."),
+    ("Invalid INI format", "Configuration conflict: INI syntax or characters are invalid."),
+    ("at least one section", "Invalid INI config structure: No decky sections found."),
+];
+
+/// Routes that take multipart uploads, not JSON.
+const NON_JSON_PREFIXES: [&str; 2] = ["/api/v1/deckies/files", "/api/v1/canary/blobs"];
+
+/// One problem with one input field, named like the validation errors DECNET's dashboard knows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub loc: Vec<String>,
+    pub msg: String,
+}
+
+impl FieldError {
+    pub fn new(kind: &'static str, loc: &[&str], msg: impl Into<String>) -> Self {
+        FieldError { kind, loc: loc.iter().map(|s| s.to_string()).collect(), msg: msg.into() }
+    }
+}
+
+/// What a request model checks beyond its types (lengths, policies). Every problem is collected, so
+/// a structural one anywhere wins as the contract orders.
+pub trait Validate {
+    fn validate(&self, _errors: &mut Vec<FieldError>) {}
+}
+
+/// The password policy as validation errors: too short is structural (400), too long is not (422).
+pub fn check_password(field: &str, value: &str, errors: &mut Vec<FieldError>) {
+    match password::check_policy(value) {
+        Ok(()) => {}
+        Err(err @ PolicyError::TooShort) => {
+            errors.push(FieldError::new("string_too_short", &["body", field], err.to_string()))
+        }
+        Err(err @ PolicyError::TooLong) => {
+            errors.push(FieldError::new("string_too_long", &["body", field], err.to_string()))
+        }
+    }
+}
+
+/// A string length check in characters.
+pub fn check_length(field: &str, value: &str, min: usize, max: usize, errors: &mut Vec<FieldError>) {
+    let chars = value.chars().count();
+    if chars < min {
+        errors.push(FieldError::new("string_too_short", &["body", field], format!("at least {min} characters")));
+    } else if chars > max {
+        errors.push(FieldError::new("string_too_long", &["body", field], format!("at most {max} characters")));
+    }
+}
+
+/// A decided validation failure: status and body.
+#[derive(Debug)]
+pub struct Rejection {
+    status: StatusCode,
+    body: Value,
+}
+
+impl Rejection {
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+/// The contract, in the spec's order. `path` picks the deploy route's wording; developer mode shows
+/// the error list instead of the generic 422 detail.
+pub fn reject(errors: &[FieldError], path: &str, developer: bool) -> Rejection {
+    let rejection = |status, body| Rejection { status, body };
+    if errors.iter().any(|e| STRUCTURAL.contains(&e.kind) || e.msg.contains("must be a string")) {
+        return rejection(StatusCode::BAD_REQUEST, json!({"detail": STRUCTURAL_DETAIL}));
+    }
+    for (needle, detail) in INI_CONFLICTS {
+        if errors.iter().any(|e| e.msg.contains(needle)) {
+            return rejection(StatusCode::CONFLICT, json!({"detail": detail}));
+        }
+    }
+    let detail = if developer {
+        json!(errors)
+    } else if path.contains("/deckies/deploy") {
+        json!("Invalid INI config")
+    } else {
+        json!("Invalid request parameters")
+    };
+    rejection(StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": detail}))
+}
+
+fn rejection_for(errors: &[FieldError], path: &str, state: &AppState) -> ApiError {
+    ApiError::Invalid(reject(errors, path, state.config.developer))
+}
+
+/// Names a deserializer's complaint the way the contract classifies it. serde's own messages are
+/// stable ("missing field `x`", "unknown field …", "invalid type: …"); anything else is a value error.
+fn serde_kind(message: &str) -> &'static str {
+    const KINDS: [(&str, &str); 5] = [
+        ("missing field", "missing"),
+        ("unknown field", "extra_forbidden"),
+        ("invalid type", "type_error"),
+        ("unknown variant", "literal_error"),
+        ("invalid digit", "int_parsing"),
+    ];
+    KINDS.iter().find(|(prefix, _)| message.starts_with(prefix)).map_or("value_error", |(_, kind)| kind)
+}
+
+fn json_error(err: &serde_json::Error) -> FieldError {
+    use serde_json::error::Category;
+    match err.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            FieldError::new("json_invalid", &["body"], "JSON decode error")
+        }
+        Category::Data => {
+            let message = err.to_string();
+            // serde_json appends " at line L column C"; the client needs the reason only.
+            let reason = message.rsplit_once(" at line ").map_or(message.as_str(), |(reason, _)| reason);
+            FieldError::new(serde_kind(reason), &["body"], reason)
+        }
+    }
+}
+
+/// Parses and validates a JSON body; any failure answers per the contract.
+pub fn parse_json<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, Vec<FieldError>> {
+    if body.is_empty() {
+        return Err(vec![FieldError::new("missing", &["body"], "Field required")]);
+    }
+    let value: T = serde_json::from_slice(body).map_err(|e| vec![json_error(&e)])?;
+    let mut errors = Vec::new();
+    value.validate(&mut errors);
+    if errors.is_empty() { Ok(value) } else { Err(errors) }
+}
+
+/// A JSON request body of model `T`, validated.
+#[derive(Debug)]
+pub struct ValidJson<T>(pub T);
+
+impl<T: DeserializeOwned + Validate> FromRequest<AppState> for ValidJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let path = request.uri().path().to_string();
+        let body = Bytes::from_request(request, state).await.map_err(|rejection| {
+            let status = rejection.status();
+            let text = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "Request body too large"
+            } else {
+                "Unreadable request body"
+            };
+            ApiError::Status(status, text.into())
+        })?;
+        parse_json(&body).map(ValidJson).map_err(|errors| rejection_for(&errors, &path, state))
+    }
+}
+
+/// A query string of model `T`, validated.
+#[derive(Debug)]
+pub struct ValidQuery<T>(pub T);
+
+impl<T: DeserializeOwned + Validate> FromRequestParts<AppState> for ValidQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let value: T = serde_urlencoded::from_str(query).map_err(|e| {
+            let message = e.to_string();
+            rejection_for(&[FieldError::new(serde_kind(&message), &["query"], message)], parts.uri.path(), state)
+        })?;
+        let mut errors = Vec::new();
+        value.validate(&mut errors);
+        if errors.is_empty() { Ok(ValidQuery(value)) } else { Err(rejection_for(&errors, parts.uri.path(), state)) }
+    }
+}
+
+/// Path parameters of type `T`. A parameter that does not parse (a malformed uuid) is a 422.
+#[derive(Debug)]
+pub struct ValidPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ValidPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ValidPath(value)),
+            Err(rejection) => {
+                let error = FieldError::new("value_error", &["path"], rejection.body_text());
+                Err(rejection_for(&[error], parts.uri.path(), state))
+            }
+        }
+    }
+}
+
+/// 415 for a POST, PUT or PATCH under `/api/` that carries a body which is not declared JSON.
+/// Bodiless requests pass (logout takes none), and so do the multipart upload routes.
+pub async fn require_json(request: Request, next: Next) -> Response {
+    let writes = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH);
+    let path = request.uri().path();
+    if writes
+        && path.starts_with("/api/")
+        && !NON_JSON_PREFIXES.iter().any(|p| path.starts_with(p))
+        && has_body(&request)
+    {
+        let is_json = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+        if !is_json {
+            return (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Unsupported Media Type — Content-Type must be application/json",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+fn has_body(request: &Request) -> bool {
+    let headers = request.headers();
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).map(str::trim);
+    let chunked = headers
+        .get(header::TRANSFER_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    chunked || length.is_some_and(|l| !l.is_empty() && l != "0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(errors: &[FieldError]) -> Vec<&'static str> {
+        errors.iter().map(|e| e.kind).collect()
+    }
+
+    #[test]
+    fn structural_errors_win_over_everything_else() {
+        let errors = [
+            FieldError::new("string_too_long", &["body", "a"], "too long"),
+            FieldError::new("value_error", &["body", "ini"], "INI content is empty"),
+            FieldError::new("missing", &["body", "b"], "Field required"),
+        ];
+        let rejection = reject(&errors, "/api/v1/deckies/deploy", false);
+        assert_eq!(rejection.status, StatusCode::BAD_REQUEST);
+        assert_eq!(rejection.body, json!({"detail": STRUCTURAL_DETAIL}));
+        let must_be_string = [FieldError::new("value_error", &["body"], "value must be a string")];
+        assert_eq!(reject(&must_be_string, "/x", false).status, StatusCode::BAD_REQUEST);
+    }
+
+    /// The deploy validator arrives later; its messages already map to the right conflicts.
+    #[test]
+    fn the_three_ini_messages_are_conflicts_in_order() {
+        let cases = [
+            ("INI content is empty", "Configuration conflict: INI content is empty."),
+            ("Invalid INI format: line 3", "Configuration conflict: INI syntax or characters are invalid."),
+            ("need at least one section [decky-x]", "Invalid INI config structure: No decky sections found."),
+        ];
+        for (message, detail) in cases {
+            let rejection = reject(&[FieldError::new("value_error", &["body", "ini_content"], message)], "/any", true);
+            assert_eq!(rejection.status, StatusCode::CONFLICT, "{message}");
+            assert_eq!(rejection.body, json!({"detail": detail}));
+        }
+        let both = [
+            FieldError::new("value_error", &["body"], "at least one section"),
+            FieldError::new("value_error", &["body"], "INI content is empty"),
+        ];
+        assert_eq!(reject(&both, "/any", false).body["detail"], "Configuration conflict: INI content is empty.");
+    }
+
+    #[test]
+    fn other_errors_are_422_worded_by_path_and_mode() {
+        let errors = [FieldError::new("string_too_long", &["body", "password"], "at most 72 bytes")];
+        let plain = reject(&errors, "/api/v1/config/users", false);
+        assert_eq!(
+            (plain.status, plain.body),
+            (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": "Invalid request parameters"}))
+        );
+        let deploy = reject(&errors, "/api/v1/deckies/deploy", false);
+        assert_eq!(deploy.body, json!({"detail": "Invalid INI config"}));
+        let developer = reject(&errors, "/api/v1/config/users", true);
+        assert_eq!(developer.body["detail"][0]["type"], "string_too_long");
+        assert_eq!(developer.body["detail"][0]["loc"], json!(["body", "password"]));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Model {
+        name: String,
+        role: crate::db::Role,
+        count: Option<u8>,
+    }
+    impl Validate for Model {}
+
+    #[test]
+    fn json_failures_are_classified() {
+        let kind = |body: &str| kinds(&parse_json::<Model>(body.as_bytes()).unwrap_err());
+        assert_eq!(kind(""), ["missing"]);
+        assert_eq!(kind(r#"{"name": "a""#), ["json_invalid"]);
+        assert_eq!(kind("not json"), ["json_invalid"]);
+        assert_eq!(kind(r#"{"role": "admin"}"#), ["missing"]);
+        assert_eq!(kind(r#"{"name": "a", "role": "admin", "x": 1}"#), ["extra_forbidden"]);
+        assert_eq!(kind(r#"{"name": 5, "role": "admin"}"#), ["type_error"]);
+        assert_eq!(kind(r#"{"name": "a", "role": "root"}"#), ["literal_error"]);
+        assert_eq!(kind(r#"{"name": "a", "role": "admin", "count": 300}"#), ["value_error"]);
+        assert!(parse_json::<Model>(br#"{"name": "a", "role": "viewer"}"#).is_ok());
+    }
+}

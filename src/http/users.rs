@@ -1,0 +1,246 @@
+//! `/config` and `/config/users/*`: what the dashboard's settings page reads, and user management.
+
+use axum::extract::State;
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_length, check_password};
+use super::guard::{Admin, Viewer};
+use super::{ApiError, AppState, Message, Result};
+use crate::auth::session::revocation_instant;
+use crate::db::{DbError, NewUser, Role, User};
+
+/// Used until the deployment settings routes land; they are DECNET's defaults.
+const DEPLOYMENT_LIMIT: u32 = 10;
+const GLOBAL_MUTATION_INTERVAL: &str = "30m";
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/config", get(config))
+        .route("/config/users", post(create_user))
+        .route("/config/users/{uuid}", delete(delete_user))
+        .route("/config/users/{uuid}/role", put(set_role))
+        .route("/config/users/{uuid}/reset-password", put(reset_password))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UserResponse {
+    pub uuid: Uuid,
+    pub username: String,
+    pub role: Role,
+    pub must_change_password: bool,
+}
+
+impl From<User> for UserResponse {
+    fn from(user: User) -> Self {
+        UserResponse {
+            uuid: user.uuid,
+            username: user.username,
+            role: user.role,
+            must_change_password: user.must_change_password,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConfigResponse {
+    /// The caller's role.
+    pub role: Role,
+    pub deployment_limit: u32,
+    pub global_mutation_interval: String,
+    /// Admins only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<UserResponse>>,
+    /// Present, and true, in developer mode for admins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub developer_mode: Option<bool>,
+}
+
+/// The caller's role and the deployment settings; admins also get the user list.
+#[utoipa::path(
+    get, path = "/api/v1/config", tag = "config", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Settings", body = ConfigResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+    )
+)]
+pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<ConfigResponse>> {
+    let is_admin = session.user.role == Role::Admin;
+    let users =
+        if is_admin { Some(state.db.list_users().await?.into_iter().map(UserResponse::from).collect()) } else { None };
+    Ok(Json(ConfigResponse {
+        role: session.user.role,
+        deployment_limit: DEPLOYMENT_LIMIT,
+        global_mutation_interval: GLOBAL_MUTATION_INTERVAL.into(),
+        users,
+        developer_mode: (is_admin && state.config.developer).then_some(true),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUserRequest {
+    /// 1 to 64 characters; unique in any letter case.
+    pub username: String,
+    /// 12 characters to 72 bytes.
+    pub password: String,
+    #[serde(default = "viewer")]
+    pub role: Role,
+}
+
+fn viewer() -> Role {
+    Role::Viewer
+}
+
+impl Validate for CreateUserRequest {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_length("username", &self.username, 1, 64, errors);
+        check_password("password", &self.password, errors);
+    }
+}
+
+/// Creates a user, who must change the password at first login.
+#[utoipa::path(
+    post, path = "/api/v1/config/users", tag = "config", security(("bearer" = [])),
+    request_body = CreateUserRequest,
+    responses(
+        (status = 200, description = "Created", body = UserResponse),
+        (status = 400, description = "Structurally invalid body, or a password under 12 characters"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 409, description = "Username already exists"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "A password over 72 bytes, an unknown role, or malformed JSON"),
+    )
+)]
+pub async fn create_user(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    ValidJson(body): ValidJson<CreateUserRequest>,
+) -> Result<Json<UserResponse>> {
+    let password_hash = state.passwords.hash(body.password).await?;
+    let new = NewUser { username: body.username, password_hash, role: body.role, must_change_password: true };
+    let user = match state.db.add_user(new, Utc::now()).await {
+        Err(DbError::Conflict) => return Err(ApiError::conflict("Username already exists")),
+        other => other?,
+    };
+    tracing::info!(user = %user.username, role = user.role.as_str(), by = %admin.user.username, "User created");
+    Ok(Json(user.into()))
+}
+
+fn user_not_found(err: DbError) -> ApiError {
+    match err {
+        DbError::NotFound => ApiError::not_found("User not found"),
+        other => other.into(),
+    }
+}
+
+/// Deletes a user; their tokens stop working at once here and within seconds on other replicas.
+#[utoipa::path(
+    delete, path = "/api/v1/config/users/{uuid}", tag = "config", security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The user")),
+    responses(
+        (status = 200, description = "Deleted", body = Message),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, password change required, or deleting yourself"),
+        (status = 404, description = "User not found"),
+        (status = 422, description = "Not a uuid"),
+    )
+)]
+pub async fn delete_user(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    ValidPath(uuid): ValidPath<Uuid>,
+) -> Result<Json<Message>> {
+    if uuid == admin.user.uuid {
+        return Err(ApiError::forbidden("Cannot delete your own account"));
+    }
+    state.db.delete_user(uuid).await.map_err(user_not_found)?;
+    state.sessions.forget_user(uuid);
+    tracing::info!(%uuid, by = %admin.user.username, "User deleted");
+    Ok(Json(Message::new("User deleted")))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoleRequest {
+    pub role: Role,
+}
+
+impl Validate for RoleRequest {}
+
+/// Changes a user's role and ends their sessions.
+#[utoipa::path(
+    put, path = "/api/v1/config/users/{uuid}/role", tag = "config", security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The user")),
+    request_body = RoleRequest,
+    responses(
+        (status = 200, description = "Role changed", body = Message),
+        (status = 400, description = "Structurally invalid body"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, password change required, or changing your own role"),
+        (status = 404, description = "User not found"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Unknown role, not a uuid, or malformed JSON"),
+    )
+)]
+pub async fn set_role(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    ValidPath(uuid): ValidPath<Uuid>,
+    ValidJson(body): ValidJson<RoleRequest>,
+) -> Result<Json<Message>> {
+    if uuid == admin.user.uuid {
+        return Err(ApiError::forbidden("Cannot change your own role"));
+    }
+    state.db.set_role(uuid, body.role, revocation_instant()).await.map_err(user_not_found)?;
+    state.sessions.forget_user(uuid);
+    tracing::info!(%uuid, role = body.role.as_str(), by = %admin.user.username, "User role changed");
+    Ok(Json(Message::new("User role updated")))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResetPasswordRequest {
+    /// 12 characters to 72 bytes.
+    pub new_password: String,
+}
+
+impl Validate for ResetPasswordRequest {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_password("new_password", &self.new_password, errors);
+    }
+}
+
+/// Sets a user's password, flags it must-change and ends their sessions.
+#[utoipa::path(
+    put, path = "/api/v1/config/users/{uuid}/reset-password", tag = "config", security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The user")),
+    request_body = ResetPasswordRequest,
+    responses(
+        (status = 200, description = "Password reset", body = Message),
+        (status = 400, description = "Structurally invalid body, or a password under 12 characters"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "User not found"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "A password over 72 bytes, not a uuid, or malformed JSON"),
+    )
+)]
+pub async fn reset_password(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    ValidPath(uuid): ValidPath<Uuid>,
+    ValidJson(body): ValidJson<ResetPasswordRequest>,
+) -> Result<Json<Message>> {
+    let password_hash = state.passwords.hash(body.new_password).await?;
+    state.db.set_password(uuid, &password_hash, true, revocation_instant()).await.map_err(user_not_found)?;
+    state.sessions.forget_user(uuid);
+    tracing::info!(%uuid, by = %admin.user.username, "Password reset; the user must change it");
+    Ok(Json(Message::new("Password reset successfully")))
+}
