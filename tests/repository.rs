@@ -4,7 +4,7 @@ mod common;
 
 use chrono::{Duration, Utc};
 use common::{TestDb, lifecycle};
-use svc::db::{DbError, LifecycleStatus, NewUser, Role, STRANDED_LIFECYCLE_ERROR};
+use svc::db::{DbError, LifecycleStatus, NewUser, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR};
 use uuid::Uuid;
 
 fn new_user(name: &str, role: Role) -> NewUser {
@@ -45,6 +45,70 @@ async fn users_story() {
         assert!(bob.must_change_password);
         assert_eq!(bob.tokens_valid_from.map(|t| t.timestamp_millis()), Some(later.timestamp_millis()));
         assert!(matches!(db.set_password(Uuid::new_v4(), "x", false, later).await, Err(DbError::NotFound)));
+
+        let even_later = later + Duration::seconds(5);
+        db.set_role(bob.uuid, Role::Admin, even_later).await.unwrap();
+        let by_uuid = db.user_by_uuid(bob.uuid).await.unwrap();
+        assert_eq!((by_uuid.role, by_uuid.username.as_str()), (Role::Admin, "bob"));
+        assert_eq!(by_uuid.tokens_valid_from.map(|t| t.timestamp_millis()), Some(even_later.timestamp_millis()));
+        assert!(matches!(db.set_role(Uuid::new_v4(), Role::Admin, now).await, Err(DbError::NotFound)));
+
+        db.delete_user(bob.uuid).await.unwrap();
+        assert!(matches!(db.user_by_uuid(bob.uuid).await, Err(DbError::NotFound)));
+        assert!(matches!(db.delete_user(bob.uuid).await, Err(DbError::NotFound)));
+        // The name is free again.
+        db.add_user(new_user("Bob", Role::Viewer), now).await.unwrap();
+        db.close().await;
+    }
+}
+
+#[tokio::test]
+async fn denylist_story() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        let now = Utc::now();
+        let user = Uuid::new_v4();
+        let token = |jti: &str, expires_at| RevokedToken { jti: jti.into(), user, expires_at };
+        assert!(!db.is_token_revoked("a").await.unwrap());
+        db.revoke_token(&token("a", now + Duration::hours(1)), now).await.unwrap();
+        // Logging out twice is not an error.
+        db.revoke_token(&token("a", now + Duration::hours(1)), now).await.unwrap();
+        db.revoke_token(&token("old", now - Duration::seconds(1)), now - Duration::hours(1)).await.unwrap();
+        assert!(db.is_token_revoked("a").await.unwrap(), "{}", backend.name);
+        assert!(db.is_token_revoked("old").await.unwrap());
+        assert!(!db.is_token_revoked("b").await.unwrap());
+        // An entry past its token's expiry is useless; the next revocation prunes it.
+        db.revoke_token(&token("c", now + Duration::hours(1)), now).await.unwrap();
+        assert!(!db.is_token_revoked("old").await.unwrap());
+        assert!(db.is_token_revoked("a").await.unwrap());
+        db.close().await;
+    }
+}
+
+#[tokio::test]
+async fn stream_tickets_are_single_use_and_expire() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        let now = Utc::now();
+        let user = Uuid::new_v4();
+        db.add_sse_ticket("live", user, now + Duration::seconds(60)).await.unwrap();
+        db.add_sse_ticket("stale", user, now - Duration::seconds(1)).await.unwrap();
+        assert_eq!(db.take_sse_ticket("live", now).await.unwrap(), Some(user), "{}", backend.name);
+        assert_eq!(db.take_sse_ticket("live", now).await.unwrap(), None, "a ticket opens one stream");
+        assert_eq!(db.take_sse_ticket("stale", now).await.unwrap(), None);
+        assert_eq!(db.take_sse_ticket("unknown", now).await.unwrap(), None);
+
+        // Of many concurrent redemptions of one ticket, exactly one succeeds.
+        db.add_sse_ticket("raced", user, now + Duration::seconds(60)).await.unwrap();
+        let attempts = (0..8).map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move { db.take_sse_ticket("raced", Utc::now()).await.unwrap() })
+        });
+        let mut winners = 0;
+        for attempt in attempts.collect::<Vec<_>>() {
+            winners += usize::from(attempt.await.unwrap().is_some());
+        }
+        assert_eq!(winners, 1);
         db.close().await;
     }
 }

@@ -15,7 +15,7 @@ use common::{LogCapture, TestDb, lifecycle};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use svc::config::Secret;
-use svc::db::{LifecycleStatus, STRANDED_LIFECYCLE_ERROR};
+use svc::db::{LifecycleStatus, Role, STRANDED_LIFECYCLE_ERROR};
 use svc::startup::{EmbeddedWorker, Lifespan};
 use tokio::sync::oneshot;
 use tower::ServiceExt;
@@ -38,6 +38,14 @@ async fn send(app: &Router, request: Request<Body>) -> Reply {
 
 async fn get_json(app: &Router, path: &str) -> Reply {
     send(app, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+/// A viewer-gated route, called as a fresh viewer.
+async fn get_as_viewer(lifespan: &Lifespan, path: &str) -> Reply {
+    let token =
+        common::user_token(lifespan.state(), &format!("viewer-{}", Uuid::new_v4().simple()), Role::Viewer).await;
+    let request = Request::get(path).header("Authorization", format!("Bearer {token}")).body(Body::empty()).unwrap();
+    send(&lifespan.router(), request).await
 }
 
 #[tokio::test]
@@ -69,7 +77,7 @@ async fn mode_gate_refuses_an_agent_host_unless_allowed() {
         Lifespan::start(backend.api_config(&[("SVC_MODE", "agent"), ("SVC_DISALLOW_MASTER", "False")]), vec![])
             .await
             .unwrap();
-    let reply = get_json(&lifespan.router(), "/api/v1/system/deployment-mode").await;
+    let reply = get_as_viewer(&lifespan, "/api/v1/system/deployment-mode").await;
     assert_eq!(reply.body, serde_json::json!({"mode": "unihost", "role": "agent", "swarm_host_count": 0}));
     lifespan.shutdown().await;
 }
@@ -121,8 +129,10 @@ async fn unreachable_database_is_tried_five_times_then_the_api_serves_degraded()
     assert_eq!(health.body["status"], "unhealthy");
     assert_eq!(health.body["components"]["database"]["status"], "failing");
     assert_eq!(health.body["components"]["database"]["detail"], "database unavailable");
-    // Routes that need no database keep serving.
-    assert_eq!(get_json(&app, "/api/v1/system/deployment-mode").await.status, StatusCode::OK);
+    // Gated routes still turn away bad credentials.
+    let token = "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl";
+    let request = Request::get("/api/v1/config").header("Authorization", format!("Bearer {token}")).body(Body::empty());
+    assert_eq!(send(&app, request.unwrap()).await.status, StatusCode::UNAUTHORIZED);
     // Shutdown also stops the background retry.
     tokio::time::timeout(std::time::Duration::from_secs(5), lifespan.shutdown()).await.expect("shutdown hangs");
 }
@@ -502,7 +512,7 @@ async fn developer_tracing_logs_every_request_and_is_absent_otherwise() {
         let lifespan =
             Lifespan::start(backend.api_config(&[("SVC_DEVELOPER_TRACING", tracing_on)]), vec![]).await.unwrap();
         let before = logs.lines_containing("finished processing request").len();
-        get_json(&lifespan.router(), "/api/v1/system/deployment-mode").await;
+        get_as_viewer(&lifespan, "/api/v1/system/deployment-mode").await;
         let traced = logs.lines_containing("finished processing request");
         assert_eq!(traced.len() - before, expected, "SVC_DEVELOPER_TRACING={tracing_on}");
         if let Some(line) = traced.last() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use uuid::Uuid;
 
 use super::ticket::{TICKET_LIFETIME, new_ticket, ticket_hash};
@@ -135,9 +135,4 @@ impl Sessions {
         self.revoked.insert(jti.to_string(), revoked);
         Ok(revoked)
     }
-}
-
-/// When a password or role change takes effect for the user's existing tokens.
-pub fn revocation_instant() -> DateTime<Utc> {
-    token::tokens_valid_from(Utc::now())
 }

@@ -10,13 +10,14 @@ pub const ISSUER: &str = "svc";
 pub const AUDIENCE: &str = "svc-dashboard";
 pub const ACCESS: &str = "access";
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claims {
     /// The user's uuid.
     pub sub: Uuid,
     pub jti: String,
-    /// Issued at, epoch seconds.
-    pub iat: i64,
+    /// Issued at, epoch seconds with millisecond precision (RFC 7519 allows fractions): a password
+    /// change and a login in the same second must still be told apart.
+    pub iat: f64,
     pub exp: i64,
     pub iss: String,
     pub aud: String,
@@ -62,15 +63,15 @@ impl TokenKeys {
         }
     }
 
-    /// A token for `user` issued now. `valid_from` is the user's `tokens_valid_from`: a token must
-    /// not predate it, and it can lie up to a second ahead (see [`tokens_valid_from`]).
+    /// A token for `user` issued now. `valid_from` is the user's `tokens_valid_from`: a replica whose
+    /// clock lags the one that changed the user still mints a token that survives the change.
     pub fn mint(&self, user: Uuid, valid_from: Option<DateTime<Utc>>, now: DateTime<Utc>) -> anyhow::Result<String> {
-        let iat = valid_from.map_or(now.timestamp(), |from| now.timestamp().max(from.timestamp()));
+        let issued = valid_from.map_or(now, |from| now.max(from));
         let claims = Claims {
             sub: user,
             jti: Uuid::new_v4().simple().to_string(),
-            iat,
-            exp: iat + self.lifetime.num_seconds(),
+            iat: issued.timestamp_millis() as f64 / 1000.0,
+            exp: issued.timestamp() + self.lifetime.num_seconds(),
             iss: ISSUER.into(),
             aud: AUDIENCE.into(),
             typ: ACCESS.into(),
@@ -93,18 +94,9 @@ impl TokenKeys {
     }
 }
 
-/// The instant from which a user's tokens count after a password or role change: `now` rounded up to
-/// the next whole second. Token times are whole seconds, so every token issued up to `now` predates
-/// it, while a token minted afterwards is stamped with this instant at the earliest.
-pub fn tokens_valid_from(now: DateTime<Utc>) -> DateTime<Utc> {
-    let floor = now.timestamp();
-    let next = if now.timestamp_subsec_nanos() == 0 { floor } else { floor + 1 };
-    Utc.timestamp_opt(next, 0).single().unwrap_or(now)
-}
-
-/// Whether a token issued at `iat` (epoch seconds) survives the user's `tokens_valid_from`.
-pub fn issued_after(iat: i64, valid_from: Option<DateTime<Utc>>) -> bool {
-    valid_from.is_none_or(|from| iat * 1000 >= from.timestamp_millis())
+/// Whether a token issued at `iat` survives the user's `tokens_valid_from`.
+pub fn issued_after(iat: f64, valid_from: Option<DateTime<Utc>>) -> bool {
+    valid_from.is_none_or(|from| (iat * 1000.0).round() as i64 >= from.timestamp_millis())
 }
 
 #[cfg(test)]
@@ -112,25 +104,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_token_minted_after_a_change_survives_it_and_one_minted_before_does_not() {
+    fn a_change_ends_earlier_tokens_even_within_the_same_second() {
         let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", Duration::minutes(5));
         let user = Uuid::new_v4();
-        let before = Utc::now();
-        let old = keys.decode(&keys.mint(user, None, before).unwrap()).unwrap();
-        let from = tokens_valid_from(before + Duration::milliseconds(1));
-        assert!(!issued_after(old.iat, Some(from)));
+        let old = keys.decode(&keys.mint(user, None, Utc::now()).unwrap()).unwrap();
+        let change = Utc::now() + Duration::milliseconds(1);
+        assert!(!issued_after(old.iat, Some(change)));
 
-        let new = keys.decode(&keys.mint(user, Some(from), Utc::now()).unwrap()).unwrap();
-        assert!(issued_after(new.iat, Some(from)));
+        let new = keys.decode(&keys.mint(user, Some(change), Utc::now()).unwrap()).unwrap();
+        assert!(issued_after(new.iat, Some(change)), "minted at the change at the earliest");
+        assert!(issued_after(new.iat, None));
         assert_eq!(new.sub, user);
-        assert_eq!(new.exp - new.iat, 300);
-    }
-
-    #[test]
-    fn rounds_up_to_the_next_second() {
-        let at = Utc.timestamp_millis_opt(1_700_000_000_001).unwrap();
-        assert_eq!(tokens_valid_from(at).timestamp(), 1_700_000_001);
-        let whole = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
-        assert_eq!(tokens_valid_from(whole), whole);
+        assert_eq!(new.exp - new.iat.floor() as i64, 300);
     }
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, State};
 use axum::routing::post;
 use axum::{Json, Router};
+use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -12,7 +13,6 @@ use super::extract::{FieldError, ValidJson, Validate, check_password};
 use super::guard::{Authenticated, Viewer};
 use super::{ApiError, AppState, Message, Result};
 use crate::auth::password::MAX_BYTES;
-use crate::auth::session::revocation_instant;
 use crate::auth::ticket::TICKET_LIFETIME;
 use crate::db::DbError;
 
@@ -148,7 +148,7 @@ pub async fn change_password(
         return Err(ApiError::unauthorized("Incorrect old password"));
     }
     let hash = state.passwords.hash(body.new_password).await?;
-    state.db.set_password(user.uuid, &hash, false, revocation_instant()).await?;
+    state.db.set_password(user.uuid, &hash, false, Utc::now()).await?;
     state.sessions.forget_user(user.uuid);
     tracing::info!(user = %user.username, "Password changed; earlier tokens revoked");
     Ok(Json(Message::new("Password updated successfully")))

@@ -11,7 +11,6 @@ use uuid::Uuid;
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_length, check_password};
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Message, Result};
-use crate::auth::session::revocation_instant;
 use crate::db::{DbError, NewUser, Role, User};
 
 /// Used until the deployment settings routes land; they are DECNET's defaults.
@@ -198,7 +197,7 @@ pub async fn set_role(
     if uuid == admin.user.uuid {
         return Err(ApiError::forbidden("Cannot change your own role"));
     }
-    state.db.set_role(uuid, body.role, revocation_instant()).await.map_err(user_not_found)?;
+    state.db.set_role(uuid, body.role, Utc::now()).await.map_err(user_not_found)?;
     state.sessions.forget_user(uuid);
     tracing::info!(%uuid, role = body.role.as_str(), by = %admin.user.username, "User role changed");
     Ok(Json(Message::new("User role updated")))
@@ -239,7 +238,7 @@ pub async fn reset_password(
     ValidJson(body): ValidJson<ResetPasswordRequest>,
 ) -> Result<Json<Message>> {
     let password_hash = state.passwords.hash(body.new_password).await?;
-    state.db.set_password(uuid, &password_hash, true, revocation_instant()).await.map_err(user_not_found)?;
+    state.db.set_password(uuid, &password_hash, true, Utc::now()).await.map_err(user_not_found)?;
     state.sessions.forget_user(uuid);
     tracing::info!(%uuid, by = %admin.user.username, "Password reset; the user must change it");
     Ok(Json(Message::new("Password reset successfully")))

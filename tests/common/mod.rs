@@ -188,3 +188,46 @@ impl LogCapture {
         self.text().lines().filter(|l| l.contains(needle)).map(str::to_string).collect()
     }
 }
+
+/// A user that may use every gated route of its role (no password change pending), and a token
+/// minted for it directly: for tests of other routes than login.
+pub async fn user_token(state: &svc::http::AppState, name: &str, role: svc::db::Role) -> String {
+    let new = svc::db::NewUser {
+        username: name.into(),
+        password_hash: svc::auth::password::hash(ADMIN_PASSWORD).unwrap(),
+        role,
+        must_change_password: false,
+    };
+    let user = state.db.add_user(new, chrono::Utc::now()).await.unwrap();
+    state.sessions.mint(&user).unwrap()
+}
+
+/// The API on a real loopback socket (login needs the peer address), with a client for it.
+pub struct TestApi {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub state: svc::http::AppState,
+    shutdown: tokio_util::sync::CancellationToken,
+    serving: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl TestApi {
+    pub async fn start(config: Config) -> TestApi {
+        let lifespan = svc::startup::Lifespan::start(config, vec![]).await.unwrap();
+        let state = lifespan.state().clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/api/v1", listener.local_addr().unwrap());
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let serving = tokio::spawn(lifespan.serve(listener, shutdown.clone()));
+        TestApi { base, client: reqwest::Client::new(), state, shutdown, serving }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.serving.await.unwrap().unwrap();
+    }
+}
