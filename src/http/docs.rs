@@ -6,7 +6,7 @@ use utoipa::OpenApi;
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, health, system};
+use super::{AppState, health, system, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,8 +16,11 @@ use super::{AppState, health, system};
         description = "Control plane of a honeypot fleet: logs, credentials, attacker profiles, the fleet, \
                        tarpit rules, topologies, workers and webhooks."
     ),
-    paths(health::health, system::deployment_mode),
-    tags((name = "system", description = "Health and deployment"))
+    paths(health::health, system::deployment_mode, workers::list_workers, workers::stop_worker),
+    tags(
+        (name = "system", description = "Health and deployment"),
+        (name = "workers", description = "Background workers: heartbeats and control")
+    )
 )]
 pub struct ApiDoc;
 

@@ -7,6 +7,7 @@ pub mod health;
 pub mod profile;
 mod serve;
 pub mod system;
+pub mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +21,10 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
+use crate::bus::{Bus, WorkerRegistry};
 use crate::config::Config;
 use crate::db::Db;
+use crate::systemd::UnitListing;
 
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
@@ -38,11 +41,14 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub db: Db,
     pub database: Arc<DatabaseHealth>,
+    pub bus: Bus,
+    pub workers: Arc<WorkerRegistry>,
+    pub units: Arc<UnitListing>,
 }
 
 /// The routes under `/api/v1`.
 fn api_routes() -> Router<AppState> {
-    Router::new().merge(health::router()).merge(system::router())
+    Router::new().merge(health::router()).merge(system::router()).merge(workers::router())
 }
 
 /// The whole application.
