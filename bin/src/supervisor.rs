@@ -3,7 +3,8 @@
 //! in its own process group that the kernel kills if the supervisor dies. Child output is prefixed
 //! with the child's name. A crashed child is restarted with exponential backoff; one that keeps
 //! crashing is logged as an error on every crash. SIGTERM or SIGINT stops the children in reverse
-//! order, each with SIGTERM and then SIGKILL after a grace period.
+//! order, each with its stop signal (SIGTERM; SIGINT for nats-server) and then SIGKILL after a
+//! grace period.
 
 use std::io;
 use std::net::TcpStream;
@@ -49,6 +50,8 @@ struct ChildSpec {
     program: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// What asks it to stop gracefully: nats-server exits 0 on SIGINT but 1 on SIGTERM.
+    stop_signal: Signal,
 }
 
 pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
@@ -84,6 +87,7 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
                     program: nats,
                     args: vec!["-a".into(), "127.0.0.1".into(), "-p".into(), port.to_string()],
                     env: Vec::new(),
+                    stop_signal: Signal::INT,
                 };
                 env.push(("SVC_NATS_URL".to_string(), format!("nats://127.0.0.1:{port}")));
                 children.push((spec, Some(port)));
@@ -132,6 +136,7 @@ fn child_spec(name: &str, svc: &Path, args: &[&str], env: &[(String, String)]) -
         program: svc.to_path_buf(),
         args: args.iter().map(|a| a.to_string()).collect(),
         env: env.to_vec(),
+        stop_signal: Signal::TERM,
     }
 }
 
@@ -161,7 +166,7 @@ async fn supervise(spec: ChildSpec, stop: CancellationToken, grace: Duration) ->
                         Ok(status) => describe(status),
                         Err(err) => format!("cannot wait for it: {err}"),
                     },
-                    () = stop.cancelled() => return terminate(&spec.name, child, grace).await,
+                    () = stop.cancelled() => return terminate(&spec, child, grace).await,
                 }
             }
             Err(err) => format!("cannot start: {err}"),
@@ -195,14 +200,16 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// SIGTERM to the child's process group, SIGKILL after `grace`. True when it stopped when asked.
-async fn terminate(name: &str, mut child: Child, grace: Duration) -> bool {
+/// The stop signal to the child's process group, SIGKILL after `grace`. True when it stopped
+/// when asked.
+async fn terminate(spec: &ChildSpec, mut child: Child, grace: Duration) -> bool {
+    let name = &spec.name;
     let Some(pgid) = child.id().and_then(|id| Pid::from_raw(id as i32)) else { return true };
-    let _ = rustix::process::kill_process_group(pgid, Signal::TERM);
+    let _ = rustix::process::kill_process_group(pgid, spec.stop_signal);
     match tokio::time::timeout(grace, child.wait()).await {
         Ok(Ok(status)) => {
             use std::os::unix::process::ExitStatusExt;
-            let clean = status.success() || status.signal() == Some(Signal::TERM.as_raw());
+            let clean = status.success() || status.signal() == Some(spec.stop_signal.as_raw());
             tracing::info!(child = %name, status = %describe(status), "Child stopped");
             clean
         }
@@ -211,7 +218,7 @@ async fn terminate(name: &str, mut child: Child, grace: Duration) -> bool {
             false
         }
         Err(_) => {
-            tracing::warn!(child = %name, grace_secs = grace.as_secs_f64(), "Child ignored SIGTERM; killing it");
+            tracing::warn!(child = %name, grace_secs = grace.as_secs_f64(), "Child ignored its stop signal; killing it");
             let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
             let _ = child.wait().await;
             false
