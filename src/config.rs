@@ -782,4 +782,20 @@ mod tests {
     fn empty_ingest_log_file_means_none() {
         assert_eq!(Config::for_api(vars(&[("SVC_INGEST_LOG_FILE", "")])).unwrap().ingest_log_file, None);
     }
+
+    #[test]
+    fn worker_windows_default_to_the_spec_and_accept_fractions() {
+        let config = Config::from_vars(Vec::new()).unwrap();
+        assert_eq!(
+            (config.heartbeat_interval, config.worker_stale_after, config.unit_cache, config.unit_dirs),
+            (Duration::from_secs(30), Duration::from_secs(90), Duration::from_secs(30), None)
+        );
+        let config = Config::from_vars(vars(&[("SVC_HEARTBEAT_SECS", "0.5"), ("SVC_UNIT_DIRS", "/a::/b")])).unwrap();
+        assert_eq!(config.heartbeat_interval, Duration::from_millis(500));
+        assert_eq!(config.unit_dirs, Some(vec![PathBuf::from("/a"), PathBuf::from("/b")]));
+        let err =
+            Config::from_vars(vars(&[("SVC_WORKER_STALE_SECS", "0"), ("SVC_UNIT_CACHE_SECS", "soon")])).unwrap_err();
+        let vars: Vec<&str> = err.0.iter().map(|p| p.var).collect();
+        assert_eq!(vars, ["SVC_WORKER_STALE_SECS", "SVC_UNIT_CACHE_SECS"]);
+    }
 }
