@@ -39,9 +39,11 @@ ensure_rust() {
     fi
 }
 
-# What building and running svc needs: a C compiler for the bundled sqlite, and nats-server.
+# What building and running svc needs: a C compiler for the bundled sqlite, and nats-server; and
+# what its tests need: systemd-analyze (from the systemd package) to verify the generated units.
 ensure_build_deps() {
     apt_install_missing build-essential pkg-config ca-certificates nats-server
+    command -v systemd-analyze >/dev/null 2>&1 || apt_install_missing systemd
     ensure_rust
 }
 

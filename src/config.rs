@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::auth::password::{self, PolicyError};
 
@@ -94,6 +95,14 @@ pub struct Config {
     pub profile_requests: bool,
     pub profile_dir: PathBuf,
     pub log_format: LogFormat,
+    /// How often a process sends its heartbeat (`SVC_HEARTBEAT_SECS`, default 30).
+    pub heartbeat_interval: Duration,
+    /// A worker not heard from for this long is `stale` (`SVC_WORKER_STALE_SECS`, default 90).
+    pub worker_stale_after: Duration,
+    /// How long the installed-unit listing is reused (`SVC_UNIT_CACHE_SECS`, default 30).
+    pub unit_cache: Duration,
+    /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
+    pub unit_dirs: Option<Vec<PathBuf>>,
 }
 
 /// One thing wrong with the configuration, naming the variable.
@@ -383,6 +392,12 @@ fn parse(vars: impl IntoIterator<Item = (String, String)>) -> (Config, Vec<Confi
         profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
         profile_dir: env.get("SVC_PROFILE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("profiles")),
         log_format,
+        heartbeat_interval: env.seconds("SVC_HEARTBEAT_SECS", 30.0),
+        worker_stale_after: env.seconds("SVC_WORKER_STALE_SECS", 90.0),
+        unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
+        unit_dirs: env
+            .non_empty("SVC_UNIT_DIRS")
+            .map(|dirs| dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).collect()),
         data_dir,
     };
     (config, env.problems)
@@ -430,6 +445,18 @@ impl Env {
             _ => {
                 self.report(var, "must be a port number in 1..65535");
                 default
+            }
+        }
+    }
+
+    /// A positive number of seconds, fractions allowed (tests use short windows).
+    fn seconds(&mut self, var: &'static str, default: f64) -> Duration {
+        let Some(value) = self.non_empty(var) else { return Duration::from_secs_f64(default) };
+        match value.parse::<f64>() {
+            Ok(secs) if secs > 0.0 && secs <= 86_400.0 => Duration::from_secs_f64(secs),
+            _ => {
+                self.report(var, "must be a positive number of seconds, at most 86400");
+                Duration::from_secs_f64(default)
             }
         }
     }
@@ -754,5 +781,21 @@ mod tests {
     #[test]
     fn empty_ingest_log_file_means_none() {
         assert_eq!(Config::for_api(vars(&[("SVC_INGEST_LOG_FILE", "")])).unwrap().ingest_log_file, None);
+    }
+
+    #[test]
+    fn worker_windows_default_to_the_spec_and_accept_fractions() {
+        let config = Config::from_vars(Vec::new()).unwrap();
+        assert_eq!(
+            (config.heartbeat_interval, config.worker_stale_after, config.unit_cache, config.unit_dirs),
+            (Duration::from_secs(30), Duration::from_secs(90), Duration::from_secs(30), None)
+        );
+        let config = Config::from_vars(vars(&[("SVC_HEARTBEAT_SECS", "0.5"), ("SVC_UNIT_DIRS", "/a::/b")])).unwrap();
+        assert_eq!(config.heartbeat_interval, Duration::from_millis(500));
+        assert_eq!(config.unit_dirs, Some(vec![PathBuf::from("/a"), PathBuf::from("/b")]));
+        let err =
+            Config::from_vars(vars(&[("SVC_WORKER_STALE_SECS", "0"), ("SVC_UNIT_CACHE_SECS", "soon")])).unwrap_err();
+        let vars: Vec<&str> = err.0.iter().map(|p| p.var).collect();
+        assert_eq!(vars, ["SVC_WORKER_STALE_SECS", "SVC_UNIT_CACHE_SECS"]);
     }
 }

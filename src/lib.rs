@@ -3,9 +3,11 @@
 //! this crate and never the other way round.
 
 pub mod auth;
+pub mod bus;
 pub mod config;
 pub mod db;
 pub mod http;
 pub mod logging;
 pub mod startup;
+pub mod systemd;
 pub mod time;

@@ -16,9 +16,12 @@ use crate::auth::hashing::HashPool;
 use crate::auth::password;
 use crate::auth::session::Sessions;
 use crate::auth::token::TokenKeys;
+use crate::bus::{self, Bus, Counters, WorkerRegistry};
 use crate::config::{Config, ConfigError};
 use crate::db::{self, Db, DbError, NewUser, Role};
 use crate::http::{self, AppState, DatabaseHealth, RateLimits};
+use crate::systemd::UnitListing;
+use crate::systemd::installed::UnitSource;
 
 /// Below this soft open-file limit a busy API runs out of sockets.
 pub const MIN_OPEN_FILES: u64 = 4096;
@@ -34,6 +37,9 @@ pub const STRANDED_CUTOFF: chrono::Duration = chrono::Duration::hours(1);
 pub struct WorkerContext {
     pub config: Arc<Config>,
     pub db: Db,
+    pub bus: Bus,
+    /// Reported in the worker's heartbeat when it runs as its own process.
+    pub counters: Counters,
     pub cancel: CancellationToken,
 }
 
@@ -74,6 +80,9 @@ impl Lifespan {
         let db = db::connect(&config.database).context("opening the database")?;
         let secret = config.jwt_secret.as_ref().context("SVC_JWT_SECRET is not set")?;
         let keys = TokenKeys::new(secret.expose().as_bytes(), chrono::Duration::minutes(config.jwt_exp_minutes.into()));
+        // Bounded: an unreachable bus costs startup at most a couple of seconds, then is retried
+        // in the background (step 9 only needs the handle).
+        let bus = Bus::connect(config.nats_url.as_deref(), "svc-api").await;
         let lifespan = Lifespan {
             state: AppState {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
@@ -81,6 +90,9 @@ impl Lifespan {
                 limits: Arc::new(RateLimits::new(config.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
                 db,
+                workers: Arc::new(WorkerRegistry::new(config.worker_stale_after)),
+                units: Arc::new(UnitListing::new(UnitSource::detect(config.unit_dirs.as_deref()), config.unit_cache)),
+                bus,
                 config,
             },
             tasks: TaskTracker::new(),
@@ -90,7 +102,7 @@ impl Lifespan {
         lifespan.sweep_stranded_lifecycles().await;
         lifespan.enable_tracing();
         lifespan.start_background_workers(workers);
-        // Step 9 (worker registry and the API's own heartbeat) attaches here once the bus exists.
+        lifespan.start_worker_registry();
         Ok(lifespan)
     }
 
@@ -112,12 +124,14 @@ impl Lifespan {
         served.context("serving HTTP")
     }
 
-    /// Cancels every task this lifespan started and waits for each, then closes the database.
+    /// Cancels every task this lifespan started (the worker registry among them) and waits for
+    /// each, then closes the bus and the database.
     pub async fn shutdown(self) {
         tracing::info!("Shutting down");
         self.tasks.close();
         self.cancel.cancel();
         self.tasks.wait().await;
+        self.state.bus.close().await;
         self.state.db.close().await;
         tracing::info!("Shutdown complete");
     }
@@ -200,17 +214,39 @@ impl Lifespan {
             let ctx = WorkerContext {
                 config: self.state.config.clone(),
                 db: self.state.db.clone(),
+                bus: self.state.bus.clone(),
+                counters: Counters::default(),
                 cancel: self.cancel.child_token(),
             };
             let name = worker.name;
             tracing::info!(worker = name, "Starting embedded worker");
+            let registry = self.state.workers.clone();
+            registry.set_embedded(name, true);
             self.tasks.spawn(async move {
                 match (worker.run)(ctx).await {
                     Ok(()) => tracing::info!(worker = name, "Embedded worker stopped"),
                     Err(err) => tracing::warn!(worker = name, error = %format!("{err:#}"), "Embedded worker failed"),
                 }
+                registry.set_embedded(name, false);
             });
         }
+    }
+
+    /// Step 9, even in contract-test mode: the worker registry listens to every heartbeat and the
+    /// API sends its own as `api`, so `/workers` always has a live row. Without a bus both are
+    /// no-ops; nothing here can stop startup.
+    fn start_worker_registry(&self) {
+        let (registry, bus, cancel) = (self.state.workers.clone(), self.state.bus.clone(), self.cancel.clone());
+        self.tasks.spawn(async move { registry.run(&bus, cancel).await });
+        let heartbeat = bus::heartbeat::run(
+            self.state.bus.clone(),
+            "api".into(),
+            self.state.config.heartbeat_interval,
+            Counters::default(),
+            self.cancel.clone(),
+        );
+        self.tasks.spawn(heartbeat);
+        tracing::info!(bus_connected = self.state.bus.is_connected(), "Worker registry and API heartbeat started");
     }
 }
 

@@ -24,6 +24,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             return Err(err).with_context(|| format!("cannot listen on {}:{}", addr.0, addr.1));
         }
     };
+    svc::systemd::notify::ready();
     lifespan.serve(listener, shutdown).await
 }
 
@@ -32,5 +33,6 @@ async fn cancel_on_signal(mut term: Signal, mut int: Signal, shutdown: Cancellat
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
+    svc::systemd::notify::stopping();
     shutdown.cancel();
 }

@@ -1,7 +1,10 @@
 //! `svc`: one binary for every part of the honeypot fleet's control plane.
 
 mod api;
+mod supervisor;
+mod systemd;
 mod user;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -32,6 +35,18 @@ enum Command {
     /// Manage dashboard users directly in the database.
     #[command(subcommand)]
     User(user::UserCommand),
+    /// Run one background worker as its own process until SIGTERM, SIGINT or a stop intent on the
+    /// bus; it finishes its current batch and exits 0.
+    Worker {
+        /// The worker to run.
+        name: String,
+    },
+    /// Run everything on this host: a private nats-server (when SVC_NATS_URL is unset), the API and
+    /// the chosen workers, restarting any that crash. Stops them all on SIGTERM or SIGINT.
+    Supervise(supervisor::SuperviseArgs),
+    /// Install svc as systemd units.
+    #[command(subcommand)]
+    Systemd(systemd::SystemdCommand),
 }
 
 /// Exit status for a configuration error (sysexits EX_CONFIG), so a service manager can tell it
@@ -41,8 +56,10 @@ const EXIT_CONFIG: u8 = 78;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let config = match &cli.command {
-        Command::Api => Config::for_api_from_env(),
-        Command::Migrate | Command::User(_) => Config::from_env(),
+        // The supervisor checks the API's configuration up front rather than restart a child that
+        // cannot start.
+        Command::Api | Command::Supervise(_) => Config::for_api_from_env(),
+        Command::Migrate | Command::User(_) | Command::Worker { .. } | Command::Systemd(_) => Config::from_env(),
     };
     let config = match config {
         Ok(config) => config,
@@ -55,6 +72,9 @@ fn main() -> ExitCode {
             Command::Api => api::run(config).await,
             Command::Migrate => user::migrate(&config).await,
             Command::User(command) => user::run(command, &config).await,
+            Command::Worker { name } => worker::run(&name, config).await,
+            Command::Supervise(args) => supervisor::run(args, config).await,
+            Command::Systemd(command) => systemd::run(command),
         }
     });
     match result {

@@ -39,7 +39,7 @@ fn version_and_help_describe_the_commands() {
     assert_eq!((code, out.trim()), (0, "svc 1.0.0"));
     let (code, out, _) = run(svc(dir.path(), &["--help"]), "");
     assert_eq!(code, 0);
-    for command in ["api", "migrate", "user"] {
+    for command in ["api", "migrate", "user", "worker", "supervise", "systemd"] {
         assert!(out.contains(command), "{out}");
     }
 }

@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, auth, health, system, users};
+use super::{AppState, auth, health, system, users, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -29,12 +29,15 @@ use super::{AppState, auth, health, system, users};
         users::delete_user,
         users::set_role,
         users::reset_password,
+        workers::list_workers,
+        workers::stop_worker,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "system", description = "Health and deployment"),
         (name = "auth", description = "Login, logout, password change, stream tickets"),
         (name = "config", description = "Settings and user management"),
+        (name = "workers", description = "Background workers: heartbeats and control"),
     )
 )]
 pub struct ApiDoc;

@@ -1,6 +1,7 @@
 //! `GET /health`: unauthenticated (probes and load balancers call it), generic details only.
 //! A failing required component makes the service `unhealthy` (503); a failing optional one only
-//! `degraded`.
+//! `degraded`. A worker counts as up when it runs embedded in this process or its heartbeat on the
+//! bus is fresh, so a deployment whose workers run as their own processes reads `healthy`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,9 +104,29 @@ struct Component {
     failure: Option<&'static str>,
 }
 
+/// Health component, worker it reports on, and whether it is required.
+const WORKER_COMPONENTS: [(&str, &str, bool); 5] = [
+    ("ingestion_worker", "ingest", true),
+    ("collector_worker", "collector", false),
+    ("attacker_worker", "profiler", false),
+    ("sniffer_worker", "sniffer", false),
+    ("tarpit_watcher", "tarpit", false),
+];
+
 async fn components(state: &AppState) -> Vec<Component> {
     let database_ok = state.database.probe(&state.db).await;
-    vec![Component { name: "database", required: true, failure: (!database_ok).then_some("database unavailable") }]
+    let mut components =
+        vec![Component { name: "database", required: true, failure: (!database_ok).then_some("database unavailable") }];
+    let (bus_connected, now) = (state.bus.is_connected(), crate::bus::epoch_seconds());
+    // A worker this deployment does not run (never embedded, never heard from) is not a component:
+    // it would make every deployment without it read degraded.
+    for (name, worker, required) in WORKER_COMPONENTS {
+        if state.workers.is_deployed(worker) {
+            let up = state.workers.is_up(worker, bus_connected, now);
+            components.push(Component { name, required, failure: (!up).then_some("not running") });
+        }
+    }
+    components
 }
 
 fn overall(components: &[Component]) -> OverallStatus {

@@ -12,6 +12,7 @@ pub mod profile;
 mod serve;
 pub mod system;
 pub mod users;
+pub mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +28,10 @@ use tracing::Level;
 
 use crate::auth::hashing::HashPool;
 use crate::auth::session::Sessions;
+use crate::bus::{Bus, WorkerRegistry};
 use crate::config::Config;
 use crate::db::Db;
+use crate::systemd::UnitListing;
 
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
@@ -49,6 +52,9 @@ pub struct AppState {
     pub sessions: Arc<Sessions>,
     pub passwords: Arc<HashPool>,
     pub limits: Arc<RateLimits>,
+    pub bus: Bus,
+    pub workers: Arc<WorkerRegistry>,
+    pub units: Arc<UnitListing>,
 }
 
 /// The body of routes that only confirm: `{"message": …}`.
@@ -65,7 +71,12 @@ impl Message {
 
 /// The routes under `/api/v1`.
 fn api_routes() -> Router<AppState> {
-    Router::new().merge(health::router()).merge(system::router()).merge(auth::router()).merge(users::router())
+    Router::new()
+        .merge(health::router())
+        .merge(system::router())
+        .merge(auth::router())
+        .merge(users::router())
+        .merge(workers::router())
 }
 
 /// The whole application.

@@ -2,4 +2,24 @@
 //! tarpit, mutator) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
 //!
-//! No worker has landed yet: the `svc api` command embeds none.
+//! No worker body has landed yet: [`bodies`] lists none, and the `svc api` command embeds none.
+
+#[cfg(feature = "test-fixture")]
+mod fixture;
+pub mod runner;
+
+pub use runner::WorkerBody;
+
+/// Every worker this build can run with `svc worker <name>`.
+pub fn bodies() -> Vec<WorkerBody> {
+    #[allow(unused_mut)]
+    let mut bodies = Vec::new();
+    #[cfg(feature = "test-fixture")]
+    bodies.extend(fixture::bodies());
+    bodies
+}
+
+/// The worker called `name`, if this build has it.
+pub fn body(name: &str) -> Option<WorkerBody> {
+    bodies().into_iter().find(|body| body.name == name)
+}

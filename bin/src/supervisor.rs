@@ -1,0 +1,308 @@
+//! `svc supervise`: the single-host default. Starts, in order, a private `nats-server` (when no
+//! `SVC_NATS_URL` is configured and one is on PATH), `svc api` and the chosen workers, each a child
+//! in its own process group that the kernel kills if the supervisor dies. Child output is prefixed
+//! with the child's name. A crashed child is restarted with exponential backoff; one that keeps
+//! crashing is logged as an error on every crash. SIGTERM or SIGINT stops the children in reverse
+//! order, each with its stop signal (SIGTERM; SIGINT for nats-server) and then SIGKILL after a
+//! grace period.
+
+use std::io;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rustix::process::{Pid, Signal};
+use svc::config::Config;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A child up this long has recovered: its next crash starts the backoff afresh.
+const HEALTHY_UPTIME: Duration = Duration::from_secs(60);
+/// From this many crashes in a row, each crash is an error, not a warning.
+const CRASH_LOOP: u32 = 3;
+/// How long the private bus gets to accept connections before the API starts anyway.
+const BUS_READY_WAIT: Duration = Duration::from_secs(5);
+/// A child exiting with this status has a configuration error (sysexits EX_CONFIG): restarting
+/// cannot help, so it is reported and left stopped.
+const EXIT_CONFIG: i32 = 78;
+
+#[derive(clap::Args)]
+pub struct SuperviseArgs {
+    /// Workers to run besides the API, comma-separated (e.g. `collector,sniffer`).
+    #[arg(long, env = "SVC_SUPERVISE_WORKERS", value_delimiter = ',')]
+    workers: Vec<String>,
+    /// Seconds a child gets to stop after SIGTERM before it is killed.
+    #[arg(long, env = "SVC_SUPERVISE_GRACE_SECS", default_value_t = 10.0)]
+    grace_secs: f64,
+}
+
+/// One process the supervisor keeps running.
+#[derive(Clone, Debug)]
+struct ChildSpec {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    /// What asks it to stop gracefully: nats-server exits 0 on SIGINT but 1 on SIGTERM.
+    stop_signal: Signal,
+}
+
+pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
+    let workers: Vec<String> = args.workers.iter().map(|w| w.trim().to_string()).filter(|w| !w.is_empty()).collect();
+    for worker in &workers {
+        crate::worker::check(worker)?;
+    }
+    let grace = Duration::try_from_secs_f64(args.grace_secs)
+        .ok()
+        .filter(|g| !g.is_zero())
+        .context("--grace-secs must be a positive number of seconds")?;
+    let shutdown = CancellationToken::new();
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received; stopping children"),
+            _ = int.recv() => tracing::info!("SIGINT received; stopping children"),
+        }
+        on_signal.cancel();
+    });
+
+    let svc = std::env::current_exe().context("locating the svc binary")?;
+    let mut children: Vec<(ChildSpec, Option<u16>)> = Vec::new();
+    let mut env = Vec::new();
+    if config.nats_url.is_none() {
+        match find_on_path("nats-server") {
+            Some(nats) => {
+                let port = free_port().context("finding a free port for the private bus")?;
+                let spec = ChildSpec {
+                    name: "nats".into(),
+                    program: nats,
+                    args: vec!["-a".into(), "127.0.0.1".into(), "-p".into(), port.to_string()],
+                    env: Vec::new(),
+                    stop_signal: Signal::INT,
+                };
+                env.push(("SVC_NATS_URL".to_string(), format!("nats://127.0.0.1:{port}")));
+                children.push((spec, Some(port)));
+            }
+            None => tracing::warn!("No SVC_NATS_URL and no nats-server on PATH: running without a bus"),
+        }
+    }
+    children.push((child_spec("api", &svc, &["api"], &env), None));
+    for worker in &workers {
+        children.push((child_spec(worker, &svc, &["worker", worker], &env), None));
+    }
+
+    let mut running: Vec<(String, CancellationToken, JoinHandle<bool>)> = Vec::new();
+    for (spec, bus_port) in children {
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let stop = CancellationToken::new();
+        let name = spec.name.clone();
+        running.push((name, stop.clone(), tokio::spawn(supervise(spec, stop, grace))));
+        if let Some(port) = bus_port {
+            wait_for_port(port, &shutdown).await;
+        }
+    }
+    shutdown.cancelled().await;
+
+    let mut clean = true;
+    for (name, stop, task) in running.into_iter().rev() {
+        stop.cancel();
+        let stopped_cleanly = task.await.unwrap_or(false);
+        if !stopped_cleanly {
+            tracing::warn!(child = %name, "Child did not stop cleanly");
+        }
+        clean &= stopped_cleanly;
+    }
+    if !clean {
+        bail!("not every child stopped cleanly");
+    }
+    tracing::info!("All children stopped");
+    Ok(())
+}
+
+fn child_spec(name: &str, svc: &Path, args: &[&str], env: &[(String, String)]) -> ChildSpec {
+    ChildSpec {
+        name: name.to_string(),
+        program: svc.to_path_buf(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        env: env.to_vec(),
+        stop_signal: Signal::TERM,
+    }
+}
+
+/// Keeps `spec` running until `stop`; true when its last run ended cleanly.
+async fn supervise(spec: ChildSpec, stop: CancellationToken, grace: Duration) -> bool {
+    let mut backoff = FIRST_BACKOFF;
+    let mut crashes = 0u32;
+    loop {
+        let started = Instant::now();
+        let failure = match spawn(&spec) {
+            Ok(mut child) => {
+                tracing::info!(child = %spec.name, pid = child.id(), "Child started");
+                tokio::select! {
+                    status = child.wait() => match status {
+                        Ok(status) if status.success() => {
+                            // Asked to stop (a stop intent, or a signal sent to it directly): as under
+                            // systemd's Restart=on-failure, a clean exit is not restarted.
+                            tracing::info!(child = %spec.name, "Child exited cleanly; not restarting it");
+                            stop.cancelled().await;
+                            return true;
+                        }
+                        Ok(status) if status.code() == Some(EXIT_CONFIG) => {
+                            tracing::error!(child = %spec.name, "Child has a configuration error; not restarting it");
+                            stop.cancelled().await;
+                            return false;
+                        }
+                        Ok(status) => describe(status),
+                        Err(err) => format!("cannot wait for it: {err}"),
+                    },
+                    () = stop.cancelled() => return terminate(&spec, child, grace).await,
+                }
+            }
+            Err(err) => format!("cannot start: {err}"),
+        };
+        let uptime = started.elapsed();
+        if uptime >= HEALTHY_UPTIME {
+            backoff = FIRST_BACKOFF;
+            crashes = 0;
+        }
+        crashes += 1;
+        let (child, up_secs, retry_secs) = (&spec.name, uptime.as_secs_f64(), backoff.as_secs_f64());
+        if crashes >= CRASH_LOOP {
+            tracing::error!(%child, crashes, up_secs, retry_secs, reason = %failure, "Child keeps crashing; restarting after backoff");
+        } else {
+            tracing::warn!(%child, crashes, up_secs, retry_secs, reason = %failure, "Child crashed; restarting after backoff");
+        }
+        tokio::select! {
+            () = stop.cancelled() => return false,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => status.to_string(),
+    }
+}
+
+/// The stop signal to the child's process group, SIGKILL after `grace`. True when it stopped
+/// when asked.
+async fn terminate(spec: &ChildSpec, mut child: Child, grace: Duration) -> bool {
+    let name = &spec.name;
+    let Some(pgid) = child.id().and_then(|id| Pid::from_raw(id as i32)) else { return true };
+    let _ = rustix::process::kill_process_group(pgid, spec.stop_signal);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(status)) => {
+            use std::os::unix::process::ExitStatusExt;
+            let clean = status.success() || status.signal() == Some(spec.stop_signal.as_raw());
+            tracing::info!(child = %name, status = %describe(status), "Child stopped");
+            clean
+        }
+        Ok(Err(err)) => {
+            tracing::warn!(child = %name, error = %err, "Cannot wait for child");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(child = %name, grace_secs = grace.as_secs_f64(), "Child ignored its stop signal; killing it");
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+            let _ = child.wait().await;
+            false
+        }
+    }
+}
+
+fn spawn(spec: &ChildSpec) -> io::Result<Child> {
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so a signal meant for it reaches whatever it started, and a Ctrl-C at the
+        // terminal reaches only the supervisor, which then stops children in order.
+        .process_group(0)
+        .kill_on_drop(true);
+    die_with_parent(&mut command);
+    let mut child = command.spawn()?;
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(forward(spec.name.clone(), out, false));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(forward(spec.name.clone(), err, true));
+    }
+    Ok(child)
+}
+
+/// Asks the kernel to SIGKILL the child when the supervisor dies, so none outlives it even when
+/// the supervisor itself is SIGKILLed. The signal follows the spawning *thread*; tokio's worker
+/// threads live as long as the runtime, which is the supervisor's whole life.
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe calls
+    // are allowed. prctl(PR_SET_PDEATHSIG) and getppid are single system calls through rustix: no
+    // allocation, no locks, no shared state; the error path builds an io::Error without allocating.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(io::Error::from)?;
+            // The supervisor may have died between fork and prctl; then no signal will ever come.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(io::Error::from(io::ErrorKind::Other));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Copies a child's output line by line, each prefixed with its name.
+async fn forward(name: String, stream: impl AsyncRead + Unpin, to_stderr: bool) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if to_stderr {
+            eprintln!("{name:>9} | {line}");
+        } else {
+            println!("{name:>9} | {line}");
+        }
+    }
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// A loopback port nothing listens on now. Another process could take it before the bus binds;
+/// the bus then fails to start and is restarted like any crashed child.
+fn free_port() -> io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+async fn wait_for_port(port: u16, shutdown: &CancellationToken) {
+    let deadline = Instant::now() + BUS_READY_WAIT;
+    while Instant::now() < deadline && !shutdown.is_cancelled() {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tracing::warn!(port, "The private bus is not accepting connections yet; starting the API anyway");
+}

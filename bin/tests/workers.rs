@@ -1,0 +1,120 @@
+//! `/workers` against real processes: `svc api` and `svc worker` (the test-only fixture bodies)
+//! on a real `nats-server` the test starts, stops and restarts.
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use rustix::process::Signal;
+
+fn worker(dir: &std::path::Path, name: &str, nats: &Nats) -> Proc {
+    let mut command = svc(dir, &["worker", name]);
+    command.env("SVC_NATS_URL", nats.url());
+    Proc::spawn(command)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn heartbeats_make_rows_ok_silence_stale_and_a_lost_bus_unknown_until_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nats = Nats::start();
+    let (mut command, port) = api_command(dir.path(), Some(&nats));
+    command.env("SVC_WORKER_STALE_SECS", "2");
+    let api = start_api(command, port).await;
+    let _a = worker(dir.path(), "fixture-a", &nats);
+    let mut b = worker(dir.path(), "fixture-b", &nats);
+
+    eventually("api and both workers are ok", || async {
+        let body = list_workers(port).await;
+        ["api", "fixture-a", "fixture-b"].iter().all(|w| status_of(&body, w) == "ok")
+    })
+    .await;
+    let body = list_workers(port).await;
+    assert_eq!(body["bus_connected"], true);
+    let a = row(&body, "fixture-a").unwrap();
+    for field in ["pid", "host", "version", "uptime_sec", "counters"] {
+        assert!(a["extra"].get(field).is_some(), "heartbeat without {field}: {a}");
+    }
+    assert!(a["last_heartbeat_ts"].as_f64().unwrap() <= body["generated_at"].as_f64().unwrap());
+    assert_eq!(status_of(&body, "sniffer"), "unknown", "never heard from");
+
+    b.signal(Signal::TERM);
+    assert_eq!(b.wait().code(), Some(0));
+    eventually("the silent worker is stale", || async {
+        let body = list_workers(port).await;
+        status_of(&body, "fixture-b") == "stale" && status_of(&body, "fixture-a") == "ok"
+    })
+    .await;
+
+    nats.stop();
+    eventually("the API sees the bus gone", || async { list_workers(port).await["bus_connected"] == false }).await;
+    let body = list_workers(port).await;
+    for row in body["workers"].as_array().unwrap() {
+        assert_eq!(row["status"], "unknown", "{row}");
+    }
+    let health = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/health")).await.unwrap();
+    assert_eq!(health.status(), 200, "the API keeps serving without a bus");
+
+    nats.restart();
+    eventually("rows are ok again after the bus returns", || async {
+        let body = list_workers(port).await;
+        body["bus_connected"] == true && status_of(&body, "api") == "ok" && status_of(&body, "fixture-a") == "ok"
+    })
+    .await;
+    drop(api);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_intent_makes_the_worker_exit_zero_unknown_is_404_and_no_bus_is_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nats = Nats::start();
+    let (command, port) = api_command(dir.path(), Some(&nats));
+    let _api = start_api(command, port).await;
+    let mut a = worker(dir.path(), "fixture-a", &nats);
+    eventually("the worker is heard", || async { status_of(&list_workers(port).await, "fixture-a") == "ok" }).await;
+
+    let (status, body) = workers_api(Method::POST, port, "/workers/fixture-a/stop").await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body, serde_json::json!({"accepted": true, "worker": "fixture-a", "action": "stop"}));
+    assert_eq!(a.wait().code(), Some(0), "{}", a.output());
+    assert!(a.output().contains("Stop requested"), "{}", a.output());
+
+    let (status, body) = workers_api(Method::POST, port, "/workers/nope/stop").await;
+    assert_eq!((status, body), (404, serde_json::json!({"detail": "Unknown worker: 'nope'"})));
+
+    nats.stop();
+    eventually("the API sees the bus gone", || async { list_workers(port).await["bus_connected"] == false }).await;
+    let (status, body) = workers_api(Method::POST, port, "/workers/collector/stop").await;
+    assert_eq!((status, body), (503, serde_json::json!({"detail": "bus unavailable"})));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let units = dir.path().join("units");
+    std::fs::create_dir_all(&units).unwrap();
+    let (mut command, port) = api_command(dir.path(), None);
+    command.env("SVC_UNIT_CACHE_SECS", "1");
+    let _api = start_api(command, port).await;
+
+    let body = list_workers(port).await;
+    assert_eq!(body["bus_connected"], false);
+    let names: Vec<&str> = body["workers"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator"]);
+    assert!(body["workers"].as_array().unwrap().iter().all(|r| r["status"] == "unknown" && r["installed"] == false));
+
+    let installed = |body: serde_json::Value| row(&body, "sniffer").unwrap()["installed"].as_bool().unwrap();
+    std::fs::write(units.join("svc-sniffer.service"), "[Service]\n").unwrap();
+    eventually("the new unit counts", || async { installed(list_workers(port).await) }).await;
+    std::fs::remove_file(units.join("svc-sniffer.service")).unwrap();
+    assert!(installed(list_workers(port).await), "the listing is cached");
+    eventually("the removed unit no longer counts", || async { !installed(list_workers(port).await) }).await;
+}
+
+#[test]
+fn a_worker_without_a_body_is_refused_with_the_available_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = svc(dir.path(), &["worker", "collector"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no worker `collector`") && err.contains("fixture-a"), "{err}");
+}

@@ -1,0 +1,87 @@
+//! The heartbeat every process sends on `system.<name>.health`: who it is (pid, host, version),
+//! how long it has run and its own counters. A beat while the bus is down is skipped, not queued,
+//! and one goes out as soon as the bus comes back, so the registry recovers without a full interval.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::{Bus, Event, epoch_seconds, topics};
+
+/// The message type of a heartbeat.
+pub const HEALTH_TYPE: &str = "health";
+/// The bus state is looked at this often between beats, to beat again right after a reconnect.
+const RECONNECT_POLL: Duration = Duration::from_millis(250);
+
+/// A worker's own counts (lines ingested, frames captured…), reported with every heartbeat.
+#[derive(Clone, Debug, Default)]
+pub struct Counters(Arc<Mutex<BTreeMap<&'static str, u64>>>);
+
+impl Counters {
+    pub fn add(&self, name: &'static str, n: u64) {
+        *self.0.lock().expect("counters lock").entry(name).or_default() += n;
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.0.lock().expect("counters lock").iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+}
+
+/// The payload of a heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthPayload {
+    pub worker: String,
+    pub ts: f64,
+    pub pid: u32,
+    pub host: String,
+    pub version: String,
+    pub uptime_sec: f64,
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Beats for `worker` every `interval` until `cancel`, starting at once.
+pub async fn run(bus: Bus, worker: String, interval: Duration, counters: Counters, cancel: CancellationToken) {
+    let topic = match topics::worker_health(&worker) {
+        Ok(topic) => topic,
+        Err(err) => {
+            tracing::error!(error = %err, "No heartbeat: the worker name is not a subject token");
+            return;
+        }
+    };
+    let started = Instant::now();
+    let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    let mut last_beat: Option<Instant> = None;
+    let mut was_connected = false;
+    loop {
+        let connected = bus.is_connected();
+        let due = last_beat.is_none_or(|at| at.elapsed() >= interval);
+        if connected && (due || !was_connected) {
+            let payload = HealthPayload {
+                worker: worker.clone(),
+                ts: epoch_seconds(),
+                pid: std::process::id(),
+                host: host.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                uptime_sec: started.elapsed().as_secs_f64(),
+                counters: counters.snapshot(),
+            };
+            let event = Event::new(topic.clone(), HEALTH_TYPE, serde_json::to_value(payload).expect("serialises"));
+            if let Err(err) = bus.publish(&event).await {
+                tracing::debug!(error = %err, "Heartbeat not sent");
+            }
+            last_beat = Some(Instant::now());
+        } else if !connected && due {
+            // Keeps the schedule while the bus is down; the beat itself would go nowhere.
+            last_beat = Some(Instant::now());
+        }
+        was_connected = connected;
+        let next = last_beat.map_or(Duration::ZERO, |at| interval.saturating_sub(at.elapsed()));
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(next.min(RECONNECT_POLL)) => {}
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The message bus: one NATS connection per process, the JSON event envelope every message uses,
+//! the worker heartbeat and control messages, and the API's worker registry. The database is the
+//! truth; the bus carries health, control intents and hints, so losing it degrades, never fails:
+//! with no `SVC_NATS_URL`, or while the server is unreachable, publishing and subscribing are
+//! no-ops and the connection keeps being retried in the background.
+
+pub mod control;
+pub mod heartbeat;
+pub mod registry;
+pub mod topics;
+
+use std::time::Duration;
+
+use async_nats::connection::State;
+use serde::{Deserialize, Serialize};
+
+pub use control::ControlRequest;
+pub use heartbeat::{Counters, HealthPayload};
+pub use registry::{KNOWN_WORKERS, Tier, WorkerRegistry, WorkerRow};
+
+/// How long startup waits for a first connection before going on without one.
+const CONNECT_WAIT: Duration = Duration::from_secs(2);
+/// One connection attempt; an unreachable server must not hold a retry for long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reconnect attempts back off to this, so a returning server is noticed within seconds.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(2);
+/// Bounds a flush or drain against a server that stopped answering.
+const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Every message on the bus: `{topic, type, ts, payload}`, `ts` in epoch seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub topic: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub ts: f64,
+    pub payload: serde_json::Value,
+}
+
+impl Event {
+    pub fn new(topic: impl Into<String>, kind: impl Into<String>, payload: serde_json::Value) -> Event {
+        Event { topic: topic.into(), kind: kind.into(), ts: epoch_seconds(), payload }
+    }
+}
+
+/// Now, in epoch seconds.
+pub fn epoch_seconds() -> f64 {
+    chrono::Utc::now().timestamp_micros() as f64 / 1e6
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// No bus is configured, or it is not reachable right now.
+    #[error("bus unavailable")]
+    Unavailable,
+    #[error(transparent)]
+    BadSubject(#[from] topics::BadToken),
+    #[error("bus publish failed: {0}")]
+    Publish(String),
+}
+
+/// A process's handle on the bus; cheap to clone. Absent when no URL is configured.
+#[derive(Clone, Debug)]
+pub struct Bus {
+    client: Option<async_nats::Client>,
+}
+
+impl Bus {
+    /// A bus that is never there: every publish is a no-op.
+    pub fn absent() -> Bus {
+        Bus { client: None }
+    }
+
+    /// Connects to `url` as `name`, waiting at most a couple of seconds. An unreachable server
+    /// gives a disconnected bus that keeps retrying in the background; no URL gives an absent one.
+    pub async fn connect(url: Option<&str>, name: &str) -> Bus {
+        let Some(url) = url else {
+            tracing::info!("No SVC_NATS_URL: running without a bus");
+            return Bus::absent();
+        };
+        let options = async_nats::ConnectOptions::new()
+            .name(name)
+            .retry_on_initial_connect()
+            .max_reconnects(None)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .reconnect_delay_callback(|attempts| {
+                let exp = u32::try_from(attempts).unwrap_or(u32::MAX).min(8);
+                (Duration::from_millis(100) * 2u32.pow(exp)).min(MAX_RECONNECT_DELAY)
+            })
+            .event_callback(|event| async move {
+                match event {
+                    async_nats::Event::Connected => tracing::info!("Bus connected"),
+                    async_nats::Event::Disconnected => tracing::warn!("Bus disconnected; reconnecting"),
+                    other => tracing::debug!(event = %other, "Bus event"),
+                }
+            });
+        let client = match options.connect(url).await {
+            Ok(client) => client,
+            Err(err) => {
+                // Only an unusable URL gets here: connection failures are retried in the background.
+                tracing::error!(error = %err, "SVC_NATS_URL is unusable; running without a bus");
+                return Bus::absent();
+            }
+        };
+        let bus = Bus { client: Some(client) };
+        let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
+        while !bus.is_connected() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !bus.is_connected() {
+            tracing::warn!("Bus not reachable yet; going on without it and retrying in the background");
+        }
+        bus
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.connection_state() == State::Connected)
+    }
+
+    /// Publishes `event` on its topic. Fails fast with [`BusError::Unavailable`] rather than
+    /// queueing while the bus is down: a late heartbeat or stop intent would mislead.
+    pub async fn publish(&self, event: &Event) -> Result<(), BusError> {
+        let client = self.connected()?;
+        let body = serde_json::to_vec(event).expect("an event serialises");
+        client.publish(event.topic.clone(), body.into()).await.map_err(|err| BusError::Publish(err.to_string()))
+    }
+
+    /// Publishes `event` and waits until the server has it, for intents a caller is told were sent.
+    pub async fn publish_confirmed(&self, event: &Event) -> Result<(), BusError> {
+        self.publish(event).await?;
+        let client = self.connected()?;
+        match tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) => Err(BusError::Publish(err.to_string())),
+            Err(_) => Err(BusError::Unavailable),
+        }
+    }
+
+    /// Messages on `subject`, surviving reconnects. `None` when there is no bus at all.
+    pub async fn subscribe(&self, subject: String) -> Option<async_nats::Subscriber> {
+        let client = self.client.as_ref()?;
+        match client.subscribe(subject.clone()).await {
+            Ok(subscriber) => Some(subscriber),
+            Err(err) => {
+                tracing::warn!(%subject, error = %err, "Bus subscription failed");
+                None
+            }
+        }
+    }
+
+    /// Sends what is buffered and closes the connection; bounded, as the server may be gone.
+    pub async fn close(&self) {
+        let Some(client) = &self.client else { return };
+        if self.is_connected() {
+            let _ = tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.drain()).await;
+        }
+    }
+
+    fn connected(&self) -> Result<&async_nats::Client, BusError> {
+        match &self.client {
+            Some(client) if client.connection_state() == State::Connected => Ok(client),
+            _ => Err(BusError::Unavailable),
+        }
+    }
+}

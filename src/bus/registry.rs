@@ -1,0 +1,200 @@
+//! The API's view of the workers: last heartbeat per worker name from `system.*.health`, and which
+//! workers run embedded in this process. It answers `/workers` (one row per known worker plus any
+//! other name heard) and whether a worker counts as up for `/health`.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+
+use super::{Bus, Event, topics};
+
+/// The workers this project runs; each always has a row, heard from or not.
+pub const KNOWN_WORKERS: [&str; 7] = ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator"];
+
+/// How recently a worker was heard from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// A heartbeat within the stale window.
+    Ok,
+    /// Heard from, but not within the stale window.
+    Stale,
+    /// Never heard from, or the bus is down so nothing can be known.
+    Unknown,
+}
+
+/// One worker as the registry knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct WorkerRow {
+    pub name: String,
+    pub status: Tier,
+    /// When its last heartbeat arrived, epoch seconds.
+    pub last_heartbeat_ts: Option<f64>,
+    pub seconds_since: Option<f64>,
+    /// The last heartbeat's payload without `worker` and `ts`: pid, host, version, uptime, counters.
+    #[schema(value_type = Object)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+struct Heard {
+    /// Arrival time, epoch seconds: the API's clock, so another host's clock skew cannot make a
+    /// live worker look stale.
+    at: f64,
+    extra: serde_json::Map<String, serde_json::Value>,
+}
+
+pub struct WorkerRegistry {
+    stale_after: Duration,
+    heard: Mutex<BTreeMap<String, Heard>>,
+    /// Embedded worker name → whether its task is still running.
+    embedded: Mutex<BTreeMap<String, bool>>,
+}
+
+impl WorkerRegistry {
+    pub fn new(stale_after: Duration) -> WorkerRegistry {
+        WorkerRegistry { stale_after, heard: Mutex::default(), embedded: Mutex::default() }
+    }
+
+    /// Listens to every heartbeat until `cancel`. Without a bus there is nothing to hear; the
+    /// subscription itself survives the bus going away and coming back.
+    pub async fn run(&self, bus: &Bus, cancel: CancellationToken) {
+        let Some(mut heartbeats) = bus.subscribe(topics::ALL_WORKER_HEALTH.to_string()).await else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                message = heartbeats.next() => match message {
+                    Some(message) => self.record(&message.subject, &message.payload, super::epoch_seconds()),
+                    None => return,
+                },
+            }
+        }
+    }
+
+    /// Notes a heartbeat that arrived on `subject` at `now`.
+    pub fn record(&self, subject: &str, body: &[u8], now: f64) {
+        let Some(worker) = topics::worker_of_health(subject) else { return };
+        let extra = match serde_json::from_slice::<Event>(body).map(|event| event.payload) {
+            Ok(serde_json::Value::Object(mut payload)) => {
+                payload.remove("worker");
+                payload.remove("ts");
+                payload
+            }
+            Ok(_) => serde_json::Map::new(),
+            Err(err) => {
+                tracing::debug!(%subject, error = %err, "Ignoring a heartbeat that is not an event");
+                return;
+            }
+        };
+        self.heard.lock().expect("registry lock").insert(worker.to_string(), Heard { at: now, extra });
+    }
+
+    /// Records whether the embedded worker `name` is running.
+    pub fn set_embedded(&self, name: &str, running: bool) {
+        self.embedded.lock().expect("registry lock").insert(name.to_string(), running);
+    }
+
+    /// A known worker, or one that has been heard from.
+    pub fn is_known(&self, name: &str) -> bool {
+        KNOWN_WORKERS.contains(&name) || self.heard.lock().expect("registry lock").contains_key(name)
+    }
+
+    /// Embedded here, or heard from at least once: a worker this deployment runs.
+    pub fn is_deployed(&self, name: &str) -> bool {
+        self.embedded.lock().expect("registry lock").contains_key(name)
+            || self.heard.lock().expect("registry lock").contains_key(name)
+    }
+
+    /// Up when embedded and running, or when its heartbeat is fresh.
+    pub fn is_up(&self, name: &str, bus_connected: bool, now: f64) -> bool {
+        if self.embedded.lock().expect("registry lock").get(name) == Some(&true) {
+            return true;
+        }
+        let heard = self.heard.lock().expect("registry lock");
+        bus_connected && heard.get(name).is_some_and(|h| self.tier(h, now) == Tier::Ok)
+    }
+
+    /// One row per known worker, then every other worker heard from, by name.
+    pub fn rows(&self, bus_connected: bool, now: f64) -> Vec<WorkerRow> {
+        let heard = self.heard.lock().expect("registry lock");
+        let mut names: Vec<&str> = KNOWN_WORKERS.to_vec();
+        names.extend(heard.keys().map(String::as_str).filter(|n| !KNOWN_WORKERS.contains(n)));
+        names
+            .into_iter()
+            .map(|name| match heard.get(name) {
+                Some(h) => WorkerRow {
+                    name: name.to_string(),
+                    status: if bus_connected { self.tier(h, now) } else { Tier::Unknown },
+                    last_heartbeat_ts: Some(h.at),
+                    seconds_since: Some((now - h.at).max(0.0)),
+                    extra: h.extra.clone(),
+                },
+                None => WorkerRow {
+                    name: name.to_string(),
+                    status: Tier::Unknown,
+                    last_heartbeat_ts: None,
+                    seconds_since: None,
+                    extra: serde_json::Map::new(),
+                },
+            })
+            .collect()
+    }
+
+    fn tier(&self, heard: &Heard, now: f64) -> Tier {
+        if now - heard.at < self.stale_after.as_secs_f64() { Tier::Ok } else { Tier::Stale }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn beat(registry: &WorkerRegistry, worker: &str, at: f64) {
+        let event = Event::new(
+            topics::worker_health(worker).unwrap(),
+            "health",
+            serde_json::json!({"worker": worker, "ts": at, "pid": 7}),
+        );
+        registry.record(&event.topic, &serde_json::to_vec(&event).unwrap(), at);
+    }
+
+    #[test]
+    fn tiers_follow_the_stale_window_and_the_bus() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        beat(&registry, "collector", 1000.0);
+        let row = |rows: Vec<WorkerRow>, name: &str| rows.into_iter().find(|r| r.name == name).unwrap();
+        let fresh = row(registry.rows(true, 1089.0), "collector");
+        assert_eq!((fresh.status, fresh.seconds_since), (Tier::Ok, Some(89.0)));
+        assert_eq!(fresh.extra, serde_json::json!({"pid": 7}).as_object().unwrap().clone());
+        assert_eq!(row(registry.rows(true, 1090.0), "collector").status, Tier::Stale);
+        assert_eq!(row(registry.rows(false, 1001.0), "collector").status, Tier::Unknown);
+        assert_eq!(row(registry.rows(true, 1001.0), "sniffer").status, Tier::Unknown);
+    }
+
+    #[test]
+    fn every_known_worker_has_a_row_and_strangers_get_one_when_heard() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        assert!(!registry.is_known("prober"));
+        beat(&registry, "prober", 1.0);
+        let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "prober"]);
+        assert!(registry.is_known("prober") && registry.is_known("tarpit"));
+    }
+
+    #[test]
+    fn an_embedded_running_worker_is_up_without_a_heartbeat() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        assert!(!registry.is_up("ingest", true, 0.0));
+        registry.set_embedded("ingest", true);
+        assert!(registry.is_up("ingest", false, 0.0));
+        registry.set_embedded("ingest", false);
+        assert!(!registry.is_up("ingest", true, 0.0));
+        assert!(registry.is_deployed("ingest"));
+    }
+}

@@ -1,0 +1,53 @@
+//! Every NATS subject svc uses is built here and nowhere else. Subjects are the spec's topics
+//! verbatim (`system.<worker>.health`); a name that would add a token or a wildcard is refused, so
+//! a caller can never publish to, or listen on, more than the subject it meant.
+
+/// Every worker's heartbeat, for the registry.
+pub const ALL_WORKER_HEALTH: &str = "system.*.health";
+
+/// Why a name cannot be one token of a subject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` cannot be a subject token (empty, or contains `.`, `*`, `>` or whitespace)")]
+pub struct BadToken(pub String);
+
+/// `system.<worker>.health`: the worker's heartbeat.
+pub fn worker_health(worker: &str) -> Result<String, BadToken> {
+    Ok(format!("system.{}.health", token(worker)?))
+}
+
+/// `system.<worker>.control`: stop intents for the worker.
+pub fn worker_control(worker: &str) -> Result<String, BadToken> {
+    Ok(format!("system.{}.control", token(worker)?))
+}
+
+/// The worker a `system.<worker>.health` subject is about.
+pub fn worker_of_health(subject: &str) -> Option<&str> {
+    let worker = subject.strip_prefix("system.")?.strip_suffix(".health")?;
+    token(worker).ok()
+}
+
+fn token(name: &str) -> Result<&str, BadToken> {
+    let bad = name.is_empty() || name.chars().any(|c| matches!(c, '.' | '*' | '>') || c.is_whitespace());
+    if bad { Err(BadToken(name.to_string())) } else { Ok(name) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_the_spec_topics() {
+        assert_eq!(worker_health("api").unwrap(), "system.api.health");
+        assert_eq!(worker_control("sniffer").unwrap(), "system.sniffer.control");
+        assert_eq!(worker_of_health("system.collector.health"), Some("collector"));
+    }
+
+    #[test]
+    fn names_that_would_widen_a_subject_are_refused() {
+        for bad in ["", "a.b", "*", ">", "a b", "x\n"] {
+            assert!(worker_control(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(worker_of_health("system.a.b.health"), None);
+        assert_eq!(worker_of_health("system..health"), None);
+    }
+}
