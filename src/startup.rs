@@ -45,19 +45,21 @@ pub struct WorkerContext {
 
 type WorkerFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 
-/// A background worker the API runs in-process (step 8). The `svc api` command decides which.
-pub struct EmbeddedWorker {
+/// A worker's work, run until its context's token is cancelled (then it finishes the batch in hand
+/// and returns). The API runs some in-process (step 8; the `svc api` command decides which), and
+/// `svc worker` runs one as its own process under the runner.
+pub struct WorkerBody {
     pub name: &'static str,
     pub run: Box<dyn FnOnce(WorkerContext) -> WorkerFuture + Send>,
 }
 
-impl EmbeddedWorker {
+impl WorkerBody {
     pub fn new<F, Fut>(name: &'static str, run: F) -> Self
     where
         F: FnOnce(WorkerContext) -> Fut + Send + 'static,
         Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
-        EmbeddedWorker { name, run: Box::new(move |ctx| Box::pin(run(ctx))) }
+        WorkerBody { name, run: Box::new(move |ctx| Box::pin(run(ctx))) }
     }
 }
 
@@ -70,7 +72,7 @@ pub struct Lifespan {
 
 impl Lifespan {
     /// Runs startup steps 1–9. Steps 2–4 refuse to start; the later ones degrade instead.
-    pub async fn start(config: Config, workers: Vec<EmbeddedWorker>) -> anyhow::Result<Lifespan> {
+    pub async fn start(config: Config, workers: Vec<WorkerBody>) -> anyhow::Result<Lifespan> {
         warn_on_low_open_file_limit();
         validate_public_binding(&config)?;
         enforce_master_mode(&config)?;
@@ -205,7 +207,7 @@ impl Lifespan {
 
     /// Step 8: embedded workers, unless in contract-test mode. Each gets a child of the lifespan's
     /// cancellation token; an error it returns is logged, a cancellation is not.
-    fn start_background_workers(&self, workers: Vec<EmbeddedWorker>) {
+    fn start_background_workers(&self, workers: Vec<WorkerBody>) {
         if self.state.config.contract_test {
             tracing::info!("Contract-test mode: background workers not started");
             return;

@@ -16,7 +16,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use svc::config::Secret;
 use svc::db::{LifecycleStatus, Role, STRANDED_LIFECYCLE_ERROR};
-use svc::startup::{EmbeddedWorker, Lifespan};
+use svc::startup::{Lifespan, WorkerBody};
 use tokio::sync::oneshot;
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -238,11 +238,11 @@ async fn startup_sweeps_stranded_lifecycles_even_in_contract_test_mode() {
 }
 
 /// A worker that reports when it starts, then waits for cancellation and reports when it stopped.
-fn probe_worker() -> (EmbeddedWorker, oneshot::Receiver<()>, Arc<AtomicBool>) {
+fn probe_worker() -> (WorkerBody, oneshot::Receiver<()>, Arc<AtomicBool>) {
     let (started_tx, started_rx) = oneshot::channel();
     let stopped = Arc::new(AtomicBool::new(false));
     let flag = stopped.clone();
-    let worker = EmbeddedWorker::new("probe", move |ctx| async move {
+    let worker = WorkerBody::new("probe", move |ctx| async move {
         let _ = started_tx.send(());
         ctx.cancel.cancelled().await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -276,7 +276,7 @@ async fn contract_test_mode_starts_no_worker() {
 async fn failing_worker_is_logged_and_does_not_stop_the_api() {
     let (logs, _guard) = LogCapture::start();
     let backend = TestDb::sqlite();
-    let worker = EmbeddedWorker::new("flaky", |_| async { anyhow::bail!("disk on fire") });
+    let worker = WorkerBody::new("flaky", |_| async { anyhow::bail!("disk on fire") });
     let lifespan = Lifespan::start(backend.api_config(&[]), vec![worker]).await.unwrap();
     assert_eq!(get_json(&lifespan.router(), "/api/v1/health").await.status, StatusCode::OK);
     lifespan.shutdown().await;

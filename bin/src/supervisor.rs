@@ -17,7 +17,6 @@ use rustix::process::{Pid, Signal};
 use svc::config::Config;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -63,17 +62,7 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
         .ok()
         .filter(|g| !g.is_zero())
         .context("--grace-secs must be a positive number of seconds")?;
-    let shutdown = CancellationToken::new();
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let on_signal = shutdown.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM received; stopping children"),
-            _ = int.recv() => tracing::info!("SIGINT received; stopping children"),
-        }
-        on_signal.cancel();
-    });
+    let shutdown = svc::signals::stop_on_signal()?;
 
     let svc = std::env::current_exe().context("locating the svc binary")?;
     let mut children: Vec<(ChildSpec, Option<u16>)> = Vec::new();

@@ -10,22 +10,17 @@ use utoipa::ToSchema;
 
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Result};
-use crate::bus::{self, BusError, ControlRequest, Tier, WorkerRow};
+use crate::bus::{self, BusError, ControlRequest, WorkerRow};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/workers", get(list_workers)).route("/workers/{name}/stop", post(stop_worker))
 }
 
+/// A registry row and whether the host's service manager has a unit for the worker.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WorkerStatus {
-    pub name: String,
-    pub status: Tier,
-    /// When its last heartbeat arrived, epoch seconds.
-    pub last_heartbeat_ts: Option<f64>,
-    pub seconds_since: Option<f64>,
-    /// The last heartbeat's payload without `worker` and `ts`.
-    #[schema(value_type = Object)]
-    pub extra: serde_json::Map<String, serde_json::Value>,
+    #[serde(flatten)]
+    pub row: WorkerRow,
     /// A unit for the worker exists in the host's service manager.
     pub installed: bool,
 }
@@ -66,14 +61,7 @@ pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Jso
         .workers
         .rows(bus_connected, now)
         .into_iter()
-        .map(|row: WorkerRow| WorkerStatus {
-            installed: installed.contains(&row.name),
-            name: row.name,
-            status: row.status,
-            last_heartbeat_ts: row.last_heartbeat_ts,
-            seconds_since: row.seconds_since,
-            extra: row.extra,
-        })
+        .map(|row: WorkerRow| WorkerStatus { installed: installed.contains(&row.name), row })
         .collect();
     Json(WorkersResponse { workers, generated_at: now, bus_connected })
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use svc::startup::WorkerContext;
 
-use crate::runner::WorkerBody;
+use svc::startup::WorkerBody;
 
 /// The names the fixture answers to: two, so tests can tell workers apart.
 pub fn bodies() -> Vec<WorkerBody> {

@@ -8,7 +8,7 @@
 mod fixture;
 pub mod runner;
 
-pub use runner::WorkerBody;
+pub use svc::startup::WorkerBody;
 
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {

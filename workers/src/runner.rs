@@ -3,52 +3,20 @@
 //! SIGTERM or SIGINT into a cancellation the worker's body answers by finishing its current batch
 //! and returning, after which the process exits 0.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use anyhow::Context;
 use futures::StreamExt;
 use svc::bus::{self, Bus, ControlRequest, Counters};
 use svc::config::Config;
-use svc::startup::WorkerContext;
-use tokio::signal::unix::{SignalKind, signal};
+use svc::startup::{WorkerBody, WorkerContext};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-type BodyFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
-/// A worker's own work: runs until its context's token is cancelled, then finishes the batch in
-/// hand and returns.
-pub struct WorkerBody {
-    pub name: &'static str,
-    run: Box<dyn FnOnce(WorkerContext) -> BodyFuture + Send>,
-}
-
-impl WorkerBody {
-    pub fn new<F, Fut>(name: &'static str, run: F) -> WorkerBody
-    where
-        F: FnOnce(WorkerContext) -> Fut + Send + 'static,
-        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
-    {
-        WorkerBody { name, run: Box::new(move |ctx| Box::pin(run(ctx))) }
-    }
-}
-
 /// Runs `body` as this process's worker until it returns.
 pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
-    let cancel = CancellationToken::new();
     // Before anything slow: a signal during startup must stop us cleanly, not kill us.
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let on_signal = cancel.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM received; finishing the current batch"),
-            _ = int.recv() => tracing::info!("SIGINT received; finishing the current batch"),
-        }
-        on_signal.cancel();
-    });
+    let cancel = svc::signals::stop_on_signal()?;
 
     let name = body.name;
     let config = Arc::new(config);
