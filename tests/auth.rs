@@ -668,3 +668,24 @@ async fn request_errors_follow_the_contract() {
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     api.stop().await;
 }
+
+#[tokio::test]
+async fn stored_data_that_fails_validation_is_a_422_without_the_cause() {
+    use axum::Router;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    let backend = TestDb::sqlite();
+    let api = unlimited_api(&backend).await;
+    let failing = || async {
+        Err::<(), _>(svc::http::ApiError::DataConsistency(anyhow::anyhow!("stored row 7 has no name")))
+    };
+    let app = svc::http::with_layers(Router::new().route("/api/v1/probe", get(failing)), api.state.clone());
+    let request = axum::http::Request::get("/api/v1/probe").body(axum::body::Body::empty()).unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body, json!({"detail": "Internal data consistency error", "type": "internal_validation_error"}));
+    api.stop().await;
+}
