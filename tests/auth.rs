@@ -677,9 +677,8 @@ async fn stored_data_that_fails_validation_is_a_422_without_the_cause() {
 
     let backend = TestDb::sqlite();
     let api = unlimited_api(&backend).await;
-    let failing = || async {
-        Err::<(), _>(svc::http::ApiError::DataConsistency(anyhow::anyhow!("stored row 7 has no name")))
-    };
+    let failing =
+        || async { Err::<(), _>(svc::http::ApiError::DataConsistency(anyhow::anyhow!("stored row 7 has no name"))) };
     let app = svc::http::with_layers(Router::new().route("/api/v1/probe", get(failing)), api.state.clone());
     let request = axum::http::Request::get("/api/v1/probe").body(axum::body::Body::empty()).unwrap();
     let response = app.oneshot(request).await.unwrap();
