@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::hashing::HashPool;
-use crate::auth::password;
 use crate::auth::session::Sessions;
 use crate::auth::token::TokenKeys;
 use crate::bus::{self, Bus, Counters, WorkerRegistry};
@@ -142,7 +141,7 @@ impl Lifespan {
     /// background task keeps trying, so the database coming back heals the service.
     async fn init_database(&self) {
         for attempt in 1..=DB_INIT_ATTEMPTS {
-            match prepare_database(&self.state.db, &self.state.config).await {
+            match prepare_database(&self.state).await {
                 Ok(()) => {
                     self.state.database.mark_ready();
                     tracing::info!(backend = self.state.db.backend(), "Database ready");
@@ -161,8 +160,7 @@ impl Lifespan {
             "Database unavailable; serving degraded and retrying every {}s",
             DB_RETRY_INTERVAL.as_secs()
         );
-        let (db, config, health, cancel) =
-            (self.state.db.clone(), self.state.config.clone(), self.state.database.clone(), self.cancel.clone());
+        let (state, cancel) = (self.state.clone(), self.cancel.clone());
         self.tasks.spawn(async move {
             loop {
                 tokio::select! {
@@ -171,14 +169,14 @@ impl Lifespan {
                 }
                 let attempt = tokio::select! {
                     () = cancel.cancelled() => return,
-                    attempt = prepare_database(&db, &config) => attempt,
+                    attempt = prepare_database(&state) => attempt,
                 };
                 match attempt {
                     Ok(()) => {
-                        health.mark_ready();
+                        state.database.mark_ready();
                         tracing::info!("Database recovered");
                         // Startup skipped the sweep; the records it would have failed are still stranded.
-                        fail_stranded_lifecycles(&db).await;
+                        fail_stranded_lifecycles(&state.db).await;
                         return;
                     }
                     Err(err) => tracing::debug!(error = %format!("{err:#}"), "Database still unavailable"),
@@ -299,28 +297,30 @@ async fn fail_stranded_lifecycles(db: &Db) {
 }
 
 /// Migrations, then the first admin.
-async fn prepare_database(db: &Db, config: &Config) -> anyhow::Result<()> {
-    db.migrate().await.context("applying migrations")?;
-    seed_admin(db, config).await.context("creating the admin user")
+async fn prepare_database(state: &AppState) -> anyhow::Result<()> {
+    state.db.migrate().await.context("applying migrations")?;
+    seed_admin(state).await.context("creating the admin user")
 }
 
 /// Creates `SVC_ADMIN_USER` flagged must-change-password. While it is still flagged, its password
 /// follows `SVC_ADMIN_PASSWORD`, so an operator who regenerates the env file can still log in.
-async fn seed_admin(db: &Db, config: &Config) -> anyhow::Result<()> {
-    let Some(secret) = config.admin_password.clone() else { return Ok(()) };
+async fn seed_admin(state: &AppState) -> anyhow::Result<()> {
+    let (db, config) = (&state.db, &state.config);
+    let Some(secret) = config.admin_password.as_ref() else { return Ok(()) };
     let existing = match db.user_by_name(&config.admin_user).await {
         Ok(user) => Some(user),
         Err(DbError::NotFound) => None,
         Err(err) => return Err(err.into()),
     };
     if let Some(user) = &existing {
-        let (phc, secret_for_check) = (user.password_hash.clone(), secret.clone());
-        let matches = tokio::task::spawn_blocking(move || password::verify(secret_for_check.expose(), &phc)).await?;
-        if !user.must_change_password || matches {
+        // An admin who chose a password keeps it: only a still-flagged one is compared (one hash).
+        if !user.must_change_password
+            || state.passwords.verify(secret.expose().to_string(), Some(user.password_hash.clone())).await?
+        {
             return Ok(());
         }
     }
-    let hash = tokio::task::spawn_blocking(move || password::hash(secret.expose())).await??;
+    let hash = state.passwords.hash(secret.expose().to_string()).await?;
     match existing {
         Some(user) => {
             db.set_password(user.uuid, &hash, true, Utc::now()).await?;

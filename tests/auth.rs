@@ -589,6 +589,13 @@ async fn request_errors_follow_the_contract() {
         ("missing field", r#"{"username": "a"}"#, StatusCode::BAD_REQUEST, &structural),
         ("wrong type", r#"{"username": 7, "password": "twelve chars"}"#, StatusCode::BAD_REQUEST, &structural),
         ("string too short", r#"{"username": "", "password": "twelve chars"}"#, StatusCode::BAD_REQUEST, &structural),
+        // The same username rule as `svc user add`.
+        (
+            "surrounding spaces",
+            r#"{"username": " padded", "password": "twelve chars"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &invalid,
+        ),
         ("empty body", "", StatusCode::BAD_REQUEST, &structural),
         (
             "unknown role",

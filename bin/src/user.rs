@@ -5,7 +5,9 @@ use std::io::{BufRead, IsTerminal};
 use anyhow::{Context, bail};
 use chrono::Utc;
 use clap::Subcommand;
+use svc::auth::hashing::HashPool;
 use svc::auth::password;
+use svc::auth::username::check_username;
 use svc::config::Config;
 use svc::db::{self, Db, DbError, NewUser, Role};
 
@@ -60,10 +62,7 @@ async fn open(config: &Config) -> anyhow::Result<Db> {
 }
 
 async fn add(db: &Db, username: String, role: Role, must_change_password: bool) -> anyhow::Result<()> {
-    let printable = username.trim() == username && !username.chars().any(char::is_control);
-    if username.is_empty() || username.chars().count() > 64 || !printable {
-        bail!("a username is 1 to 64 characters, without surrounding spaces or control characters");
-    }
+    check_username(&username)?;
     let password_hash = read_new_password().await?;
     let user = NewUser { username: username.clone(), password_hash, role, must_change_password };
     match db.add_user(user, Utc::now()).await {
@@ -109,5 +108,5 @@ async fn read_new_password() -> anyhow::Result<String> {
         line.trim_end_matches(['\n', '\r']).to_string()
     };
     password::check_policy(&password)?;
-    tokio::task::spawn_blocking(move || password::hash(&password)).await?
+    HashPool::default().hash(password).await
 }

@@ -8,3 +8,4 @@ pub mod session;
 pub mod ticket;
 pub mod token;
 mod ttl_cache;
+pub mod username;

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
 use crate::auth::password::{self, PolicyError};
+use crate::auth::username::{UsernameError, check_username};
 
 /// Validation error kinds that mean the request's shape is wrong (spec Errors, first row).
 const STRUCTURAL: [&str; 5] = ["type_error", "extra_forbidden", "missing", "string_too_short", "string_type"];
@@ -66,13 +67,15 @@ pub fn check_password(field: &str, value: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A string length check in characters.
-pub fn check_length(field: &str, value: &str, min: usize, max: usize, errors: &mut Vec<FieldError>) {
-    let chars = value.chars().count();
-    if chars < min {
-        errors.push(FieldError::new("string_too_short", &["body", field], format!("at least {min} characters")));
-    } else if chars > max {
-        errors.push(FieldError::new("string_too_long", &["body", field], format!("at most {max} characters")));
+/// The username policy as validation errors: empty is structural (400), the rest is not (422).
+pub fn check_name(field: &str, value: &str, errors: &mut Vec<FieldError>) {
+    if let Err(err) = check_username(value) {
+        let kind = match err {
+            UsernameError::Empty => "string_too_short",
+            UsernameError::TooLong => "string_too_long",
+            UsernameError::Unprintable => "value_error",
+        };
+        errors.push(FieldError::new(kind, &["body", field], err.to_string()));
     }
 }
 
@@ -81,12 +84,6 @@ pub fn check_length(field: &str, value: &str, min: usize, max: usize, errors: &m
 pub struct Rejection {
     status: StatusCode,
     body: Value,
-}
-
-impl Rejection {
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
 }
 
 impl IntoResponse for Rejection {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_length, check_password};
+use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name, check_password};
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{DbError, NewUser, Role, User};
@@ -84,7 +84,7 @@ pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> R
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
-    /// 1 to 64 characters; unique in any letter case.
+    /// 1 to 64 characters, without surrounding spaces or control characters; unique in any letter case.
     pub username: String,
     /// 12 characters to 72 bytes.
     pub password: String,
@@ -98,7 +98,7 @@ fn viewer() -> Role {
 
 impl Validate for CreateUserRequest {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_length("username", &self.username, 1, 64, errors);
+        check_name("username", &self.username, errors);
         check_password("password", &self.password, errors);
     }
 }
