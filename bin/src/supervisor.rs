@@ -56,7 +56,7 @@ struct ChildSpec {
 pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
     let workers: Vec<String> = args.workers.iter().map(|w| w.trim().to_string()).filter(|w| !w.is_empty()).collect();
     for worker in &workers {
-        crate::worker::check(worker)?;
+        crate::worker::find(worker)?;
     }
     let grace = Duration::try_from_secs_f64(args.grace_secs)
         .ok()

@@ -2,11 +2,12 @@
 
 use anyhow::bail;
 use svc::config::Config;
+use svc_workers::WorkerBody;
 
-/// Fails, naming the workers this build has, unless `name` is one of them.
-pub fn check(name: &str) -> anyhow::Result<()> {
-    if svc_workers::body(name).is_some() {
-        return Ok(());
+/// The body of worker `name`; an error naming the workers this build has when there is none.
+pub fn find(name: &str) -> anyhow::Result<WorkerBody> {
+    if let Some(body) = svc_workers::body(name) {
+        return Ok(body);
     }
     let available: Vec<&str> = svc_workers::bodies().iter().map(|b| b.name).collect();
     let available = if available.is_empty() { "none yet".to_string() } else { available.join(", ") };
@@ -14,7 +15,5 @@ pub fn check(name: &str) -> anyhow::Result<()> {
 }
 
 pub async fn run(name: &str, config: Config) -> anyhow::Result<()> {
-    check(name)?;
-    let body = svc_workers::body(name).expect("checked above");
-    svc_workers::runner::run(config, body).await
+    svc_workers::runner::run(config, find(name)?).await
 }

@@ -114,7 +114,7 @@ impl Bus {
     }
 
     pub fn is_connected(&self) -> bool {
-        self.client.as_ref().is_some_and(|c| c.connection_state() == State::Connected)
+        self.connected().is_ok()
     }
 
     /// Publishes `event` on its topic. Fails fast with [`BusError::Unavailable`] rather than

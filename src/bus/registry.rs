@@ -117,7 +117,7 @@ impl WorkerRegistry {
             return true;
         }
         let heard = self.heard.lock().expect("registry lock");
-        bus_connected && heard.get(name).is_some_and(|h| self.tier(h, now) == Tier::Ok)
+        heard.get(name).is_some_and(|h| self.tier(h, bus_connected, now) == Tier::Ok)
     }
 
     /// One row per known worker, then every other worker heard from, by name.
@@ -130,7 +130,7 @@ impl WorkerRegistry {
             .map(|name| match heard.get(name) {
                 Some(h) => WorkerRow {
                     name: name.to_string(),
-                    status: if bus_connected { self.tier(h, now) } else { Tier::Unknown },
+                    status: self.tier(h, bus_connected, now),
                     last_heartbeat_ts: Some(h.at),
                     seconds_since: Some((now - h.at).max(0.0)),
                     extra: h.extra.clone(),
@@ -146,8 +146,15 @@ impl WorkerRegistry {
             .collect()
     }
 
-    fn tier(&self, heard: &Heard, now: f64) -> Tier {
-        if now - heard.at < self.stale_after.as_secs_f64() { Tier::Ok } else { Tier::Stale }
+    /// With the bus down nothing can be known, however recent the last beat.
+    fn tier(&self, heard: &Heard, bus_connected: bool, now: f64) -> Tier {
+        if !bus_connected {
+            Tier::Unknown
+        } else if now - heard.at < self.stale_after.as_secs_f64() {
+            Tier::Ok
+        } else {
+            Tier::Stale
+        }
     }
 }
 

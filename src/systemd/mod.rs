@@ -8,11 +8,6 @@ pub mod units;
 
 pub use installed::UnitListing;
 
-/// The unit that runs `worker` (`api` included).
-pub fn unit_name(worker: &str) -> String {
-    format!("svc-{worker}.service")
-}
-
 /// The worker a unit file name is for, if it is one of ours.
 pub fn worker_of_unit(unit: &str) -> Option<&str> {
     unit.strip_prefix("svc-")?.strip_suffix(".service").filter(|w| !w.is_empty())

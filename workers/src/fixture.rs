@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use svc::startup::WorkerContext;
-
-use svc::startup::WorkerBody;
+use svc::startup::{WorkerBody, WorkerContext};
 
 /// The names the fixture answers to: two, so tests can tell workers apart.
 pub fn bodies() -> Vec<WorkerBody> {
