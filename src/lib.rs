@@ -8,6 +8,7 @@ pub mod config;
 pub mod db;
 pub mod http;
 pub mod logging;
+pub mod logline;
 pub mod signals;
 pub mod startup;
 pub mod systemd;

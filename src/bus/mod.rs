@@ -6,6 +6,7 @@
 
 pub mod control;
 pub mod heartbeat;
+pub mod logs;
 pub mod registry;
 pub mod topics;
 

@@ -2,6 +2,9 @@
 //! verbatim (`system.<worker>.health`); a name that would add a token or a wildcard is refused, so
 //! a caller can never publish to, or listen on, more than the subject it meant.
 
+/// Log pipeline notices: the ingester's `batch_committed` after every stored batch.
+pub const SYSTEM_LOG: &str = "system.log";
+
 /// Every worker's heartbeat, for the registry.
 pub const ALL_WORKER_HEALTH: &str = "system.*.health";
 

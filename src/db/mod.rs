@@ -2,6 +2,7 @@
 //! owning its SQL and its migrations. The backend is chosen once, from the configuration, by
 //! [`connect`]; nothing above this module sees a sqlx type.
 
+mod logs;
 mod mysql;
 mod rows;
 mod sqlite;
@@ -14,6 +15,10 @@ use uuid::Uuid;
 
 use crate::config::DatabaseConfig;
 
+pub use logs::{
+    BountyFilter, BountyRecord, Committed, CredentialRecord, HistogramBucket, IngestBatch, IngestCursor, LogColumn,
+    LogFilter, LogRecord, LogStats, NewBounty, NewCredential, NewLog, Page, SearchTerm, parse_search,
+};
 pub use mysql::MysqlDb;
 pub use sqlite::SqliteDb;
 
@@ -217,6 +222,57 @@ pub trait Database: Send + Sync + 'static {
     /// Marks every `pending` or `running` record started before `cutoff` as failed with
     /// [`STRANDED_LIFECYCLE_ERROR`]; returns how many it changed.
     async fn fail_stranded_lifecycles(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> DbResult<u64>;
+
+    /// Takes, or renews, the lease on ingest source `source` for `holder` until `now + ttl`: true
+    /// when `holder` holds it afterwards. Another holder's lease is taken only once it has expired,
+    /// so one ingester per source works at a time, across processes and replicas.
+    async fn acquire_ingest_lease(
+        &self,
+        source: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+        ttl: std::time::Duration,
+    ) -> DbResult<bool>;
+
+    /// Gives the lease up at once (on a clean stop), if `holder` holds it.
+    async fn release_ingest_lease(&self, source: &str, holder: &str) -> DbResult<()>;
+
+    /// Where ingestion of `source` stands; `None` before its first batch.
+    async fn ingest_cursor(&self, source: &str) -> DbResult<Option<IngestCursor>>;
+
+    /// In one transaction: checks that `holder` still holds the lease on `source` and that its
+    /// cursor is still `expected`, stores the batch (logs; bounties not stored before; credentials
+    /// inserted or their attempt counted) and moves the cursor to `batch.cursor`. `Conflict`, with
+    /// nothing stored, when the lease or the cursor moved meanwhile. A crash at any moment leaves
+    /// either all of the batch and its cursor, or none.
+    async fn commit_ingest(
+        &self,
+        source: &str,
+        holder: &str,
+        expected: Option<&IngestCursor>,
+        batch: &IngestBatch,
+    ) -> DbResult<Committed>;
+
+    /// Newest first (timestamp, then id, descending), with the total that match.
+    async fn logs(&self, filter: &LogFilter, limit: u32, offset: u64) -> DbResult<Page<LogRecord>>;
+
+    /// Rows with an id above `after_id` that match, oldest first (id ascending), at most `limit`.
+    async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>>;
+
+    /// The highest log id stored, 0 when there is none.
+    async fn last_log_id(&self) -> DbResult<i64>;
+
+    /// Matching rows counted per bucket of `bucket_minutes`, buckets aligned to the epoch, oldest
+    /// first, empty buckets left out.
+    async fn log_histogram(&self, filter: &LogFilter, bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>>;
+
+    async fn log_stats(&self) -> DbResult<LogStats>;
+
+    /// Newest first (timestamp, then id, descending), with the total that match.
+    async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>>;
+
+    /// Most recently seen first, at most `limit`.
+    async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>>;
 }
 
 /// Opens the configured backend without touching the server: a failure to reach it shows up on

@@ -11,7 +11,9 @@ use uuid::Uuid;
 
 use super::rows::{LifecycleRow, UserRow, convert, found, millis, parse_uuid, username_key};
 use super::{
-    Database, DbResult, DeckyLifecycle, LifecycleStatus, NewUser, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, User,
+    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbResult, DeckyLifecycle, HistogramBucket,
+    IngestBatch, IngestCursor, LifecycleStatus, LogFilter, LogRecord, LogStats, NewUser, Page, RevokedToken, Role,
+    STRANDED_LIFECYCLE_ERROR, User,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
@@ -229,4 +231,63 @@ impl Database for MysqlDb {
         .await?;
         Ok(done.rows_affected())
     }
+    async fn acquire_ingest_lease(
+        &self,
+        _source: &str,
+        _holder: &str,
+        _now: DateTime<Utc>,
+        _ttl: std::time::Duration,
+    ) -> DbResult<bool> {
+        Err(not_yet())
+    }
+
+    async fn release_ingest_lease(&self, _source: &str, _holder: &str) -> DbResult<()> {
+        Err(not_yet())
+    }
+
+    async fn ingest_cursor(&self, _source: &str) -> DbResult<Option<IngestCursor>> {
+        Err(not_yet())
+    }
+
+    async fn commit_ingest(
+        &self,
+        _source: &str,
+        _holder: &str,
+        _expected: Option<&IngestCursor>,
+        _batch: &IngestBatch,
+    ) -> DbResult<Committed> {
+        Err(not_yet())
+    }
+
+    async fn logs(&self, _filter: &LogFilter, _limit: u32, _offset: u64) -> DbResult<Page<LogRecord>> {
+        Err(not_yet())
+    }
+
+    async fn logs_after(&self, _after_id: i64, _filter: &LogFilter, _limit: u32) -> DbResult<Vec<LogRecord>> {
+        Err(not_yet())
+    }
+
+    async fn last_log_id(&self) -> DbResult<i64> {
+        Err(not_yet())
+    }
+
+    async fn log_histogram(&self, _filter: &LogFilter, _bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
+        Err(not_yet())
+    }
+
+    async fn log_stats(&self) -> DbResult<LogStats> {
+        Err(not_yet())
+    }
+
+    async fn bounties(&self, _filter: &BountyFilter, _limit: u32, _offset: u64) -> DbResult<Page<BountyRecord>> {
+        Err(not_yet())
+    }
+
+    async fn credentials(&self, _limit: u32) -> DbResult<Vec<CredentialRecord>> {
+        Err(not_yet())
+    }
+}
+
+fn not_yet() -> super::DbError {
+    super::DbError::Other(anyhow::anyhow!("not implemented yet"))
 }
