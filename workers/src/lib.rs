@@ -6,6 +6,7 @@
 
 #[cfg(feature = "test-fixture")]
 mod fixture;
+pub mod ingest;
 pub mod runner;
 
 pub use svc::startup::WorkerBody;
