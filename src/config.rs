@@ -83,6 +83,14 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `None` when set to the empty string: the collector then refuses to start.
     pub ingest_log_file: Option<PathBuf>,
+    /// Lines the ingester stores per transaction at most (`SVC_INGEST_BATCH_SIZE`, default 5000).
+    pub ingest_batch_size: usize,
+    /// How long a started batch may wait for more lines while the file keeps growing
+    /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`, default 250).
+    pub ingest_batch_wait: Duration,
+    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`,
+    /// default 15): the longest a standby waits after the holder died.
+    pub ingest_lease: Duration,
     pub database: DatabaseConfig,
     pub nats_url: Option<String>,
     pub limiter_enabled: bool,
@@ -392,6 +400,9 @@ fn parse(vars: impl IntoIterator<Item = (String, String)>) -> (Config, Vec<Confi
         profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
         profile_dir: env.get("SVC_PROFILE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("profiles")),
         log_format,
+        ingest_batch_size: env.count("SVC_INGEST_BATCH_SIZE", 5000, 1..=100_000),
+        ingest_batch_wait: Duration::from_millis(env.count("SVC_INGEST_BATCH_MAX_WAIT_MS", 250, 1..=60_000) as u64),
+        ingest_lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
         heartbeat_interval: env.seconds("SVC_HEARTBEAT_SECS", 30.0),
         worker_stale_after: env.seconds("SVC_WORKER_STALE_SECS", 90.0),
         unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
@@ -444,6 +455,18 @@ impl Env {
             Ok(port @ 1..=65535) => port as u16,
             _ => {
                 self.report(var, "must be a port number in 1..65535");
+                default
+            }
+        }
+    }
+
+    /// A whole number within `range`.
+    fn count(&mut self, var: &'static str, default: usize, range: std::ops::RangeInclusive<usize>) -> usize {
+        let Some(value) = self.non_empty(var) else { return default };
+        match value.parse::<usize>() {
+            Ok(n) if range.contains(&n) => n,
+            _ => {
+                self.report(var, format!("must be a whole number in {}..={}", range.start(), range.end()));
                 default
             }
         }

@@ -14,8 +14,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
 
     let addr = (config.api_host.clone(), config.api_port);
-    // No worker has landed yet; each will be added here, gated by its SVC_EMBED_* flag.
-    let lifespan = Lifespan::start(config, Vec::new()).await?;
+    // Ingestion always runs in the API (spec, startup step 8); the others join here, each gated by
+    // its SVC_EMBED_* flag, as they land.
+    let lifespan = Lifespan::start(config, vec![svc_workers::ingest::body()]).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,
         Err(err) => {

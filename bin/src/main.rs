@@ -1,6 +1,7 @@
 //! `svc`: one binary for every part of the honeypot fleet's control plane.
 
 mod api;
+mod ingest;
 mod supervisor;
 mod systemd;
 mod user;
@@ -41,6 +42,16 @@ enum Command {
         /// The worker to run.
         name: String,
     },
+    /// Ingest an existing log file of RFC 5424 lines once, to its end, and exit: how to back-fill
+    /// history.
+    ///
+    /// Lines are stored exactly as the ingest worker stores them, with their bounties and
+    /// credentials. The file's position is remembered, so running it again on the same file stores
+    /// only what was appended since. Refused while another ingester is reading that file.
+    IngestReplay {
+        /// The file to ingest.
+        file: std::path::PathBuf,
+    },
     /// Run everything on this host: a private nats-server (when SVC_NATS_URL is unset), the API and
     /// the chosen workers, restarting any that crash. Stops them all on SIGTERM or SIGINT.
     Supervise(supervisor::SuperviseArgs),
@@ -59,7 +70,11 @@ fn main() -> ExitCode {
         // The supervisor checks the API's configuration up front rather than restart a child that
         // cannot start.
         Command::Api | Command::Supervise(_) => Config::for_api_from_env(),
-        Command::Migrate | Command::User(_) | Command::Worker { .. } | Command::Systemd(_) => Config::from_env(),
+        Command::Migrate
+        | Command::User(_)
+        | Command::Worker { .. }
+        | Command::IngestReplay { .. }
+        | Command::Systemd(_) => Config::from_env(),
     };
     let config = match config {
         Ok(config) => config,
@@ -73,6 +88,7 @@ fn main() -> ExitCode {
             Command::Migrate => user::migrate(&config).await,
             Command::User(command) => user::run(command, &config).await,
             Command::Worker { name } => worker::run(&name, config).await,
+            Command::IngestReplay { file } => ingest::replay(&file, config).await,
             Command::Supervise(args) => supervisor::run(args, config).await,
             Command::Systemd(command) => systemd::run(command),
         }

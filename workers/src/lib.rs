@@ -1,8 +1,6 @@
 //! The background workers of svc, one module per worker (ingest, collector, profiler, sniffer,
 //! tarpit, mutator) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
-//!
-//! No worker body has landed yet: [`bodies`] lists none, and the `svc api` command embeds none.
 
 #[cfg(feature = "test-fixture")]
 mod fixture;
@@ -14,7 +12,7 @@ pub use svc::startup::WorkerBody;
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = Vec::new();
+    let mut bodies = vec![ingest::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies

@@ -1,4 +1,352 @@
 //! The ingest worker: tails `SVC_INGEST_LOG_FILE` and stores its RFC 5424 lines, with the bounties
-//! and credentials they yield.
+//! and credentials they yield. Each batch and the file position after it are stored in one
+//! transaction, so a crash or restart at any moment neither loses nor repeats a line. One ingester
+//! per file works at a time: it holds a lease in the database, and every commit checks both the
+//! lease and that the stored position is still the one it read from.
 
 pub mod derive;
+mod follow;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::Utc;
+use svc::bus::logs::{self as log_notices, BatchCommitted};
+use svc::db::{DbError, IngestBatch, IngestCursor, NewLog};
+use svc::startup::{WorkerBody, WorkerContext};
+
+use follow::{Follower, Line, Progress};
+
+/// Longer lines are skipped and counted: no legitimate log line comes near it.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+/// How often a caught-up ingester looks at the file again.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+/// The pause before retrying after the database failed.
+const RETRY_PAUSE: Duration = Duration::from_secs(2);
+
+/// The worker the API always embeds and `svc worker ingest` runs.
+pub fn body() -> WorkerBody {
+    WorkerBody::new("ingest", run)
+}
+
+async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
+    let Some(path) = ctx.config.ingest_log_file.clone() else {
+        tracing::warn!("SVC_INGEST_LOG_FILE is empty: log ingestion is off");
+        ctx.cancel.cancelled().await;
+        return Ok(());
+    };
+    tracing::info!(path = %path.display(), "Ingesting log file");
+    let mut ingester = Ingester::new(ctx, &path);
+    ingester.follow().await;
+    Ok(())
+}
+
+/// Ingests `path` once, to its end (a last line without a newline included), and returns what it
+/// read. How an operator back-fills history. The file's position is kept like a followed file's,
+/// so replaying it again stores only what was appended since.
+pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
+    anyhow::ensure!(path.is_file(), "{} is not a file", path.display());
+    let mut ingester = Ingester::new(ctx, path);
+    if !ingester.hold_lease().await? {
+        anyhow::bail!(
+            "another ingester is reading {} (its lease lasts {} s after it stops)",
+            path.display(),
+            ingester.ctx.config.ingest_lease.as_secs_f64()
+        );
+    }
+    let mut total = Tally::default();
+    loop {
+        let (pending, progress) = ingester.collect(true).await?;
+        total.add(&pending.tally);
+        ingester.commit(pending).await?;
+        if progress != Progress::More || ingester.ctx.cancel.is_cancelled() {
+            break;
+        }
+    }
+    ingester.release().await;
+    Ok(total)
+}
+
+/// Lines read, by what became of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub stored: u64,
+    /// Not RFC 5424 lines (or not text at all).
+    pub malformed: u64,
+    /// Over [`MAX_LINE_BYTES`].
+    pub oversized: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.stored += other.stored;
+        self.malformed += other.malformed;
+        self.oversized += other.oversized;
+    }
+
+    fn lines(&self) -> u64 {
+        self.stored + self.malformed + self.oversized
+    }
+}
+
+/// A batch being read.
+#[derive(Default)]
+struct Pending {
+    batch: IngestBatch,
+    tally: Tally,
+    /// The start of the first malformed line, for the log.
+    sample: Option<String>,
+    first_line_at: Option<Instant>,
+}
+
+impl Pending {
+    fn add(&mut self, line: Line<'_>, now: chrono::DateTime<Utc>) {
+        self.first_line_at.get_or_insert_with(Instant::now);
+        let bytes = match line {
+            Line::Oversized(_) => {
+                self.tally.oversized += 1;
+                return;
+            }
+            Line::Text(bytes) => bytes,
+        };
+        let text = String::from_utf8_lossy(bytes);
+        if text.trim().is_empty() {
+            return;
+        }
+        let parsed = match svc::logline::parse(&text) {
+            Ok(parsed) => parsed,
+            Err(_) => {
+                self.tally.malformed += 1;
+                self.sample.get_or_insert_with(|| text.chars().take(120).flat_map(char::escape_debug).collect());
+                return;
+            }
+        };
+        let timestamp = parsed.timestamp.unwrap_or(now);
+        let derived = derive::derive(&parsed, timestamp);
+        self.batch.bounties.extend(derived.bounties);
+        self.batch.credentials.extend(derived.credential);
+        self.batch.logs.push(NewLog {
+            timestamp,
+            fields: parsed.fields_json(),
+            decky: parsed.decky,
+            service: parsed.service,
+            event_type: parsed.event_type,
+            attacker_ip: parsed.attacker_ip,
+            msg: parsed.msg,
+            raw_line: text.into_owned(),
+        });
+        self.tally.stored += 1;
+    }
+}
+
+struct Ingester {
+    ctx: WorkerContext,
+    path: PathBuf,
+    /// The file's absolute path: what the cursor and the lease are keyed by.
+    source: String,
+    /// This process's name on the lease.
+    holder: String,
+    follower: Option<Follower>,
+    /// The stored cursor, as of our last read or commit.
+    committed: Option<IngestCursor>,
+    /// When the lease was last taken or renewed; `None` while we do not hold it.
+    leased_at: Option<Instant>,
+    standing_by: bool,
+}
+
+impl Ingester {
+    fn new(ctx: WorkerContext, path: &Path) -> Ingester {
+        let source = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
+        let holder = format!(
+            "{}:{}:{}",
+            rustix::system::uname().nodename().to_string_lossy(),
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        Ingester {
+            ctx,
+            path: path.to_path_buf(),
+            source,
+            holder,
+            follower: None,
+            committed: None,
+            leased_at: None,
+            standing_by: false,
+        }
+    }
+
+    /// Follows the file until cancelled, then stores what it has read and gives the lease up.
+    async fn follow(&mut self) {
+        while !self.ctx.cancel.is_cancelled() {
+            let pause = match self.step().await {
+                Ok(pause) => pause,
+                Err(err) => {
+                    tracing::error!(path = %self.path.display(), error = %format!("{err:#}"), "Ingestion failed; retrying");
+                    self.forget_position();
+                    Some(RETRY_PAUSE)
+                }
+            };
+            if let Some(pause) = pause {
+                tokio::select! {
+                    () = self.ctx.cancel.cancelled() => {}
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
+        }
+        self.release().await;
+    }
+
+    /// One batch, or a look at the lease; returns how long to wait before the next step.
+    async fn step(&mut self) -> anyhow::Result<Option<Duration>> {
+        if !self.hold_lease().await? {
+            return Ok(Some(self.ctx.config.ingest_lease / 3));
+        }
+        let (pending, _) = self.collect(false).await?;
+        let moved = self.follower.as_ref().and_then(Follower::cursor) != self.committed;
+        if pending.tally.lines() == 0 && !moved {
+            return Ok(Some(IDLE_POLL));
+        }
+        self.commit(pending).await?;
+        Ok(None)
+    }
+
+    /// Reads up to a batch: until it is full, or, once the file is caught up, until its first line
+    /// has waited the batch time (at once with `to_end`).
+    async fn collect(&mut self, to_end: bool) -> anyhow::Result<(Pending, Progress)> {
+        if self.follower.is_none() {
+            let cursor = self.ctx.db.ingest_cursor(&self.source).await.context("reading the ingest cursor")?;
+            self.follower = Some(Follower::new(self.path.clone(), cursor.clone(), MAX_LINE_BYTES));
+            self.committed = cursor;
+        }
+        let (size, wait) = (self.ctx.config.ingest_batch_size, self.ctx.config.ingest_batch_wait);
+        let mut pending = Pending::default();
+        loop {
+            let room = size - pending.tally.lines() as usize;
+            let mut follower = self.follower.take().expect("opened above");
+            let (follower, pending_back, progress) = tokio::task::spawn_blocking(move || {
+                let now = Utc::now();
+                let progress = follower.read(room, to_end, &mut |line| pending.add(line, now));
+                (follower, pending, progress)
+            })
+            .await
+            .context("the reader panicked")?;
+            self.follower = Some(follower);
+            pending = pending_back;
+            let progress = progress.with_context(|| format!("reading {}", self.path.display()))?;
+            let waited = pending.first_line_at.is_none_or(|at| at.elapsed() >= wait);
+            if progress == Progress::More || to_end || waited || self.ctx.cancel.is_cancelled() {
+                return Ok((pending, progress));
+            }
+            tokio::time::sleep(IDLE_POLL).await;
+        }
+    }
+
+    /// Stores the batch and the position after it in one transaction. When the lease or the stored
+    /// position moved meanwhile, nothing is stored and reading starts again from the stored position.
+    async fn commit(&mut self, pending: Pending) -> anyhow::Result<()> {
+        let Pending { mut batch, tally, sample, .. } = pending;
+        batch.cursor = self.follower.as_ref().and_then(Follower::cursor);
+        if batch.cursor.is_none() {
+            return Ok(());
+        }
+        let committed = match self
+            .ctx
+            .db
+            .commit_ingest(&self.source, &self.holder, self.committed.as_ref(), &batch)
+            .await
+        {
+            Ok(committed) => committed,
+            Err(DbError::Conflict) => {
+                tracing::warn!(path = %self.path.display(), "The lease or the stored position moved; re-reading from the stored position");
+                self.forget_position();
+                self.leased_at = None;
+                return Ok(());
+            }
+            Err(err) => return Err(err).context("storing a batch"),
+        };
+        self.committed = batch.cursor;
+        let counters = &self.ctx.counters;
+        counters.add("lines_stored", committed.logs);
+        counters.add("lines_malformed", tally.malformed);
+        counters.add("lines_oversized", tally.oversized);
+        counters.add("bounties_new", committed.new_bounties);
+        counters.add("credentials_new", committed.new_credentials);
+        counters.add("batches", 1);
+        if tally.malformed > 0 {
+            tracing::warn!(
+                count = tally.malformed,
+                first = sample.as_deref().unwrap_or(""),
+                "Skipped lines that are not RFC 5424"
+            );
+        }
+        if tally.oversized > 0 {
+            tracing::warn!(count = tally.oversized, limit = MAX_LINE_BYTES, "Skipped lines over the length limit");
+        }
+        tracing::debug!(
+            lines = committed.logs,
+            bounties = committed.new_bounties,
+            credentials = committed.new_credentials,
+            last_log_id = committed.last_log_id,
+            "Stored a batch"
+        );
+        if committed.logs > 0 {
+            let notice = BatchCommitted {
+                component: "ingester".into(),
+                flushed: committed.logs,
+                position: self.committed.as_ref().map_or(0, |c| c.offset),
+                last_log_id: committed.last_log_id,
+            };
+            // A hint for the streams, which poll without it.
+            if let Err(err) = log_notices::publish(&self.ctx.bus, &notice).await {
+                tracing::debug!(error = %err, "Batch notice not published");
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes or renews the lease when due; false while another ingester holds it.
+    async fn hold_lease(&mut self) -> anyhow::Result<bool> {
+        let lease = self.ctx.config.ingest_lease;
+        if self.leased_at.is_some_and(|at| at.elapsed() < lease / 3) {
+            return Ok(true);
+        }
+        let held = self
+            .ctx
+            .db
+            .acquire_ingest_lease(&self.source, &self.holder, Utc::now(), lease)
+            .await
+            .context("taking the ingest lease")?;
+        match (held, self.leased_at.is_some()) {
+            (true, false) => {
+                tracing::info!(path = %self.path.display(), "Holding the ingest lease");
+                self.standing_by = false;
+            }
+            (false, true) => {
+                tracing::warn!(path = %self.path.display(), "Lost the ingest lease to another ingester");
+                self.forget_position();
+            }
+            (false, false) if !self.standing_by => {
+                tracing::info!(path = %self.path.display(), "Another ingester holds the lease on this file; standing by");
+                self.standing_by = true;
+            }
+            _ => {}
+        }
+        self.leased_at = held.then(Instant::now);
+        Ok(held)
+    }
+
+    /// Reading starts again from the stored position.
+    fn forget_position(&mut self) {
+        self.follower = None;
+        self.committed = None;
+    }
+
+    async fn release(&mut self) {
+        if self.leased_at.take().is_some()
+            && let Err(err) = self.ctx.db.release_ingest_lease(&self.source, &self.holder).await
+        {
+            tracing::warn!(error = %err, "Could not release the ingest lease; it expires by itself");
+        }
+    }
+}

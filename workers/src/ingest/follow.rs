@@ -1,0 +1,245 @@
+//! Follows one log file by byte offset and hands out complete lines only. A partial last line waits
+//! for its newline. Rotation by rename is followed (the old file is read to its end first, also
+//! after a restart, found again by its inode beside the new one), and so is truncation. A line
+//! longer than the limit is skipped without being held in memory.
+//!
+//! Blocking I/O: the ingester calls it from the blocking pool.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use svc::db::IngestCursor;
+
+/// Bytes read from the file per call to `read`.
+const CHUNK: usize = 1024 * 1024;
+
+/// What the follower hands out, in file order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A complete line without its `\n` (and without a `\r` before it).
+    Text(&'a [u8]),
+    /// A line longer than the limit, skipped; its length in bytes.
+    Oversized(u64),
+}
+
+/// Where a read stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The line limit was reached; more may be waiting.
+    More,
+    /// Everything written so far has been handed out (a partial last line waits).
+    CaughtUp,
+    /// The file does not exist (yet).
+    NoFile,
+}
+
+/// The identity of a file: device and inode, as stored in the cursor.
+fn file_id(meta: &std::fs::Metadata) -> String {
+    format!("{}:{}", meta.dev(), meta.ino())
+}
+
+struct OpenFile {
+    file: File,
+    id: String,
+    /// The offset just past the last line handed out: what the cursor records.
+    offset: u64,
+    /// Bytes of an oversized line skipped so far (not yet ended by a newline).
+    skipped: u64,
+    skipping: bool,
+    /// Read but not yet ended by a newline.
+    pending: Vec<u8>,
+}
+
+impl OpenFile {
+    fn open(path: &Path, offset: u64) -> io::Result<OpenFile> {
+        let mut file = File::open(path)?;
+        let id = file_id(&file.metadata()?);
+        file.seek(SeekFrom::Start(offset))?;
+        Ok(OpenFile { file, id, offset, skipped: 0, skipping: false, pending: Vec::new() })
+    }
+
+    /// Where the next read starts.
+    fn read_position(&self) -> u64 {
+        self.offset + self.skipped + self.pending.len() as u64
+    }
+
+    fn rewind(&mut self) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(0))?;
+        self.offset = 0;
+        self.skipped = 0;
+        self.skipping = false;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+pub struct Follower {
+    path: PathBuf,
+    max_line: usize,
+    current: Option<OpenFile>,
+    /// Where to start when the file first appears: the cursor of an earlier run.
+    resume: Option<IngestCursor>,
+}
+
+impl Follower {
+    /// Follows `path` from `cursor` (from the start without one). Lines over `max_line` bytes are
+    /// skipped.
+    pub fn new(path: PathBuf, cursor: Option<IngestCursor>, max_line: usize) -> Follower {
+        Follower { path, max_line, current: None, resume: cursor }
+    }
+
+    /// The position just past the last line handed out; `None` before the file has been opened.
+    pub fn cursor(&self) -> Option<IngestCursor> {
+        let open = self.current.as_ref()?;
+        Some(IngestCursor { file_id: open.id.clone(), offset: open.offset })
+    }
+
+    /// Hands complete lines to `on_line`, at most `max_lines`, following rotation and truncation.
+    /// With `to_end`, a last line without a newline is handed out too (a finished file).
+    pub fn read(&mut self, max_lines: usize, to_end: bool, on_line: &mut dyn FnMut(Line<'_>)) -> io::Result<Progress> {
+        let mut handed = 0;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            if self.current.is_none() && !self.open()? {
+                return Ok(Progress::NoFile);
+            }
+            let open = self.current.as_mut().expect("opened above");
+            handed += split_lines(open, self.max_line, max_lines - handed, on_line);
+            if handed == max_lines {
+                return Ok(Progress::More);
+            }
+            let n = open.file.read(&mut buf)?;
+            if n > 0 {
+                open.pending.extend_from_slice(&buf[..n]);
+                continue;
+            }
+            // At the end of what is written: has the file been truncated, or replaced?
+            if open.file.metadata()?.len() < open.read_position() {
+                tracing::warn!(path = %self.path.display(), "Log file truncated; reading it from the start");
+                open.rewind()?;
+                continue;
+            }
+            let replaced = match std::fs::metadata(&self.path) {
+                Ok(meta) => file_id(&meta) != open.id,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => false,
+                Err(err) => return Err(err),
+            };
+            if !replaced && !to_end {
+                return Ok(Progress::CaughtUp);
+            }
+            // The old file is read to its end: what is left unterminated was its last line.
+            if !open.pending.is_empty() || open.skipping {
+                finish_partial(open, self.max_line, on_line);
+                handed += 1;
+            }
+            if !replaced {
+                return Ok(Progress::CaughtUp);
+            }
+            tracing::info!(path = %self.path.display(), "Log file rotated; following the new file");
+            self.current = None;
+            self.resume = None;
+            if handed == max_lines {
+                return Ok(Progress::More);
+            }
+        }
+    }
+
+    /// Opens the file to follow; false when it does not exist yet.
+    fn open(&mut self) -> io::Result<bool> {
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        let Some(cursor) = self.resume.take() else {
+            self.current = Some(OpenFile::open(&self.path, 0)?);
+            return Ok(true);
+        };
+        if file_id(&meta) == cursor.file_id {
+            let offset = if meta.len() < cursor.offset {
+                tracing::warn!(path = %self.path.display(), "Log file shorter than the cursor; reading it from the start");
+                0
+            } else {
+                cursor.offset
+            };
+            self.current = Some(OpenFile::open(&self.path, offset)?);
+            return Ok(true);
+        }
+        // Rotated while we were not running: finish the old file first, if it is still there.
+        match find_by_id(&self.path, &cursor.file_id)? {
+            Some(old) => {
+                tracing::info!(old = %old.display(), "Finishing the rotated log file before the new one");
+                self.current = Some(OpenFile::open(&old, cursor.offset)?);
+            }
+            None => {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    "The file the cursor points into is gone; lines written to it after the cursor are lost"
+                );
+                self.current = Some(OpenFile::open(&self.path, 0)?);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Hands out the complete lines in `open.pending`, at most `limit`; returns how many.
+fn split_lines(open: &mut OpenFile, max_line: usize, limit: usize, on_line: &mut dyn FnMut(Line<'_>)) -> usize {
+    let mut start = 0;
+    let mut handed = 0;
+    while handed < limit {
+        let Some(len) = memchr::memchr(b'\n', &open.pending[start..]) else { break };
+        let line = &open.pending[start..start + len];
+        if open.skipping {
+            on_line(Line::Oversized(open.skipped + len as u64));
+            open.offset += open.skipped;
+            open.skipped = 0;
+            open.skipping = false;
+        } else if line.len() > max_line {
+            on_line(Line::Oversized(len as u64));
+        } else {
+            on_line(Line::Text(line.strip_suffix(b"\r").unwrap_or(line)));
+        }
+        open.offset += len as u64 + 1;
+        start += len + 1;
+        handed += 1;
+    }
+    open.pending.drain(..start);
+    // No newline in sight and already too long: drop what is held and skip to the next newline.
+    if handed < limit && open.pending.len() > max_line {
+        open.skipped += open.pending.len() as u64;
+        open.pending.clear();
+        open.skipping = true;
+    }
+    handed
+}
+
+/// Hands out the unterminated rest of a finished file as its last line.
+fn finish_partial(open: &mut OpenFile, max_line: usize, on_line: &mut dyn FnMut(Line<'_>)) {
+    let line = std::mem::take(&mut open.pending);
+    if open.skipping || line.len() > max_line {
+        on_line(Line::Oversized(open.skipped + line.len() as u64));
+    } else {
+        on_line(Line::Text(line.strip_suffix(b"\r").unwrap_or(&line)));
+    }
+    open.offset += open.skipped + line.len() as u64;
+    open.skipped = 0;
+    open.skipping = false;
+}
+
+/// A file beside `path` (rotated copies live in the same directory) with identity `id`.
+fn find_by_id(path: &Path, id: &str) -> io::Result<Option<PathBuf>> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.metadata().is_ok_and(|meta| meta.is_file() && file_id(&meta) == id) {
+            return Ok(Some(entry.path()));
+        }
+    }
+    Ok(None)
+}
