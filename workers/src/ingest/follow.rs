@@ -243,3 +243,141 @@ fn find_by_id(path: &Path, id: &str) -> io::Result<Option<PathBuf>> {
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// Reads everything available now, as text lines (oversized ones as `<N bytes>`).
+    fn drain(follower: &mut Follower, to_end: bool) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let progress = follower
+                .read(3, to_end, &mut |line| {
+                    lines.push(match line {
+                        Line::Text(text) => String::from_utf8_lossy(text).into_owned(),
+                        Line::Oversized(len) => format!("<{len} bytes>"),
+                    })
+                })
+                .unwrap();
+            if progress != Progress::More {
+                return lines;
+            }
+        }
+    }
+
+    fn append(path: &Path, text: &str) {
+        std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_partial_line_waits_for_its_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        let mut follower = Follower::new(path.clone(), None, 100);
+        assert_eq!(follower.read(10, false, &mut |_| {}).unwrap(), Progress::NoFile);
+        append(&path, "one\r\ntwo\nthr");
+        assert_eq!(drain(&mut follower, false), ["one", "two"]);
+        assert_eq!(follower.cursor().unwrap().offset, 9);
+        append(&path, "ee\n");
+        assert_eq!(drain(&mut follower, false), ["three"]);
+        assert_eq!(follower.cursor().unwrap().offset, 15);
+    }
+
+    #[test]
+    fn resumes_from_a_cursor_and_restarts_a_truncated_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        append(&path, "a\nb\nc\n");
+        let mut first = Follower::new(path.clone(), None, 100);
+        let mut seen = Vec::new();
+        first.read(2, false, &mut |line| seen.push(format!("{line:?}"))).unwrap();
+        let cursor = first.cursor().unwrap();
+        assert_eq!(cursor.offset, 4);
+        let mut again = Follower::new(path.clone(), Some(cursor), 100);
+        assert_eq!(drain(&mut again, false), ["c"]);
+
+        // copytruncate: the file shrinks under us, then grows again.
+        std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+        append(&path, "d\n");
+        assert_eq!(drain(&mut again, false), ["d"]);
+        assert_eq!(again.cursor().unwrap().offset, 2);
+    }
+
+    #[test]
+    fn rename_rotation_finishes_the_old_file_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        let mut writer = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+        writer.write_all(b"old-1\n").unwrap();
+        let mut follower = Follower::new(path.clone(), None, 100);
+        assert_eq!(drain(&mut follower, false), ["old-1"]);
+        std::fs::rename(&path, dir.path().join("ingest.log.1")).unwrap();
+        // The writer has not reopened yet: it still appends to the renamed file.
+        writer.write_all(b"old-2\nold-3-unterminated").unwrap();
+        append(&path, "new-1\n");
+        assert_eq!(drain(&mut follower, false), ["old-2", "old-3-unterminated", "new-1"]);
+        let cursor = follower.cursor().unwrap();
+        assert_eq!(cursor.offset, 6);
+        assert_eq!(cursor.file_id, file_id(&std::fs::metadata(&path).unwrap()));
+    }
+
+    #[test]
+    fn a_restart_after_rotation_finds_the_old_file_by_its_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        append(&path, "old-1\n");
+        let mut before = Follower::new(path.clone(), None, 100);
+        assert_eq!(drain(&mut before, false), ["old-1"]);
+        let cursor = before.cursor();
+        drop(before);
+        // While no ingester runs: more lines, a rotation, lines in the new file.
+        append(&path, "old-2\n");
+        std::fs::rename(&path, dir.path().join("ingest.log.1")).unwrap();
+        append(&path, "new-1\n");
+        let mut after = Follower::new(path.clone(), cursor, 100);
+        assert_eq!(drain(&mut after, false), ["old-2", "new-1"]);
+
+        // When the old file is gone too, the new one is read from its start.
+        let cursor = after.cursor();
+        append(&path, "new-2\n");
+        std::fs::rename(&path, dir.path().join("ingest.log.1")).unwrap();
+        // Created while the old file still exists, so it cannot reuse the old inode.
+        append(&path, "newer-1\n");
+        std::fs::remove_file(dir.path().join("ingest.log.1")).unwrap();
+        assert_eq!(drain(&mut Follower::new(path.clone(), cursor, 100), false), ["newer-1"]);
+    }
+
+    #[test]
+    fn an_oversized_line_is_skipped_without_being_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        let long = "x".repeat(3 * CHUNK + 17);
+        append(&path, &format!("before\n{long}\nafter\n"));
+        let mut follower = Follower::new(path.clone(), None, 1000);
+        assert_eq!(drain(&mut follower, false), ["before".to_string(), format!("<{} bytes>", long.len()), "after".into()]);
+        assert_eq!(follower.cursor().unwrap().offset, std::fs::metadata(&path).unwrap().len());
+        assert!(follower.current.as_ref().unwrap().pending.capacity() < 2 * CHUNK + 1000);
+
+        // One still being written is neither handed out nor passed by the cursor.
+        let at = follower.cursor().unwrap().offset;
+        append(&path, &"y".repeat(5000));
+        assert!(drain(&mut follower, false).is_empty());
+        assert_eq!(follower.cursor().unwrap().offset, at);
+        append(&path, "\nok\n");
+        assert_eq!(drain(&mut follower, false), ["<5000 bytes>", "ok"]);
+    }
+
+    #[test]
+    fn to_end_hands_out_a_last_unterminated_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.log");
+        append(&path, "a\nb");
+        let mut follower = Follower::new(path.clone(), None, 100);
+        assert_eq!(drain(&mut follower, true), ["a", "b"]);
+        assert_eq!(follower.cursor().unwrap().offset, 3);
+        assert!(drain(&mut follower, true).is_empty());
+    }
+}
