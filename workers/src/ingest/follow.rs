@@ -357,7 +357,10 @@ mod tests {
         let long = "x".repeat(3 * CHUNK + 17);
         append(&path, &format!("before\n{long}\nafter\n"));
         let mut follower = Follower::new(path.clone(), None, 1000);
-        assert_eq!(drain(&mut follower, false), ["before".to_string(), format!("<{} bytes>", long.len()), "after".into()]);
+        assert_eq!(
+            drain(&mut follower, false),
+            ["before".to_string(), format!("<{} bytes>", long.len()), "after".into()]
+        );
         assert_eq!(follower.cursor().unwrap().offset, std::fs::metadata(&path).unwrap().len());
         assert!(follower.current.as_ref().unwrap().pending.capacity() < 2 * CHUNK + 1000);
 
