@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The log pipeline under load, on a release build with throw-away data (sqlite by default):
+#   benches/logs-load.sh [rows] [seconds] [connections]
+# Reports: `svc ingest-replay` back-fill rate of `rows` lines; the live ingest rate of the API's
+# embedded ingester (from appending `rows` more lines at once to the followed file until /stats counts
+# them all); GET /logs?limit=50 requests/s and latency percentiles over the stored rows; and the time
+# from appending one line to an open /stream receiving it (20 samples, with a private nats-server as
+# the bus).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+apt_install_missing wrk curl python3 nats-server
+ensure_rust
+cargo build --release --locked -p svc-cli
+
+rows=${1:-1000000}
+seconds=${2:-10}
+connections=${3:-32}
+data=$(mktemp -d)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+nats_port=$(free_port)
+base="http://127.0.0.1:$port/api/v1"
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$data"' EXIT
+
+# Lines like the deckies write: a mix of services and addresses, each with a sequence number.
+generate() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys
+path, start, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+services = ["ssh", "http", "smtp", "ftp", "telnet"]
+with open(path, "a") as f:
+    for i in range(start, start + count):
+        f.write(f'<134>1 2026-05-02T06:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000000:06d}+00:00 decky-{i % 10:02d} '
+                f'{services[i % 5]} - auth_attempt [relay@55555 src_ip="198.51.100.{i % 250}" username="root" seq="{i}"] attempt {i}\n')
+PY
+}
+
+export SVC_DATA_DIR="$data" SVC_LIMITER_ENABLED=false RUST_LOG=warn
+export SVC_JWT_SECRET; SVC_JWT_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+export SVC_ADMIN_PASSWORD="load test admin password"
+
+echo "==> generating $rows lines"
+generate "$data/history.log" 0 "$rows"
+echo "==> svc ingest-replay of $rows lines"
+start=$(date +%s.%N)
+target/release/svc ingest-replay "$data/history.log"
+end=$(date +%s.%N)
+python3 -c "print(f'back-fill: {$rows / ($end - $start):,.0f} lines/s ({$end - $start:.2f} s)')"
+
+/usr/sbin/nats-server -a 127.0.0.1 -p "$nats_port" >/dev/null 2>&1 &
+pids+=($!)
+SVC_API_PORT="$port" SVC_NATS_URL="nats://127.0.0.1:$nats_port" SVC_INGEST_LOG_FILE="$data/live.log" \
+    target/release/svc api &
+pids+=($!)
+for _ in $(seq 1 100); do curl -fs "$base/health" >/dev/null 2>&1 && break; sleep 0.1; done
+
+post() { curl -fs -H 'Content-Type: application/json' "$@"; }
+token_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])'; }
+first=$(post -d '{"username":"admin","password":"load test admin password"}' "$base/auth/login" | token_of)
+post -H "Authorization: Bearer $first" -d '{"old_password":"load test admin password","new_password":"load test new password"}' \
+    "$base/auth/change-password" >/dev/null
+token=$(post -d '{"username":"admin","password":"load test new password"}' "$base/auth/login" | token_of)
+total() { curl -fs -H "Authorization: Bearer $token" "$base/stats" | python3 -c 'import json, sys; print(json.load(sys.stdin)["total_logs"])'; }
+
+echo "==> live ingest: $rows lines appended at once to the followed file"
+generate "$data/live.pending" "$rows" "$rows"
+before=$(total)
+start=$(date +%s.%N)
+cat "$data/live.pending" >>"$data/live.log"
+while [ "$(total)" -lt $((before + rows)) ]; do sleep 0.05; done
+end=$(date +%s.%N)
+python3 -c "print(f'live ingest: {$rows / ($end - $start):,.0f} lines/s ({$end - $start:.2f} s, file append to committed rows)')"
+
+echo "==> GET /logs?limit=50 over $(total) rows (${seconds}s, $connections connections)"
+wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50" \
+    | grep -E "Requests/sec|Latency|50%|99%|Non-2xx"
+echo "==> GET /logs?limit=50&search=service:ssh (${seconds}s, $connections connections)"
+wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50&search=service:ssh" \
+    | grep -E "Requests/sec|Latency|50%|99%|Non-2xx"
+
+echo "==> append to stream latency (20 samples)"
+python3 - "$port" "$token" "$data/live.log" <<'PY'
+import http.client, json, sys, time
+port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+conn.request("GET", "/api/v1/stream", headers={"Authorization": f"Bearer {token}"})
+stream = conn.getresponse()
+assert stream.status == 200, stream.status
+def next_logs():
+    data = None
+    while True:
+        line = stream.fp.readline().decode().rstrip("\n")
+        if line.startswith("data: "):
+            data = json.loads(line[6:])
+        elif line == "" and data is not None:
+            if data["type"] == "logs":
+                return data["data"]
+            data = None
+samples = []
+for i in range(20):
+    marker = f"latency-{i}-{time.time_ns()}"
+    sent = time.monotonic()
+    with open(path, "a") as f:
+        f.write(f'<134>1 2026-05-02T07:00:00+00:00 decky-00 ssh - probe [relay@55555 src_ip="198.51.100.1" marker="{marker}"]\n')
+    while not any(marker in row["raw_line"] for row in next_logs()):
+        pass
+    samples.append((time.monotonic() - sent) * 1000)
+    time.sleep(0.2)
+samples.sort()
+print(f"append→stream: median {samples[10]:.0f} ms, max {samples[-1]:.0f} ms")
+PY
