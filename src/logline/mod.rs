@@ -3,6 +3,22 @@
 //! `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID [relay@55555 k="v" …] MSG`, with
 //! decky = HOSTNAME, service = APP-NAME, event type = MSGID (`reference/decnet-workers.md` §1).
 //! Parsing never panics, whatever the input.
+//!
+//! It is the ingest hot path, so it scans bytes by hand and allocates only what it returns. The
+//! parts: [`header`] (PRI, tokens, double wrap, timestamp), [`sd`] (structured data and MSG),
+//! [`attacker`] (which address a line names), [`format`](mod@format) (writing lines), [`shell`]
+//! (`CMD …` bodies).
+
+mod attacker;
+mod format;
+mod header;
+mod sd;
+mod shell;
+#[cfg(test)]
+mod tests;
+
+pub use format::{field_key, format, header_token};
+pub use shell::{ShellCommand, parse_shell_command};
 
 use chrono::{DateTime, Utc};
 
@@ -45,13 +61,24 @@ impl LogLine {
         self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    /// The fields as a JSON object text, in line order.
+    /// The fields as a JSON object text, in line order. (`serde_json::Map` would sort the keys: this
+    /// workspace does not enable `preserve_order`.) Keys are unique in a parsed line; a hand-built
+    /// `LogLine` with a repeated key gets it repeated in the text.
     pub fn fields_json(&self) -> String {
-        let mut map = serde_json::Map::new();
-        for (k, v) in &self.fields {
-            map.insert(k.clone(), serde_json::Value::String(v.clone()));
+        let mut out = Vec::with_capacity(2 + self.fields.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>());
+        out.push(b'{');
+        for (n, (k, v)) in self.fields.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            // Writing a string into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, k);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut out, v);
         }
-        serde_json::Value::Object(map).to_string()
+        out.push(b'}');
+        // serde_json writes UTF-8 only.
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 
@@ -62,10 +89,52 @@ pub enum ParseError {
     NotRfc5424(&'static str),
 }
 
-/// Parses one line (without its newline).
+/// Parses one line. A trailing `\n` (and `\r` before it) is ignored.
+///
+/// The header decides whether a line is one: `<PRI>` with PRI 0..=191, version `1`, and the five
+/// tokens TIMESTAMP … MSGID each followed by one space (see [`header`] for a line that ends right
+/// after MSGID). Everything after the header is read leniently: an unparsable timestamp is `None`,
+/// malformed structured data keeps what it could read (see [`sd`]).
 pub fn parse(line: &str) -> Result<LogLine, ParseError> {
-    let _ = line;
-    Err(ParseError::NotRfc5424("parser not written yet"))
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let outer = header::split(line)?;
+    let (head, timestamp) = match header::inner(&outer) {
+        // The inner timestamp is when the command ran; the outer one is when Docker relayed it.
+        Some(inner) => {
+            (inner, header::parse_timestamp(inner.timestamp).or_else(|| header::parse_timestamp(outer.timestamp)))
+        }
+        None => (outer, header::parse_timestamp(outer.timestamp)),
+    };
+
+    let body = sd::split(head.rest);
+    let mut fields = body.fields;
+    let event_type =
+        if head.msgid == "-" && body.msg.is_some_and(|m| m.starts_with("CMD ")) { "command" } else { head.msgid };
+
+    let attacker_ip = match attacker::from_fields(&fields) {
+        Some(endpoint) => {
+            let ip = endpoint.host.to_owned();
+            if let Some(port) = endpoint.port
+                && !fields.iter().any(|(k, _)| k == "remote_port")
+            {
+                fields.push(("remote_port".to_owned(), port.to_owned()));
+            }
+            ip
+        }
+        None => body.msg.and_then(attacker::from_msg).unwrap_or(UNKNOWN_IP).to_owned(),
+    };
+
+    Ok(LogLine {
+        pri: head.pri,
+        timestamp,
+        decky: head.hostname.to_owned(),
+        service: head.app_name.to_owned(),
+        event_type: event_type.to_owned(),
+        attacker_ip,
+        fields,
+        msg: body.msg.map(str::to_owned),
+    })
 }
 
 /// A line to write: what a component (sniffer, tarpit, mutator, tests) emits.
@@ -78,10 +147,4 @@ pub struct Entry {
     pub msgid: String,
     pub fields: Vec<(String, String)>,
     pub msg: Option<String>,
-}
-
-/// Formats `entry` as one line, without the newline.
-pub fn format(entry: &Entry) -> String {
-    let _ = entry;
-    String::new()
 }
