@@ -2,3 +2,4 @@
 //! and credentials they yield.
 
 pub mod derive;
+mod useragent;
