@@ -6,6 +6,7 @@
 
 pub mod derive;
 mod follow;
+mod useragent;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
