@@ -56,8 +56,10 @@ pub struct BountyRow {
 
 impl From<BountyRecord> for BountyRow {
     fn from(bounty: BountyRecord) -> Self {
-        let payload =
-            serde_json::from_str(&bounty.payload).unwrap_or_else(|_| serde_json::Value::String(bounty.payload));
+        let payload = match serde_json::from_str(&bounty.payload) {
+            Ok(value) => value,
+            Err(_) => serde_json::Value::String(bounty.payload),
+        };
         BountyRow {
             id: bounty.id,
             timestamp: format_utc(bounty.timestamp),
