@@ -119,7 +119,7 @@ impl EventStream {
 fn parse_frame(block: &str) -> Frame {
     let mut frame = Frame::default();
     let mut data = Vec::new();
-    for line in block.lines() {
+    for line in block.lines().filter(|l| !l.is_empty()) {
         let (field, value) = line.split_once(':').unwrap_or((line, ""));
         let value = value.strip_prefix(' ').unwrap_or(value);
         match field {
