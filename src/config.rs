@@ -111,6 +111,8 @@ pub struct Config {
     pub unit_cache: Duration,
     /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
     pub unit_dirs: Option<Vec<PathBuf>>,
+    /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`, default 5).
+    pub sse_max_per_user: u32,
 }
 
 /// One thing wrong with the configuration, naming the variable.
@@ -409,6 +411,7 @@ fn parse(vars: impl IntoIterator<Item = (String, String)>) -> (Config, Vec<Confi
         unit_dirs: env
             .non_empty("SVC_UNIT_DIRS")
             .map(|dirs| dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).collect()),
+        sse_max_per_user: env.count("SVC_SSE_MAX_PER_USER", 5, 1..=10_000) as u32,
         data_dir,
     };
     (config, env.problems)
@@ -820,5 +823,15 @@ mod tests {
             Config::from_vars(vars(&[("SVC_WORKER_STALE_SECS", "0"), ("SVC_UNIT_CACHE_SECS", "soon")])).unwrap_err();
         let vars: Vec<&str> = err.0.iter().map(|p| p.var).collect();
         assert_eq!(vars, ["SVC_WORKER_STALE_SECS", "SVC_UNIT_CACHE_SECS"]);
+    }
+
+    #[test]
+    fn the_stream_cap_defaults_to_five_and_must_be_at_least_one() {
+        assert_eq!(Config::from_vars(Vec::new()).unwrap().sse_max_per_user, 5);
+        assert_eq!(Config::from_vars(vars(&[("SVC_SSE_MAX_PER_USER", " 12 ")])).unwrap().sse_max_per_user, 12);
+        for bad in ["0", "-1", "two", "1.5"] {
+            let err = Config::from_vars(vars(&[("SVC_SSE_MAX_PER_USER", bad)])).unwrap_err();
+            assert_eq!(vars_named(&err.0), ["SVC_SSE_MAX_PER_USER"], "{bad}");
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::auth::token::TokenKeys;
 use crate::bus::{self, Bus, Counters, WorkerRegistry};
 use crate::config::{Config, ConfigError};
 use crate::db::{self, Db, DbError, NewUser, Role};
-use crate::http::{self, AppState, DatabaseHealth, RateLimits};
+use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots};
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
 
@@ -84,6 +84,7 @@ impl Lifespan {
         // Bounded: an unreachable bus costs startup at most a couple of seconds, then is retried
         // in the background (step 9 only needs the handle).
         let bus = Bus::connect(config.nats_url.as_deref(), "svc-api").await;
+        let cancel = CancellationToken::new();
         let lifespan = Lifespan {
             state: AppState {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
@@ -93,17 +94,22 @@ impl Lifespan {
                 db,
                 workers: Arc::new(WorkerRegistry::new(config.worker_stale_after)),
                 units: Arc::new(UnitListing::new(UnitSource::detect(config.unit_dirs.as_deref()), config.unit_cache)),
+                log_tail: LogTail::default(),
+                sse: Arc::new(SseSlots::new(config.sse_max_per_user)),
+                summaries: Arc::default(),
+                closing: cancel.child_token(),
                 bus,
                 config,
             },
             tasks: TaskTracker::new(),
-            cancel: CancellationToken::new(),
+            cancel,
         };
         lifespan.init_database().await;
         lifespan.sweep_stranded_lifecycles().await;
         lifespan.enable_tracing();
         lifespan.start_background_workers(workers);
         lifespan.start_worker_registry();
+        lifespan.start_log_tail();
         Ok(lifespan)
     }
 
@@ -120,6 +126,16 @@ impl Lifespan {
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "Listening");
+        // Event streams never finish on their own: end them as soon as shutdown starts, so the
+        // drain below only waits for ordinary requests.
+        let (closing, stopped) = (self.state.closing.clone(), self.cancel.clone());
+        let stopping = shutdown.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = stopping.cancelled() => closing.cancel(),
+                () = stopped.cancelled() => {}
+            }
+        });
         let served = http::serve(listener, self.router(), shutdown).await;
         self.shutdown().await;
         served.context("serving HTTP")
@@ -247,6 +263,14 @@ impl Lifespan {
         );
         self.tasks.spawn(heartbeat);
         tracing::info!(bus_connected = self.state.bus.is_connected(), "Worker registry and API heartbeat started");
+    }
+
+    /// With the worker registry, in contract-test mode too: the newest committed log id, which the
+    /// log streams wait on, followed on the bus (or polled without one) until shutdown.
+    fn start_log_tail(&self) {
+        let (tail, db, bus, cancel) =
+            (self.state.log_tail.clone(), self.state.db.clone(), self.state.bus.clone(), self.cancel.clone());
+        self.tasks.spawn(async move { tail.run(db, bus, cancel).await });
     }
 }
 

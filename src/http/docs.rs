@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, auth, health, system, users, workers};
+use super::{AppState, auth, bounty, health, logs, stats, stream, system, users, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -31,6 +31,11 @@ use super::{AppState, auth, health, system, users, workers};
         users::reset_password,
         workers::list_workers,
         workers::stop_worker,
+        logs::list_logs,
+        logs::histogram,
+        stats::stats,
+        bounty::list_bounties,
+        stream::stream,
     ),
     modifiers(&BearerAuth),
     tags(
@@ -38,6 +43,7 @@ use super::{AppState, auth, health, system, users, workers};
         (name = "auth", description = "Login, logout, password change, stream tickets"),
         (name = "config", description = "Settings and user management"),
         (name = "workers", description = "Background workers: heartbeats and control"),
+        (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
     )
 )]
 pub struct ApiDoc;

@@ -79,6 +79,47 @@ pub fn check_name(field: &str, value: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// A query value a dashboard sends to mean "none": `null`, `NULL`, `undefined` or empty. DECNET's
+/// dashboard puts these in URLs for unset filters, so they read as absent.
+pub fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !matches!(v.trim(), "" | "null" | "NULL" | "undefined"))
+}
+
+/// An integer query parameter within `min..=max`; out of range is a value error (422).
+pub fn check_range(field: &str, value: i64, min: i64, max: i64, errors: &mut Vec<FieldError>) {
+    if value < min {
+        errors.push(FieldError::new(
+            "greater_than_equal",
+            &["query", field],
+            format!("Input should be greater than or equal to {min}"),
+        ));
+    } else if value > max {
+        errors.push(FieldError::new(
+            "less_than_equal",
+            &["query", field],
+            format!("Input should be less than or equal to {max}"),
+        ));
+    }
+}
+
+/// A string query parameter of at most `max` characters (not bytes); longer is a 422.
+pub fn check_max_chars(field: &str, value: Option<&str>, max: usize, errors: &mut Vec<FieldError>) {
+    if value.is_some_and(|v| v.chars().count() > max) {
+        errors.push(FieldError::new(
+            "string_too_long",
+            &["query", field],
+            format!("String should have at most {max} characters"),
+        ));
+    }
+}
+
+/// A date/time query parameter: RFC 3339 or `YYYY-MM-DD HH:MM:SS` (UTC); anything else is a 422.
+pub fn check_datetime(field: &str, value: Option<&str>, errors: &mut Vec<FieldError>) {
+    if let Some(Err(err)) = value.map(crate::time::parse_utc) {
+        errors.push(FieldError::new("datetime_parsing", &["query", field], err.to_string()));
+    }
+}
+
 /// A decided validation failure: status and body.
 #[derive(Debug)]
 pub struct Rejection {

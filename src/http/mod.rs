@@ -2,14 +2,20 @@
 //! layer added in one place by [`router`].
 
 pub mod auth;
+pub mod bounty;
 pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod health;
 pub mod limit;
+pub mod log_tail;
+pub mod logs;
 pub mod profile;
 mod serve;
+pub mod sse;
+pub mod stats;
+pub mod stream;
 pub mod system;
 pub mod users;
 pub mod workers;
@@ -20,6 +26,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
@@ -36,7 +43,9 @@ use crate::systemd::UnitListing;
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
 pub use limit::RateLimits;
+pub use log_tail::LogTail;
 pub use serve::{HEADER_READ_TIMEOUT, serve};
+pub use sse::SseSlots;
 
 /// Every request finishes or is answered 408 within this, so a graceful shutdown drains.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -55,6 +64,15 @@ pub struct AppState {
     pub bus: Bus,
     pub workers: Arc<WorkerRegistry>,
     pub units: Arc<UnitListing>,
+    /// The newest committed log id, which log streams wait on.
+    pub log_tail: LogTail,
+    /// Open event streams per user (`SVC_SSE_MAX_PER_USER`).
+    pub sse: Arc<SseSlots>,
+    /// The statistics log streams share.
+    pub summaries: Arc<stream::Summaries>,
+    /// Cancelled when the server starts shutting down: event streams end, so draining does not
+    /// wait on them.
+    pub closing: CancellationToken,
 }
 
 /// The body of routes that only confirm: `{"message": …}`.
@@ -77,6 +95,10 @@ fn api_routes() -> Router<AppState> {
         .merge(auth::router())
         .merge(users::router())
         .merge(workers::router())
+        .merge(logs::router())
+        .merge(stats::router())
+        .merge(bounty::router())
+        .merge(stream::router())
 }
 
 /// The whole application.

@@ -3,6 +3,8 @@
 //! afterwards), configurations that point at it, and log capture.
 #![allow(dead_code)]
 
+pub mod logs;
+
 use std::cell::RefCell;
 use std::io::Write;
 use std::sync::{Arc, Mutex, Once};

@@ -1,0 +1,117 @@
+//! `GET /bounty`: the vault of captured artifacts and fingerprints, newest first.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, given};
+use super::guard::Viewer;
+use super::logs::{DEFAULT_LIMIT, MAX_SEARCH_CHARS, check_page};
+use super::{AppState, Result};
+use crate::db::{BountyFilter, BountyRecord};
+use crate::time::format_utc;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/bounty", get(list_bounties))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BountyQuery {
+    /// Rows per page, 1 to 1000.
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: Option<i64>,
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
+    pub offset: Option<i64>,
+    /// Only this type (`credential`, `fingerprint`, …), exactly.
+    pub bounty_type: Option<String>,
+    /// A substring of the decky, service, attacker address or payload; at most 512 characters.
+    #[param(max_length = 512)]
+    pub search: Option<String>,
+}
+
+impl Validate for BountyQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_page(self.limit, self.offset, errors);
+        check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BountyRow {
+    pub id: i64,
+    /// RFC 3339, UTC, milliseconds.
+    pub timestamp: String,
+    pub decky: String,
+    pub service: String,
+    pub attacker_ip: String,
+    pub bounty_type: String,
+    /// The captured data, decoded from its stored JSON (the stored text when it is not JSON).
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+}
+
+impl From<BountyRecord> for BountyRow {
+    fn from(bounty: BountyRecord) -> Self {
+        let payload = match serde_json::from_str(&bounty.payload) {
+            Ok(value) => value,
+            Err(_) => serde_json::Value::String(bounty.payload),
+        };
+        BountyRow {
+            id: bounty.id,
+            timestamp: format_utc(bounty.timestamp),
+            decky: bounty.decky,
+            service: bounty.service,
+            attacker_ip: bounty.attacker_ip,
+            bounty_type: bounty.bounty_type,
+            payload,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BountyResponse {
+    /// Bounties matching the filter, on every page.
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub data: Vec<BountyRow>,
+}
+
+/// One page of captured bounties, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/bounty",
+    tag = "logs",
+    security(("bearer" = [])),
+    params(BountyQuery),
+    responses(
+        (status = 200, description = "A page of bounties, newest first", body = BountyResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "A parameter out of range or too long"),
+    )
+)]
+pub async fn list_bounties(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidQuery(query): ValidQuery<BountyQuery>,
+) -> Result<Json<BountyResponse>> {
+    // In range after validation.
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
+    let offset = query.offset.unwrap_or(0) as u64;
+    let filter = BountyFilter {
+        bounty_type: given(&query.bounty_type).map(str::to_string),
+        search: given(&query.search).map(str::to_string),
+    };
+    let page = state.db.bounties(&filter, limit, offset).await?;
+    Ok(Json(BountyResponse {
+        total: page.total,
+        limit,
+        offset,
+        data: page.rows.into_iter().map(BountyRow::from).collect(),
+    }))
+}

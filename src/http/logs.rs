@@ -1,0 +1,218 @@
+//! `GET /logs` (a page of log rows, newest first) and `GET /logs/histogram` (rows per time bucket),
+//! with the filter every log view shares: the dashboard's search grammar and a time window. The
+//! row and bucket shapes here are also what the log stream sends.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::extract::{FieldError, ValidQuery, Validate, check_datetime, check_max_chars, check_range, given};
+use super::guard::Viewer;
+use super::{AppState, Result};
+use crate::db::{HistogramBucket, LogFilter, LogRecord, parse_search};
+use crate::time::{format_utc, parse_utc};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/logs", get(list_logs)).route("/logs/histogram", get(histogram))
+}
+
+/// The longest `search` accepted, in characters.
+pub const MAX_SEARCH_CHARS: usize = 512;
+pub const DEFAULT_LIMIT: i64 = 50;
+pub const MAX_LIMIT: i64 = 1000;
+pub const MAX_OFFSET: i64 = i32::MAX as i64;
+pub const DEFAULT_INTERVAL_MINUTES: i64 = 15;
+/// A week: wider buckets make a histogram of one or two bars.
+pub const MAX_INTERVAL_MINUTES: i64 = 7 * 24 * 60;
+
+/// Checks the filter parameters every log view takes.
+pub(super) fn check_filter(
+    search: &Option<String>,
+    start_time: &Option<String>,
+    end_time: &Option<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    check_max_chars("search", search.as_deref(), MAX_SEARCH_CHARS, errors);
+    check_datetime("start_time", given(start_time), errors);
+    check_datetime("end_time", given(end_time), errors);
+}
+
+/// The filter of checked parameters ([`check_filter`]).
+pub(super) fn log_filter(search: &Option<String>, start_time: &Option<String>, end_time: &Option<String>) -> LogFilter {
+    let time = |value: &Option<String>| given(value).and_then(|v| parse_utc(v).ok());
+    LogFilter {
+        terms: given(search).map(parse_search).unwrap_or_default(),
+        since: time(start_time),
+        until: time(end_time),
+    }
+}
+
+/// Checks `limit` and `offset`, the pagination of every listing.
+pub(super) fn check_page(limit: Option<i64>, offset: Option<i64>, errors: &mut Vec<FieldError>) {
+    check_range("limit", limit.unwrap_or(DEFAULT_LIMIT), 1, MAX_LIMIT, errors);
+    check_range("offset", offset.unwrap_or(0), 0, MAX_OFFSET, errors);
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LogsQuery {
+    /// Rows per page, 1 to 1000.
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: Option<i64>,
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
+    pub offset: Option<i64>,
+    /// Space-separated terms, all of which must match: `decky:`, `service:`, `event:` or
+    /// `attacker:` match a column exactly, any other `key:value` a field of the line, a bare word a
+    /// substring of the line, decky, service or attacker address. Quotes group words. At most 512
+    /// characters.
+    #[param(max_length = 512)]
+    pub search: Option<String>,
+    /// Earliest timestamp, inclusive: RFC 3339, or `YYYY-MM-DD HH:MM:SS` taken as UTC.
+    pub start_time: Option<String>,
+    /// Latest timestamp, inclusive, in the same forms.
+    pub end_time: Option<String>,
+}
+
+impl Validate for LogsQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_page(self.limit, self.offset, errors);
+        check_filter(&self.search, &self.start_time, &self.end_time, errors);
+    }
+}
+
+/// A stored log line. `fields` is the JSON object as text, which DECNET's dashboard decodes itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LogRow {
+    pub id: i64,
+    /// RFC 3339, UTC, milliseconds.
+    pub timestamp: String,
+    pub decky: String,
+    pub service: String,
+    pub event_type: String,
+    pub attacker_ip: String,
+    pub raw_line: String,
+    /// A JSON object, as text.
+    pub fields: String,
+    pub msg: Option<String>,
+    pub trace_id: Option<String>,
+    pub span_id: Option<String>,
+}
+
+impl From<LogRecord> for LogRow {
+    fn from(log: LogRecord) -> Self {
+        LogRow {
+            id: log.id,
+            timestamp: format_utc(log.timestamp),
+            decky: log.decky,
+            service: log.service,
+            event_type: log.event_type,
+            attacker_ip: log.attacker_ip,
+            raw_line: log.raw_line,
+            fields: log.fields,
+            msg: log.msg,
+            trace_id: log.trace_id,
+            span_id: log.span_id,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LogsResponse {
+    /// Rows matching the filter, on every page.
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub data: Vec<LogRow>,
+}
+
+/// One page of log rows, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/logs",
+    tag = "logs",
+    security(("bearer" = [])),
+    params(LogsQuery),
+    responses(
+        (status = 200, description = "A page of rows, newest first", body = LogsResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "A parameter out of range, too long or malformed"),
+    )
+)]
+pub async fn list_logs(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidQuery(query): ValidQuery<LogsQuery>,
+) -> Result<Json<LogsResponse>> {
+    // In range after validation.
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
+    let offset = query.offset.unwrap_or(0) as u64;
+    let filter = log_filter(&query.search, &query.start_time, &query.end_time);
+    let page = state.db.logs(&filter, limit, offset).await?;
+    Ok(Json(LogsResponse { total: page.total, limit, offset, data: page.rows.into_iter().map(LogRow::from).collect() }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HistogramQuery {
+    /// As for `GET /logs`.
+    #[param(max_length = 512)]
+    pub search: Option<String>,
+    /// As for `GET /logs`.
+    pub start_time: Option<String>,
+    /// As for `GET /logs`.
+    pub end_time: Option<String>,
+    /// Bucket width in minutes, 1 to 10080 (a week).
+    #[param(minimum = 1, maximum = 10080, default = 15)]
+    pub interval_minutes: Option<i64>,
+}
+
+impl Validate for HistogramQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        let interval = self.interval_minutes.unwrap_or(DEFAULT_INTERVAL_MINUTES);
+        check_range("interval_minutes", interval, 1, MAX_INTERVAL_MINUTES, errors);
+        check_filter(&self.search, &self.start_time, &self.end_time, errors);
+    }
+}
+
+/// Rows in one time bucket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HistogramPoint {
+    /// The bucket's start, RFC 3339 UTC; buckets are aligned to the epoch.
+    pub time: String,
+    pub count: u64,
+}
+
+impl From<HistogramBucket> for HistogramPoint {
+    fn from(bucket: HistogramBucket) -> Self {
+        HistogramPoint { time: format_utc(bucket.start), count: bucket.count }
+    }
+}
+
+/// Matching rows counted per bucket, oldest first; empty buckets are left out.
+#[utoipa::path(
+    get,
+    path = "/api/v1/logs/histogram",
+    tag = "logs",
+    security(("bearer" = [])),
+    params(HistogramQuery),
+    responses(
+        (status = 200, description = "Buckets, oldest first", body = [HistogramPoint]),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "A parameter out of range, too long or malformed"),
+    )
+)]
+pub async fn histogram(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidQuery(query): ValidQuery<HistogramQuery>,
+) -> Result<Json<Vec<HistogramPoint>>> {
+    let interval = query.interval_minutes.unwrap_or(DEFAULT_INTERVAL_MINUTES) as u32;
+    let filter = log_filter(&query.search, &query.start_time, &query.end_time);
+    let buckets = state.db.log_histogram(&filter, interval).await?;
+    Ok(Json(buckets.into_iter().map(HistogramPoint::from).collect()))
+}
