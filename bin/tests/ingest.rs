@@ -314,3 +314,40 @@ async fn ingest_replay_backfills_a_file_once() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("is not a file"));
 }
+
+#[tokio::test]
+async fn a_line_appended_to_the_file_reaches_an_open_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ingest.log");
+    let nats = common::Nats::start();
+    let (mut command, port) = common::api_command(dir.path(), Some(&nats));
+    command.env("SVC_INGEST_LOG_FILE", &file);
+    let _api = common::start_api(command, port).await;
+    let token = common::admin_token(port).await;
+    let mut stream = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/v1/stream"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    // The stream is open once its first frames (stats, histogram) arrive.
+    let mut body = String::new();
+    while !body.contains("\"histogram\"") {
+        body.push_str(&String::from_utf8_lossy(&stream.chunk().await.unwrap().unwrap()));
+    }
+    append(&file, &line(42));
+    let arrived = tokio::time::timeout(common::DEADLINE, async {
+        loop {
+            let chunk = stream.chunk().await.unwrap().expect("the stream stays open");
+            body.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(frame) = body.split("\n\n").find(|frame| frame.contains("seq=\\\"42\\\"")) {
+                return frame.to_string();
+            }
+        }
+    })
+    .await
+    .expect("the appended line reaches the stream");
+    assert!(arrived.contains("\"type\":\"logs\""), "{arrived}");
+    assert!(arrived.lines().any(|l| l.starts_with("id: ")), "{arrived}");
+}
