@@ -35,6 +35,12 @@ fn parse_mix(c: &mut Criterion) {
         })
     });
 
+    // Each line alone, to see which shapes cost what.
+    group.throughput(Throughput::Elements(1));
+    for (n, line) in MIX.iter().enumerate() {
+        group.bench_function(format!("parse_line_{n}"), |b| b.iter(|| black_box(parse(black_box(line)))));
+    }
+
     let entries: Vec<Entry> = MIX
         .iter()
         .filter_map(|line| parse(line).ok())

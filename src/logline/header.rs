@@ -91,7 +91,8 @@ fn tokens(text: &str) -> Result<([&str; 5], &str), ParseError> {
     let mut out = [""; 5];
     let mut rest = text;
     for (n, slot) in out.iter_mut().enumerate() {
-        let (token, after) = match rest.find(' ') {
+        // Tokens are short: a plain scan beats memchr's setup.
+        let (token, after) = match rest.bytes().position(|b| b == b' ') {
             Some(space) => (&rest[..space], &rest[space + 1..]),
             None if n == 4 => (rest, ""),
             None => return Err(ParseError::NotRfc5424("header ends before MSGID")),

@@ -5,9 +5,8 @@
 //! Parsing never panics, whatever the input.
 //!
 //! It is the ingest hot path, so it scans bytes by hand and allocates only what it returns. The
-//! parts: [`header`] (PRI, tokens, double wrap, timestamp), [`sd`] (structured data and MSG),
-//! [`attacker`] (which address a line names), [`format`](mod@format) (writing lines), [`shell`]
-//! (`CMD …` bodies).
+//! parts: `header` (PRI, tokens, double wrap, timestamp), `sd` (structured data and MSG),
+//! `attacker` (which address a line names), `format` (writing lines), `shell` (`CMD …` bodies).
 
 mod attacker;
 mod format;
@@ -92,9 +91,11 @@ pub enum ParseError {
 /// Parses one line. A trailing `\n` (and `\r` before it) is ignored.
 ///
 /// The header decides whether a line is one: `<PRI>` with PRI 0..=191, version `1`, and the five
-/// tokens TIMESTAMP … MSGID each followed by one space (see [`header`] for a line that ends right
-/// after MSGID). Everything after the header is read leniently: an unparsable timestamp is `None`,
-/// malformed structured data keeps what it could read (see [`sd`]).
+/// tokens TIMESTAMP … MSGID each followed by one space; a line that ends right after MSGID is read
+/// as having nil structured data (RFC 5424 and DECNET want at least `-`, but the header already
+/// names the decky, service and event). Everything after the header is read leniently: an
+/// unparsable timestamp is `None`, and malformed structured data keeps the `relay@55555`
+/// parameters completed before the fault, with the whole text from the first `[` as MSG.
 pub fn parse(line: &str) -> Result<LogLine, ParseError> {
     let line = line.strip_suffix('\n').unwrap_or(line);
     let line = line.strip_suffix('\r').unwrap_or(line);

@@ -36,7 +36,8 @@ pub(super) fn split(rest: &str) -> Body<'_> {
         None => Body::default(),
         Some(b'-') => Body { fields: Vec::new(), msg: message(&rest[1..]) },
         Some(b'[') => {
-            let mut fields = Fields::default();
+            // One allocation for the fields: each has an `=` (plus room for `remote_port`).
+            let mut fields = Fields::with_capacity(memchr::memchr_iter(b'=', rest.as_bytes()).count().min(64) + 1);
             match elements(rest, &mut fields) {
                 Some(end) => Body { fields: fields.into_vec(), msg: message(&rest[end..]) },
                 None => Body { fields: fields.into_vec(), msg: Some(rest) },
@@ -100,12 +101,12 @@ fn elements(text: &str, fields: &mut Fields) -> Option<usize> {
 fn quoted(text: &str, start: usize) -> Option<(&str, usize)> {
     let b = text.as_bytes();
     let mut i = start;
-    while i < b.len() {
-        match b[i] {
-            b'"' => return Some((&text[start..i], i + 1)),
-            b'\\' => i += 2,
-            _ => i += 1,
+    while let Some(found) = memchr::memchr2(b'"', b'\\', b.get(i..)?) {
+        i += found;
+        if b[i] == b'"' {
+            return Some((&text[start..i], i + 1));
         }
+        i += 2;
     }
     None
 }
@@ -146,6 +147,10 @@ pub(super) struct Fields {
 
 impl Fields {
     const INDEX_FROM: usize = 32;
+
+    fn with_capacity(capacity: usize) -> Self {
+        Fields { fields: Vec::with_capacity(capacity), index: None }
+    }
 
     fn insert(&mut self, key: &str, value: String) {
         let found = match &self.index {

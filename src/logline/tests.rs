@@ -489,6 +489,29 @@ fn many_repeated_keys_stay_linear_and_last_wins() {
     assert_eq!(parsed.field("k199"), Some("2"));
 }
 
+/// Every scan is linear: hostile megabyte lines of each shape parse at once.
+#[test]
+fn huge_hostile_lines_parse_in_linear_time() {
+    let started = std::time::Instant::now();
+    let header = "<134>1 2026-05-02T06:00:25Z d s - e ";
+    let bodies = [
+        format!("- {}", "from ".repeat(200_000)),
+        format!("- {}", "src=rhost=client: ".repeat(60_000)),
+        format!("- {}", "1.2.3.".repeat(170_000)),
+        format!("- from {}", "a:".repeat(500_000)),
+        format!("[relay@55555 {}]", "k=\"\\\"]\" ".repeat(100_000)),
+        format!("[relay@55555 {}", "a=\"".repeat(250_000)),
+        format!("{}x", "[".repeat(1_000_000)),
+        format!("- CMD {}cmd=x", "pwd=a b ".repeat(120_000)),
+    ];
+    for body in &bodies {
+        let line = format!("{header}{body}");
+        let _ = parse(&line);
+        let _ = parse_shell_command(body.trim_start_matches("- "));
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
+}
+
 #[test]
 fn shell_command_bodies() {
     let full = parse_shell_command("CMD uid=0 user=root src=192.168.1.5 pwd=/root cmd=ls /var/www/html").unwrap();
