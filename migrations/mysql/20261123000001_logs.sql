@@ -4,7 +4,9 @@
 --
 -- Indexed text columns are varchar(255); the backend cuts longer values to 255 characters before
 -- storing them, so one odd line cannot make a batch fail forever. Exact matches compare with the
--- table collation (case-insensitive), as DECNET did on MySQL.
+-- table collation (case-insensitive), as DECNET did on MySQL. Source and holder names compare byte
+-- for byte (`utf8mb4_bin`); they are never read back, as sqlx decodes no binary-flagged column as
+-- text.
 
 create table logs (
     id bigint not null auto_increment primary key,
@@ -20,7 +22,7 @@ create table logs (
     trace_id varchar(64) null,
     span_id varchar(64) null,
     -- InnoDB ends every secondary key with the primary key, so `order by timestamp desc, id desc`
-    -- walks an index backwards and stops after the page, unfiltered or after one column match.
+    -- walks an index backwards and stops after the page: unfiltered, or after one column match.
     key ix_logs_timestamp (timestamp),
     key ix_logs_decky_timestamp (decky, timestamp),
     key ix_logs_service_timestamp (service, timestamp),
@@ -30,9 +32,9 @@ create table logs (
 
 -- Rows stored through each ingest source, bumped in the transaction that stores them: the
 -- unfiltered total is their sum, with no count over the logs. One row per source, so ingesters of
--- different sources do not wait on one counter row.
+-- different sources never wait on one counter row.
 create table log_totals (
-    source varchar(255) not null primary key,
+    source varchar(255) collate utf8mb4_bin not null primary key,
     total bigint not null
 ) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
@@ -66,7 +68,7 @@ create table credentials (
     secret_kind varchar(255) not null,
     secret_sha256 char(64) character set ascii not null,
     principal text null,
-    -- The principal, or "" when there is none: NULLs would never collide in a unique key.
+    -- The principal, or "" when there is none (NULLs never collide in a unique key).
     principal_key text not null,
     secret_printable text not null,
     secret_b64 text not null,
@@ -74,7 +76,7 @@ create table credentials (
     attempt_count bigint not null,
     first_seen bigint not null,
     last_seen bigint not null,
-    -- Hex SHA-256 of (attacker_ip, decky, service, secret_kind, secret_sha256, principal_key) joined
+    -- Hex SHA-256 of attacker_ip, decky, service, secret_kind, secret_sha256 and principal_key joined
     -- by NUL: one row per captured secret. A hash because the six columns together exceed InnoDB's
     -- longest index key (3072 bytes).
     dedup_key char(64) character set ascii not null,
@@ -85,7 +87,7 @@ create table credentials (
 
 -- Where each source's ingestion stands, written in the transaction that stores the lines it covers.
 create table ingest_cursors (
-    source varchar(255) not null primary key,
+    source varchar(255) collate utf8mb4_bin not null primary key,
     -- "<dev>:<ino>" of the file being read.
     file_id varchar(255) not null,
     -- The first byte not yet stored.
@@ -95,7 +97,7 @@ create table ingest_cursors (
 
 -- One ingester per source at a time, across processes and replicas.
 create table ingest_leases (
-    source varchar(255) not null primary key,
-    holder varchar(255) not null,
+    source varchar(255) collate utf8mb4_bin not null primary key,
+    holder varchar(255) collate utf8mb4_bin not null,
     expires_at bigint not null
 ) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;

@@ -1,5 +1,6 @@
 //! The MySQL/MariaDB backend, for API replicas that share one database.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -9,12 +10,18 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{MySql, QueryBuilder};
 use uuid::Uuid;
 
-use super::rows::{LifecycleRow, UserRow, convert, found, millis, parse_uuid, username_key};
-use super::{
-    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbResult, DeckyLifecycle, HistogramBucket,
-    IngestBatch, IngestCursor, LifecycleStatus, LogFilter, LogRecord, LogStats, NewUser, Page, RevokedToken, Role,
-    STRANDED_LIFECYCLE_ERROR, User,
+use super::logs::{field_key, is_unfiltered, lease_end};
+use super::rows::{
+    BountyRow, CredentialRow, CursorRow, LifecycleRow, LogRow, UserRow, bounty_key, bounty_size, contains_pattern,
+    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, principal_key, row_sets,
+    stored_offset, time, username_key,
 };
+use super::{
+    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle,
+    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewUser,
+    Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
+};
+use crate::logline::UNKNOWN_IP;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
@@ -233,61 +240,363 @@ impl Database for MysqlDb {
     }
     async fn acquire_ingest_lease(
         &self,
-        _source: &str,
-        _holder: &str,
-        _now: DateTime<Utc>,
-        _ttl: std::time::Duration,
+        source: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+        ttl: std::time::Duration,
     ) -> DbResult<bool> {
-        Err(not_yet())
+        let until = millis(lease_end(now, ttl)?);
+        // Renew ours or take an expired one; InnoDB re-reads the locked row, so of two racing
+        // takers one updates and the other finds it taken.
+        let renewed = sqlx::query(
+            "update ingest_leases set holder = ?, expires_at = ? where source = ? and (holder = ? or expires_at <= ?)",
+        )
+        .bind(holder)
+        .bind(until)
+        .bind(source)
+        .bind(holder)
+        .bind(millis(now))
+        .execute(&self.pool)
+        .await?;
+        if renewed.rows_affected() == 1 {
+            return Ok(true);
+        }
+        // No row yet (or ours, renewed within the same millisecond): the primary key picks one taker.
+        sqlx::query("insert ignore into ingest_leases (source, holder, expires_at) values (?, ?, ?)")
+            .bind(source)
+            .bind(holder)
+            .bind(until)
+            .execute(&self.pool)
+            .await?;
+        let (current,): (i64,) =
+            sqlx::query_as("select count(*) from ingest_leases where source = ? and holder = ? and expires_at > ?")
+                .bind(source)
+                .bind(holder)
+                .bind(millis(now))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(current == 1)
     }
 
-    async fn release_ingest_lease(&self, _source: &str, _holder: &str) -> DbResult<()> {
-        Err(not_yet())
+    async fn release_ingest_lease(&self, source: &str, holder: &str) -> DbResult<()> {
+        sqlx::query("delete from ingest_leases where source = ? and holder = ?")
+            .bind(source)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
-    async fn ingest_cursor(&self, _source: &str) -> DbResult<Option<IngestCursor>> {
-        Err(not_yet())
+    async fn ingest_cursor(&self, source: &str) -> DbResult<Option<IngestCursor>> {
+        let row: Option<CursorRow> = sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ?")
+            .bind(source)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(IngestCursor::try_from).transpose()
     }
 
     async fn commit_ingest(
         &self,
-        _source: &str,
-        _holder: &str,
-        _expected: Option<&IngestCursor>,
-        _batch: &IngestBatch,
+        source: &str,
+        holder: &str,
+        expected: Option<&IngestCursor>,
+        batch: &IngestBatch,
     ) -> DbResult<Committed> {
-        Err(not_yet())
+        let now = Utc::now();
+        let mut tx = self.pool.begin().await?;
+        // Locking reads: a takeover of the lease or another commit waits for this transaction.
+        let held: Option<(i64,)> =
+            sqlx::query_as("select 1 from ingest_leases where source = ? and holder = ? and expires_at > ? for update")
+                .bind(source)
+                .bind(holder)
+                .bind(millis(now))
+                .fetch_optional(&mut *tx)
+                .await?;
+        if held.is_none() {
+            return Err(DbError::Conflict);
+        }
+        let stored: Option<CursorRow> =
+            sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ? for update")
+                .bind(source)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if stored.map(IngestCursor::try_from).transpose()?.as_ref() != expected {
+            return Err(DbError::Conflict);
+        }
+
+        for rows in row_sets(&batch.logs, MAX_ROWS_PER_INSERT, MAX_STATEMENT_BYTES, log_size) {
+            let mut insert = QueryBuilder::<MySql>::new(
+                "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
+            );
+            insert.push_values(rows, |mut row, log| {
+                row.push_bind(millis(log.timestamp))
+                    .push_bind(short(&log.decky))
+                    .push_bind(short(&log.service))
+                    .push_bind(short(&log.event_type))
+                    .push_bind(short(&log.attacker_ip))
+                    .push_bind(log.raw_line.as_str())
+                    .push_bind(log.fields.as_str())
+                    .push_bind(log.msg.as_deref());
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+
+        let attackers: BTreeSet<&str> = batch.logs.iter().map(|log| short(&log.attacker_ip)).collect();
+        let attackers: Vec<&str> = attackers.into_iter().collect();
+        for rows in row_sets(&attackers, MAX_ROWS_PER_INSERT, usize::MAX, |_| 0) {
+            let mut insert = QueryBuilder::<MySql>::new("insert ignore into log_attackers (attacker_ip) ");
+            insert.push_values(rows, |mut row, ip| {
+                row.push_bind(*ip);
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+
+        let mut new_bounties = 0;
+        for rows in row_sets(&batch.bounties, MAX_ROWS_PER_INSERT, MAX_STATEMENT_BYTES, bounty_size) {
+            let mut insert = QueryBuilder::<MySql>::new(
+                "insert ignore into bounty (timestamp, decky, service, attacker_ip, bounty_type, payload, dedup_key) ",
+            );
+            insert.push_values(rows, |mut row, bounty| {
+                row.push_bind(millis(bounty.timestamp))
+                    .push_bind(short(&bounty.decky))
+                    .push_bind(short(&bounty.service))
+                    .push_bind(short(&bounty.attacker_ip))
+                    .push_bind(short(&bounty.bounty_type))
+                    .push_bind(bounty.payload.as_str())
+                    .push_bind(bounty_key(bounty));
+            });
+            new_bounties += insert.build().execute(&mut *tx).await?.rows_affected();
+        }
+
+        let mut new_credentials = 0;
+        for rows in row_sets(&batch.credentials, MAX_ROWS_PER_INSERT, MAX_STATEMENT_BYTES, credential_size) {
+            let mut upsert = QueryBuilder::<MySql>::new(
+                "insert into credentials (attacker_ip, decky, service, secret_kind, secret_sha256, principal, \
+                 principal_key, secret_printable, secret_b64, outcome, attempt_count, first_seen, last_seen, dedup_key) ",
+            );
+            upsert.push_values(rows, |mut row, credential| {
+                row.push_bind(short(&credential.attacker_ip))
+                    .push_bind(short(&credential.decky))
+                    .push_bind(short(&credential.service))
+                    .push_bind(short(&credential.secret_kind))
+                    .push_bind(credential.secret_sha256.as_str())
+                    .push_bind(credential.principal.as_deref())
+                    .push_bind(principal_key(credential))
+                    .push_bind(credential.secret_printable.as_str())
+                    .push_bind(credential.secret_b64.as_str())
+                    .push_bind(credential.outcome.as_deref().map(short))
+                    .push("1")
+                    .push_bind(millis(credential.seen_at))
+                    .push_bind(millis(credential.seen_at))
+                    .push_bind(credential_key(credential));
+            });
+            upsert.push(
+                " on duplicate key update attempt_count = attempt_count + 1, \
+                 last_seen = greatest(last_seen, values(last_seen)), outcome = coalesce(values(outcome), outcome)",
+            );
+            // MySQL counts 1 per inserted row and 2 per updated one (every update adds an attempt).
+            let affected = upsert.build().execute(&mut *tx).await?.rows_affected();
+            new_credentials += (2 * rows.len() as u64).saturating_sub(affected);
+        }
+
+        if !batch.logs.is_empty() {
+            sqlx::query(
+                "insert into log_totals (source, total) values (?, ?) on duplicate key update total = total + values(total)",
+            )
+            .bind(source)
+            .bind(batch.logs.len() as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(cursor) = &batch.cursor {
+            sqlx::query(
+                "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?) \
+                 on duplicate key update file_id = values(file_id), byte_offset = values(byte_offset), \
+                 updated_at = values(updated_at)",
+            )
+            .bind(source)
+            .bind(&cursor.file_id)
+            .bind(stored_offset(cursor)?)
+            .bind(millis(now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let (last_log_id,): (i64,) =
+            sqlx::query_as("select cast(coalesce(max(id), 0) as signed) from logs").fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials })
     }
 
-    async fn logs(&self, _filter: &LogFilter, _limit: u32, _offset: u64) -> DbResult<Page<LogRecord>> {
-        Err(not_yet())
+    async fn logs(&self, filter: &LogFilter, limit: u32, offset: u64) -> DbResult<Page<LogRecord>> {
+        let mut select = QueryBuilder::<MySql>::new(format!("select {LOG_COLUMNS} from logs"));
+        push_log_filter(&mut select, filter, None);
+        select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let (total,): (i64,) = if is_unfiltered(filter) {
+            sqlx::query_as("select cast(coalesce(sum(total), 0) as signed) from log_totals")
+                .fetch_one(&self.pool)
+                .await?
+        } else {
+            let mut count = QueryBuilder::<MySql>::new("select count(*) from logs");
+            push_log_filter(&mut count, filter, None);
+            count.build_query_as().fetch_one(&self.pool).await?
+        };
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
     }
 
-    async fn logs_after(&self, _after_id: i64, _filter: &LogFilter, _limit: u32) -> DbResult<Vec<LogRecord>> {
-        Err(not_yet())
+    async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>> {
+        let mut select = QueryBuilder::<MySql>::new(format!("select {LOG_COLUMNS} from logs"));
+        push_log_filter(&mut select, filter, Some(after_id));
+        select.push(" order by id limit ").push_bind(i64::from(limit));
+        let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
+        convert(rows)
     }
 
     async fn last_log_id(&self) -> DbResult<i64> {
-        Err(not_yet())
+        let (id,): (i64,) =
+            sqlx::query_as("select cast(coalesce(max(id), 0) as signed) from logs").fetch_one(&self.pool).await?;
+        Ok(id)
     }
 
-    async fn log_histogram(&self, _filter: &LogFilter, _bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
-        Err(not_yet())
+    async fn log_histogram(&self, filter: &LogFilter, bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
+        let width = i64::from(bucket_minutes.max(1)) * 60_000;
+        let mut select = QueryBuilder::<MySql>::new("select cast(timestamp - timestamp % ");
+        select.push_bind(width).push(" as signed) as bucket, count(*) from logs");
+        push_log_filter(&mut select, filter, None);
+        select.push(" group by bucket order by bucket");
+        let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|(start, count)| Ok(HistogramBucket { start: time(start)?, count: count.max(0) as u64 }))
+            .collect()
     }
 
     async fn log_stats(&self) -> DbResult<LogStats> {
-        Err(not_yet())
+        let (total_logs, unique_attackers): (i64, i64) = sqlx::query_as(
+            "select (select cast(coalesce(sum(total), 0) as signed) from log_totals), \
+             (select count(*) from log_attackers where attacker_ip <> ?)",
+        )
+        .bind(UNKNOWN_IP)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(LogStats { total_logs: total_logs.max(0) as u64, unique_attackers: unique_attackers.max(0) as u64 })
     }
 
-    async fn bounties(&self, _filter: &BountyFilter, _limit: u32, _offset: u64) -> DbResult<Page<BountyRecord>> {
-        Err(not_yet())
+    async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>> {
+        let mut select = QueryBuilder::<MySql>::new(
+            "select id, timestamp, decky, service, attacker_ip, bounty_type, payload from bounty",
+        );
+        push_bounty_filter(&mut select, filter);
+        select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<BountyRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let mut count = QueryBuilder::<MySql>::new("select count(*) from bounty");
+        push_bounty_filter(&mut count, filter);
+        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
     }
 
-    async fn credentials(&self, _limit: u32) -> DbResult<Vec<CredentialRecord>> {
-        Err(not_yet())
+    async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>> {
+        let rows: Vec<CredentialRow> = sqlx::query_as(
+            "select id, attacker_ip, decky, service, secret_kind, secret_sha256, principal, secret_printable, \
+             secret_b64, outcome, attempt_count, first_seen, last_seen \
+             from credentials order by last_seen desc, id desc limit ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        convert(rows)
     }
 }
 
-fn not_yet() -> super::DbError {
-    super::DbError::Other(anyhow::anyhow!("not implemented yet"))
+/// Rows per multi-row insert: at 14 values a row (credentials), 4096 rows stay under MySQL's 65535
+/// placeholders.
+const MAX_ROWS_PER_INSERT: usize = 4096;
+/// Bytes per statement, well under MariaDB's default `max_allowed_packet` (16 MiB).
+const MAX_STATEMENT_BYTES: usize = 4 * 1024 * 1024;
+/// Indexed text columns are varchar(255).
+const SHORT_CHARS: usize = 255;
+
+const LOG_COLUMNS: &str =
+    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
+
+/// `text` cut to what a varchar(255) holds, so one odd line cannot fail its batch forever.
+fn short(text: &str) -> &str {
+    match text.char_indices().nth(SHORT_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+fn column_name(column: LogColumn) -> &'static str {
+    match column {
+        LogColumn::Decky => "decky",
+        LogColumn::Service => "service",
+        LogColumn::EventType => "event_type",
+        LogColumn::AttackerIp => "attacker_ip",
+    }
+}
+
+/// Appends the `where` clause of `filter` (and of `id > after_id`), if it has any condition.
+/// `LIKE` patterns use MySQL's default escape character, `\`.
+fn push_log_filter(query: &mut QueryBuilder<'_, MySql>, filter: &LogFilter, after_id: Option<i64>) {
+    let mut joiner = " where ";
+    let mut next = |query: &mut QueryBuilder<'_, MySql>| {
+        query.push(joiner);
+        joiner = " and ";
+    };
+    if let Some(after_id) = after_id {
+        next(query);
+        query.push("id > ").push_bind(after_id);
+    }
+    for term in &filter.terms {
+        next(query);
+        match term {
+            SearchTerm::Column(column, value) => {
+                query.push(column_name(*column)).push(" = ").push_bind(value.clone());
+            }
+            SearchTerm::Field(key, value) => {
+                // Only [A-Za-z0-9_] reaches the quoted JSON path, whoever built the term.
+                query
+                    .push("json_unquote(json_extract(fields, '$.\"")
+                    .push(field_key(key))
+                    .push("\"')) = ")
+                    .push_bind(value.clone());
+            }
+            SearchTerm::Text(text) => {
+                let pattern = contains_pattern(text);
+                query.push("(raw_line like ").push_bind(pattern.clone());
+                for column in ["decky", "service", "attacker_ip"] {
+                    query.push(" or ").push(column).push(" like ").push_bind(pattern.clone());
+                }
+                query.push(")");
+            }
+        }
+    }
+    if let Some(since) = filter.since {
+        next(query);
+        query.push("timestamp >= ").push_bind(millis(since));
+    }
+    if let Some(until) = filter.until {
+        next(query);
+        query.push("timestamp <= ").push_bind(millis(until));
+    }
+}
+
+fn push_bounty_filter(query: &mut QueryBuilder<'_, MySql>, filter: &BountyFilter) {
+    let mut joiner = " where ";
+    if let Some(bounty_type) = &filter.bounty_type {
+        query.push(joiner).push("bounty_type = ").push_bind(bounty_type.clone());
+        joiner = " and ";
+    }
+    if let Some(search) = &filter.search {
+        let pattern = contains_pattern(search);
+        query.push(joiner).push("(decky like ").push_bind(pattern.clone());
+        for column in ["service", "attacker_ip", "payload"] {
+            query.push(" or ").push(column).push(" like ").push_bind(pattern.clone());
+        }
+        query.push(")");
+    }
 }
