@@ -1,20 +1,27 @@
 //! The MySQL/MariaDB backend, for API replicas that share one database.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::migrate::MigrateDatabase;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::{MySql, QueryBuilder};
 use uuid::Uuid;
 
-use super::rows::{LifecycleRow, UserRow, convert, found, millis, parse_uuid, username_key};
-use super::{
-    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbResult, DeckyLifecycle, HistogramBucket,
-    IngestBatch, IngestCursor, LifecycleStatus, LogFilter, LogRecord, LogStats, NewUser, Page, RevokedToken, Role,
-    STRANDED_LIFECYCLE_ERROR, User,
+use super::logs::{field_key, is_unfiltered, lease_end};
+use super::rows::{
+    BountyRow, CredentialRow, CursorRow, LifecycleRow, LogRow, UserRow, bounty_key, bounty_size, contains_pattern,
+    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, per_minute, principal_key, row_sets,
+    stored_offset, time, username_key,
 };
+use super::{
+    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle,
+    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewBounty,
+    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
+};
+use crate::logline::UNKNOWN_IP;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
@@ -231,63 +238,442 @@ impl Database for MysqlDb {
         .await?;
         Ok(done.rows_affected())
     }
+
     async fn acquire_ingest_lease(
         &self,
-        _source: &str,
-        _holder: &str,
-        _now: DateTime<Utc>,
-        _ttl: std::time::Duration,
+        source: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+        ttl: std::time::Duration,
     ) -> DbResult<bool> {
-        Err(not_yet())
+        let expires_at = millis(lease_end(now, ttl)?);
+        // Two statements, each atomic: renew or take over an expired lease; else create it. Of two
+        // racing acquirers, the row lock lets one update and the other re-read the row as taken,
+        // and the primary key lets one insert and the other fail. The server reports matched rows
+        // (sqlx sets CLIENT_FOUND_ROWS), so a renewal to the same instant still counts.
+        let taken = sqlx::query(
+            "update ingest_leases set holder = ?, expires_at = ? where source = ? and (holder = ? or expires_at <= ?)",
+        )
+        .bind(holder)
+        .bind(expires_at)
+        .bind(source)
+        .bind(holder)
+        .bind(millis(now))
+        .execute(&self.pool)
+        .await?;
+        if taken.rows_affected() == 1 {
+            return Ok(true);
+        }
+        let created = sqlx::query("insert into ingest_leases (source, holder, expires_at) values (?, ?, ?)")
+            .bind(source)
+            .bind(holder)
+            .bind(expires_at)
+            .execute(&self.pool)
+            .await;
+        match created {
+            Ok(_) => Ok(true),
+            Err(err) => match DbError::from(err) {
+                DbError::Conflict => Ok(false),
+                other => Err(other),
+            },
+        }
     }
 
-    async fn release_ingest_lease(&self, _source: &str, _holder: &str) -> DbResult<()> {
-        Err(not_yet())
+    async fn release_ingest_lease(&self, source: &str, holder: &str) -> DbResult<()> {
+        sqlx::query("delete from ingest_leases where source = ? and holder = ?")
+            .bind(source)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
-    async fn ingest_cursor(&self, _source: &str) -> DbResult<Option<IngestCursor>> {
-        Err(not_yet())
+    async fn ingest_cursor(&self, source: &str) -> DbResult<Option<IngestCursor>> {
+        let row: Option<CursorRow> = sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ?")
+            .bind(source)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(IngestCursor::try_from).transpose()
     }
 
     async fn commit_ingest(
         &self,
-        _source: &str,
-        _holder: &str,
-        _expected: Option<&IngestCursor>,
-        _batch: &IngestBatch,
+        source: &str,
+        holder: &str,
+        expected: Option<&IngestCursor>,
+        batch: &IngestBatch,
     ) -> DbResult<Committed> {
-        Err(not_yet())
+        let now = Utc::now();
+        let mut tx = self.pool.begin().await?;
+        check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
+        insert_logs(&mut tx, source, &batch.logs).await?;
+        let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
+        let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
+        if let Some(cursor) = &batch.cursor {
+            sqlx::query(
+                "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?) \
+                 on duplicate key update file_id = values(file_id), byte_offset = values(byte_offset), \
+                 updated_at = values(updated_at)",
+            )
+            .bind(source)
+            .bind(&cursor.file_id)
+            .bind(stored_offset(cursor)?)
+            .bind(millis(now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let (last_log_id,): (i64,) =
+            sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials })
     }
 
-    async fn logs(&self, _filter: &LogFilter, _limit: u32, _offset: u64) -> DbResult<Page<LogRecord>> {
-        Err(not_yet())
+    async fn logs(&self, filter: &LogFilter, limit: u32, offset: u64) -> DbResult<Page<LogRecord>> {
+        let mut select = QueryBuilder::<MySql>::new(format!("select {LOG_COLUMNS} from logs"));
+        push_log_filter(&mut select, filter, None);
+        select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let (total,): (i64,) = if is_unfiltered(filter) {
+            sqlx::query_as("select cast(coalesce(sum(total), 0) as signed) from log_totals")
+                .fetch_one(&self.pool)
+                .await?
+        } else {
+            let mut count = QueryBuilder::<MySql>::new("select count(*) from logs");
+            push_log_filter(&mut count, filter, None);
+            count.build_query_as().fetch_one(&self.pool).await?
+        };
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
     }
 
-    async fn logs_after(&self, _after_id: i64, _filter: &LogFilter, _limit: u32) -> DbResult<Vec<LogRecord>> {
-        Err(not_yet())
+    async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>> {
+        // Walk the ids up from `after_id`. A follower's id is recent, so that is a few rows, where a
+        // column index would visit every match since the beginning of time.
+        let mut select = QueryBuilder::<MySql>::new(format!("select {LOG_COLUMNS} from logs force index (primary)"));
+        push_log_filter(&mut select, filter, Some(after_id));
+        select.push(" order by id limit ").push_bind(i64::from(limit));
+        let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
+        convert(rows)
     }
 
     async fn last_log_id(&self) -> DbResult<i64> {
-        Err(not_yet())
+        let (id,): (i64,) = sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&self.pool).await?;
+        Ok(id)
     }
 
-    async fn log_histogram(&self, _filter: &LogFilter, _bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
-        Err(not_yet())
+    async fn log_histogram(&self, filter: &LogFilter, bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
+        let width = i64::from(bucket_minutes.max(1)) * 60_000;
+        let mut select = if is_unfiltered(filter) {
+            // Whole minutes add up to any bucket aligned to the epoch.
+            let mut select = QueryBuilder::<MySql>::new("select minute - minute % ");
+            select.push_bind(width).push(" as bucket, cast(sum(total) as signed) from log_minutes");
+            select
+        } else {
+            let mut select = QueryBuilder::<MySql>::new("select timestamp - timestamp % ");
+            select.push_bind(width).push(" as bucket, count(*) from logs");
+            push_log_filter(&mut select, filter, None);
+            select
+        };
+        select.push(" group by bucket order by bucket");
+        let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|(start, count)| Ok(HistogramBucket { start: time(start)?, count: count.max(0) as u64 }))
+            .collect()
     }
 
     async fn log_stats(&self) -> DbResult<LogStats> {
-        Err(not_yet())
+        let (total_logs, unique_attackers): (i64, i64) = sqlx::query_as(
+            "select (select cast(coalesce(sum(total), 0) as signed) from log_totals), \
+             (select count(*) from log_attackers where attacker_ip <> ?)",
+        )
+        .bind(UNKNOWN_IP)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(LogStats { total_logs: total_logs.max(0) as u64, unique_attackers: unique_attackers.max(0) as u64 })
     }
 
-    async fn bounties(&self, _filter: &BountyFilter, _limit: u32, _offset: u64) -> DbResult<Page<BountyRecord>> {
-        Err(not_yet())
+    async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>> {
+        let mut select = QueryBuilder::<MySql>::new(
+            "select id, timestamp, decky, service, attacker_ip, bounty_type, payload from bounty",
+        );
+        push_bounty_filter(&mut select, filter);
+        select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<BountyRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let mut count = QueryBuilder::<MySql>::new("select count(*) from bounty");
+        push_bounty_filter(&mut count, filter);
+        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
     }
 
-    async fn credentials(&self, _limit: u32) -> DbResult<Vec<CredentialRecord>> {
-        Err(not_yet())
+    async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>> {
+        let rows: Vec<CredentialRow> = sqlx::query_as(
+            "select id, attacker_ip, decky, service, secret_kind, secret_sha256, principal, secret_printable, \
+             secret_b64, outcome, attempt_count, first_seen, last_seen \
+             from credentials order by last_seen desc, id desc limit ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        convert(rows)
     }
 }
 
-fn not_yet() -> super::DbError {
-    super::DbError::Other(anyhow::anyhow!("not implemented yet"))
+/// Rows per multi-row insert: at 13 placeholders a row (credentials), 2048 rows stay under the
+/// protocol's 65535 placeholders.
+const MAX_ROWS_PER_INSERT: usize = 2048;
+
+/// Bytes of values per multi-row insert: well under MariaDB's default `max_allowed_packet` (16 MiB),
+/// which bounds one statement with all its values.
+const MAX_BYTES_PER_INSERT: usize = 4 << 20;
+
+/// The width of the indexed text columns.
+const INDEXED_CHARS: usize = 255;
+
+/// `text` cut to `max_chars` characters: an over-long value would fail the whole batch in strict
+/// mode, again at every retry.
+fn clip(text: &str, max_chars: usize) -> &str {
+    if text.len() <= max_chars {
+        return text;
+    }
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+fn indexed(text: &str) -> &str {
+    clip(text, INDEXED_CHARS)
+}
+
+const LOG_COLUMNS: &str =
+    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
+
+fn column_name(column: LogColumn) -> &'static str {
+    match column {
+        LogColumn::Decky => "decky",
+        LogColumn::Service => "service",
+        LogColumn::EventType => "event_type",
+        LogColumn::AttackerIp => "attacker_ip",
+    }
+}
+
+/// Appends the `where` clause of `filter` (and of `id > after_id`), if it has any condition.
+fn push_log_filter(query: &mut QueryBuilder<'_, MySql>, filter: &LogFilter, after_id: Option<i64>) {
+    let mut joiner = " where ";
+    let mut next = |query: &mut QueryBuilder<'_, MySql>| {
+        query.push(joiner);
+        joiner = " and ";
+    };
+    if let Some(after_id) = after_id {
+        next(query);
+        query.push("id > ").push_bind(after_id);
+    }
+    for term in &filter.terms {
+        next(query);
+        match term {
+            SearchTerm::Column(column, value) => {
+                query.push(column_name(*column)).push(" = ").push_bind(value.clone());
+            }
+            SearchTerm::Field(key, value) => {
+                // The key is reduced to [A-Za-z0-9_] here too, whoever built the term: nothing else
+                // may reach the quoted JSON path.
+                query
+                    .push("json_unquote(json_extract(fields, '$.\"")
+                    .push(field_key(key))
+                    .push("\"')) = ")
+                    .push_bind(value.clone());
+            }
+            SearchTerm::Text(text) => {
+                let pattern = contains_pattern(text);
+                query.push("(raw_line like ").push_bind(pattern.clone());
+                for column in ["decky", "service", "attacker_ip"] {
+                    query.push(" escape '\\\\' or ").push(column).push(" like ").push_bind(pattern.clone());
+                }
+                query.push(" escape '\\\\')");
+            }
+        }
+    }
+    if let Some(since) = filter.since {
+        next(query);
+        query.push("timestamp >= ").push_bind(millis(since));
+    }
+    if let Some(until) = filter.until {
+        next(query);
+        query.push("timestamp <= ").push_bind(millis(until));
+    }
+}
+
+fn push_bounty_filter(query: &mut QueryBuilder<'_, MySql>, filter: &BountyFilter) {
+    let mut joiner = " where ";
+    if let Some(bounty_type) = &filter.bounty_type {
+        query.push(joiner).push("bounty_type = ").push_bind(bounty_type.clone());
+        joiner = " and ";
+    }
+    if let Some(search) = &filter.search {
+        let pattern = contains_pattern(search);
+        query.push(joiner).push("(decky like ").push_bind(pattern.clone());
+        for column in ["service", "attacker_ip", "payload"] {
+            query.push(" escape '\\\\' or ").push(column).push(" like ").push_bind(pattern.clone());
+        }
+        query.push(" escape '\\\\')");
+    }
+}
+
+/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
+/// Both rows stay locked to the end of the transaction, so neither moves under it.
+async fn check_lease_and_cursor(
+    tx: &mut MySqlConnection,
+    source: &str,
+    holder: &str,
+    expected: Option<&IngestCursor>,
+    now: DateTime<Utc>,
+) -> DbResult<()> {
+    let lease: Option<(i64,)> =
+        sqlx::query_as("select expires_at from ingest_leases where source = ? and holder = ? for update")
+            .bind(source)
+            .bind(holder)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if !matches!(lease, Some((expires_at,)) if expires_at > millis(now)) {
+        return Err(DbError::Conflict);
+    }
+    let stored: Option<CursorRow> =
+        sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ? for update")
+            .bind(source)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if stored.map(IngestCursor::try_from).transpose()?.as_ref() != expected {
+        return Err(DbError::Conflict);
+    }
+    Ok(())
+}
+
+/// The rows, and what the counters learn from them: the total, the minutes, the attackers.
+async fn insert_logs(tx: &mut MySqlConnection, source: &str, logs: &[NewLog]) -> DbResult<()> {
+    if logs.is_empty() {
+        return Ok(());
+    }
+    for rows in row_sets(logs, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, log_size) {
+        let mut insert = QueryBuilder::<MySql>::new(
+            "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
+        );
+        insert.push_values(rows, |mut row, log| {
+            row.push_bind(millis(log.timestamp))
+                .push_bind(indexed(&log.decky))
+                .push_bind(indexed(&log.service))
+                .push_bind(indexed(&log.event_type))
+                .push_bind(indexed(&log.attacker_ip))
+                .push_bind(log.raw_line.as_str())
+                .push_bind(log.fields.as_str())
+                .push_bind(log.msg.as_deref());
+        });
+        insert.build().execute(&mut *tx).await?;
+    }
+
+    sqlx::query(
+        "insert into log_totals (source, total) values (?, ?) on duplicate key update total = total + values(total)",
+    )
+    .bind(source)
+    .bind(logs.len() as i64)
+    .execute(&mut *tx)
+    .await?;
+
+    let minutes = per_minute(logs);
+    for rows in row_sets(&minutes, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, |_| 64) {
+        let mut upsert = QueryBuilder::<MySql>::new("insert into log_minutes (source, minute, total) ");
+        upsert.push_values(rows, |mut row, (minute, total)| {
+            row.push_bind(source).push_bind(*minute).push_bind(*total);
+        });
+        upsert.push(" on duplicate key update total = total + values(total)");
+        upsert.build().execute(&mut *tx).await?;
+    }
+
+    // In key order, so two transactions lock shared rows in the same order.
+    let attackers: Vec<&str> =
+        logs.iter().map(|log| indexed(&log.attacker_ip)).collect::<BTreeSet<_>>().into_iter().collect();
+    for rows in row_sets(&attackers, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, |ip| ip.len() + 16) {
+        let mut insert = QueryBuilder::<MySql>::new("insert ignore into log_attackers (attacker_ip) ");
+        insert.push_values(rows, |mut row, ip| {
+            row.push_bind(*ip);
+        });
+        insert.build().execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// Stores the bounties not stored before; returns how many that was. `insert ignore` reports only
+/// the rows it inserted; the values are cut to their columns first, so the ignoring has nothing
+/// to swallow but duplicates.
+async fn insert_bounties(tx: &mut MySqlConnection, bounties: &[NewBounty]) -> DbResult<u64> {
+    let mut new = 0;
+    for rows in row_sets(bounties, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, bounty_size) {
+        let mut insert = QueryBuilder::<MySql>::new(
+            "insert ignore into bounty (timestamp, decky, service, attacker_ip, bounty_type, payload, dedup_key) ",
+        );
+        insert.push_values(rows, |mut row, bounty| {
+            row.push_bind(millis(bounty.timestamp))
+                .push_bind(indexed(&bounty.decky))
+                .push_bind(indexed(&bounty.service))
+                .push_bind(indexed(&bounty.attacker_ip))
+                .push_bind(indexed(&bounty.bounty_type))
+                .push_bind(bounty.payload.as_str())
+                .push_bind(bounty_key(bounty));
+        });
+        new += insert.build().execute(&mut *tx).await?.rows_affected();
+    }
+    Ok(new)
+}
+
+/// Inserts each credential not seen before and counts an attempt on the others; returns how many
+/// were new.
+async fn upsert_credentials(tx: &mut MySqlConnection, credentials: &[NewCredential]) -> DbResult<u64> {
+    let mut new = 0;
+    for rows in row_sets(credentials, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, credential_size) {
+        let mut upsert = QueryBuilder::<MySql>::new(
+            "insert into credentials (attacker_ip, decky, service, secret_kind, secret_sha256, principal, \
+             principal_key, secret_printable, secret_b64, outcome, attempt_count, first_seen, last_seen, dedup_key) ",
+        );
+        upsert.push_values(rows, |mut row, credential| {
+            row.push_bind(indexed(&credential.attacker_ip))
+                .push_bind(indexed(&credential.decky))
+                .push_bind(indexed(&credential.service))
+                .push_bind(indexed(&credential.secret_kind))
+                .push_bind(clip(&credential.secret_sha256, 64))
+                .push_bind(credential.principal.as_deref())
+                .push_bind(principal_key(credential))
+                .push_bind(credential.secret_printable.as_str())
+                .push_bind(credential.secret_b64.as_str())
+                .push_bind(credential.outcome.as_deref().map(indexed))
+                .push("1")
+                .push_bind(millis(credential.seen_at))
+                .push_bind(millis(credential.seen_at))
+                .push_bind(credential_key(credential));
+        });
+        upsert.push(
+            " on duplicate key update attempt_count = attempt_count + 1, \
+             last_seen = greatest(last_seen, values(last_seen)), outcome = coalesce(values(outcome), outcome)",
+        );
+        // The server counts 1 per inserted row and 2 per updated one (an update always changes
+        // attempt_count): of n rows, 2n - affected were new.
+        let affected = upsert.build().execute(&mut *tx).await?.rows_affected();
+        new += (2 * rows.len() as u64).saturating_sub(affected);
+    }
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_counts_characters_and_keeps_them_whole() {
+        assert_eq!(clip("abc", 5), "abc");
+        assert_eq!(clip("abcdef", 3), "abc");
+        assert_eq!(clip("ééé", 2), "éé");
+        assert_eq!(clip("éé", 2), "éé");
+        assert_eq!(clip("", 0), "");
+    }
 }
