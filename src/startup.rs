@@ -127,7 +127,7 @@ impl Lifespan {
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "Listening");
         // Event streams never finish on their own: end them as soon as shutdown starts, so the
-        // drain below only waits for ordinary requests.
+        // drain in `http::serve` only waits for ordinary requests.
         let (closing, stopped) = (self.state.closing.clone(), self.cancel.clone());
         let stopping = shutdown.clone();
         self.tasks.spawn(async move {

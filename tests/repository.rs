@@ -703,3 +703,42 @@ async fn a_batch_larger_than_one_statement_commits_whole() {
         db.close().await;
     }
 }
+
+#[tokio::test]
+async fn over_long_values_do_not_fail_a_batch() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        hold_lease(&db, "a").await;
+        // Lines come from hostile traffic: a value wider than a column must not wedge ingestion.
+        let wide = "é".repeat(300);
+        let mut log = new_log(t0(), &wide, &wide, &wide, &wide, "raw");
+        log.msg = Some(wide.clone());
+        let mut bounty = new_bounty(&wide, &wide, "{}");
+        bounty.decky = wide.clone();
+        let mut credential = new_credential(&wide, Some(&wide), "aa", t0());
+        credential.secret_kind = wide.clone();
+        credential.outcome = Some(wide.clone());
+        let wide_batch = IngestBatch {
+            logs: vec![log],
+            bounties: vec![bounty],
+            credentials: vec![credential],
+            cursor: Some(cursor(1)),
+        };
+        let done = db.commit_ingest(SOURCE, "a", None, &wide_batch).await.unwrap();
+        assert_eq!((done.logs, done.new_bounties, done.new_credentials), (1, 1, 1), "{}", backend.name);
+        let stored = &all_logs(&db).await.rows[0];
+        // MySQL keeps the first 255 characters of its indexed columns; sqlite keeps everything.
+        assert!(stored.decky.chars().count() >= 255 && wide.starts_with(&stored.decky));
+        assert_eq!(stored.msg.as_deref(), Some(wide.as_str()));
+        let credential = &db.credentials(1).await.unwrap()[0];
+        assert_eq!(credential.principal.as_deref(), Some(wide.as_str()));
+        // The same again is a repeat, not a new row, even where the stored values were cut.
+        let done = db
+            .commit_ingest(SOURCE, "a", Some(&cursor(1)), &IngestBatch { cursor: Some(cursor(2)), ..wide_batch })
+            .await
+            .unwrap();
+        assert_eq!((done.new_bounties, done.new_credentials), (0, 0));
+        assert_eq!(db.credentials(1).await.unwrap()[0].attempt_count, 2);
+        db.close().await;
+    }
+}

@@ -288,44 +288,76 @@ async fn the_sixth_stream_of_a_user_is_refused_until_one_of_the_five_closes() {
 
 /// A `nats-server` of the test's own on a free loopback port, stopped when dropped.
 struct Nats {
-    url: String,
-    child: Child,
+    port: u16,
+    child: Option<Child>,
 }
 
 impl Nats {
     fn start() -> Nats {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut nats = Nats { port, child: None };
+        nats.restart();
+        nats
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it (again) on the same port.
+    fn restart(&mut self) {
         let binary = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
             .into_iter()
             .find(|p| std::path::Path::new(p).is_file())
             .expect("nats-server is installed");
         let child = Command::new(binary)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        self.child = Some(child);
         let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(started.elapsed() < PATIENCE, "nats-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Nats { url: format!("nats://127.0.0.1:{port}"), child }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
 impl Drop for Nats {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
+}
+
+/// Waits until `condition` holds.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < PATIENCE, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Publishes the ingester's notice for a committed batch.
+async fn announce(api: &TestApi, last_log_id: i64) {
+    let notice = BatchCommitted { component: "ingester".into(), flushed: 1, position: 0, last_log_id };
+    svc::bus::logs::publish(&api.state.bus, &notice).await.unwrap();
 }
 
 #[tokio::test]
 async fn last_event_id_replays_every_missed_row_then_live_rows_arrive_over_the_bus_within_a_second() {
     let nats = Nats::start();
     for backend in TestDb::all() {
-        let api = TestApi::start(backend.api_config(&[("SVC_NATS_URL", &nats.url)])).await;
+        let api = TestApi::start(backend.api_config(&[("SVC_NATS_URL", &nats.url())])).await;
         assert!(api.state.bus.is_connected());
         let token = user_token(&api.state, "watcher", Role::Viewer).await;
         let mut writer = LogWriter::new(&api.state.db).await;
@@ -341,13 +373,7 @@ async fn last_event_id_replays_every_missed_row_then_live_rows_arrive_over_the_b
 
         let committed = writer.logs(vec![row(500, "ssh")]).await;
         let published = Instant::now();
-        let notice = BatchCommitted {
-            component: "ingester".into(),
-            flushed: 1,
-            position: 0,
-            last_log_id: committed.last_log_id,
-        };
-        svc::bus::logs::publish(&api.state.bus, &notice).await.unwrap();
+        announce(&api, committed.last_log_id).await;
         let live = stream.next_logs(PATIENCE).await;
         let latency = published.elapsed();
         assert_eq!(ids(live.json()["data"].as_array().unwrap()), [committed.last_log_id]);
@@ -356,6 +382,36 @@ async fn last_event_id_replays_every_missed_row_then_live_rows_arrive_over_the_b
         drop(stream);
         api.stop().await;
     }
+}
+
+#[tokio::test]
+async fn while_the_bus_is_down_rows_arrive_by_polling_and_notices_resume_when_it_returns() {
+    let mut nats = Nats::start();
+    let backend = TestDb::sqlite();
+    let api = TestApi::start(backend.api_config(&[("SVC_NATS_URL", &nats.url())])).await;
+    let token = user_token(&api.state, "watcher", Role::Viewer).await;
+    let mut writer = LogWriter::new(&api.state.db).await;
+    let mut stream = open(&api, &token, None, &[]).await;
+
+    nats.stop();
+    eventually("the API notices the bus is gone", || !api.state.bus.is_connected()).await;
+    let committed = writer.logs(vec![row(1, "ssh")]).await;
+    let started = Instant::now();
+    let live = stream.next_logs(PATIENCE).await;
+    assert_eq!(ids(live.json()["data"].as_array().unwrap()), [committed.last_log_id]);
+    assert!(started.elapsed() < Duration::from_millis(2500), "polling took {:?}", started.elapsed());
+
+    nats.restart();
+    eventually("the API reconnects", || api.state.bus.is_connected()).await;
+    // Let the poll after the reconnect pass, so the next row can only come by its notice.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let committed = writer.logs(vec![row(2, "ssh")]).await;
+    let published = Instant::now();
+    announce(&api, committed.last_log_id).await;
+    let live = stream.next_logs(PATIENCE).await;
+    assert_eq!(ids(live.json()["data"].as_array().unwrap()), [committed.last_log_id]);
+    assert!(published.elapsed() < Duration::from_millis(1000), "the notice took {:?}", published.elapsed());
+    api.stop().await;
 }
 
 #[tokio::test]

@@ -38,6 +38,15 @@ create table log_totals (
     total bigint not null
 ) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
 
+-- Rows stored per source and minute (epoch ms of the minute's start): the unfiltered histogram adds
+-- these up instead of counting the logs.
+create table log_minutes (
+    source varchar(255) collate utf8mb4_bin not null,
+    minute bigint not null,
+    total bigint not null,
+    primary key (source, minute)
+) engine = InnoDB default charset = utf8mb4 collate = utf8mb4_unicode_ci;
+
 -- Every attacker address seen in the logs, so the distinct count needs no scan of the logs.
 create table log_attackers (
     attacker_ip varchar(255) not null primary key

@@ -6,20 +6,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::migrate::MigrateDatabase;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::{MySql, QueryBuilder};
 use uuid::Uuid;
 
 use super::logs::{field_key, is_unfiltered, lease_end};
 use super::rows::{
     BountyRow, CredentialRow, CursorRow, LifecycleRow, LogRow, UserRow, bounty_key, bounty_size, contains_pattern,
-    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, principal_key, row_sets,
+    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, per_minute, principal_key, row_sets,
     stored_offset, time, username_key,
 };
 use super::{
     BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle,
-    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewUser,
-    Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
+    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewBounty,
+    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
 };
 use crate::logline::UNKNOWN_IP;
 
@@ -238,6 +238,7 @@ impl Database for MysqlDb {
         .await?;
         Ok(done.rows_affected())
     }
+
     async fn acquire_ingest_lease(
         &self,
         source: &str,
@@ -245,37 +246,37 @@ impl Database for MysqlDb {
         now: DateTime<Utc>,
         ttl: std::time::Duration,
     ) -> DbResult<bool> {
-        let until = millis(lease_end(now, ttl)?);
-        // Renew ours or take an expired one; InnoDB re-reads the locked row, so of two racing
-        // takers one updates and the other finds it taken.
-        let renewed = sqlx::query(
+        let expires_at = millis(lease_end(now, ttl)?);
+        // Two statements, each atomic: renew or take over an expired lease; else create it. Of two
+        // racing acquirers, the row lock lets one update and the other re-read the row as taken,
+        // and the primary key lets one insert and the other fail. The server reports matched rows
+        // (sqlx sets CLIENT_FOUND_ROWS), so a renewal to the same instant still counts.
+        let taken = sqlx::query(
             "update ingest_leases set holder = ?, expires_at = ? where source = ? and (holder = ? or expires_at <= ?)",
         )
         .bind(holder)
-        .bind(until)
+        .bind(expires_at)
         .bind(source)
         .bind(holder)
         .bind(millis(now))
         .execute(&self.pool)
         .await?;
-        if renewed.rows_affected() == 1 {
+        if taken.rows_affected() == 1 {
             return Ok(true);
         }
-        // No row yet (or ours, renewed within the same millisecond): the primary key picks one taker.
-        sqlx::query("insert ignore into ingest_leases (source, holder, expires_at) values (?, ?, ?)")
+        let created = sqlx::query("insert into ingest_leases (source, holder, expires_at) values (?, ?, ?)")
             .bind(source)
             .bind(holder)
-            .bind(until)
+            .bind(expires_at)
             .execute(&self.pool)
-            .await?;
-        let (current,): (i64,) =
-            sqlx::query_as("select count(*) from ingest_leases where source = ? and holder = ? and expires_at > ?")
-                .bind(source)
-                .bind(holder)
-                .bind(millis(now))
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(current == 1)
+            .await;
+        match created {
+            Ok(_) => Ok(true),
+            Err(err) => match DbError::from(err) {
+                DbError::Conflict => Ok(false),
+                other => Err(other),
+            },
+        }
     }
 
     async fn release_ingest_lease(&self, source: &str, holder: &str) -> DbResult<()> {
@@ -304,110 +305,10 @@ impl Database for MysqlDb {
     ) -> DbResult<Committed> {
         let now = Utc::now();
         let mut tx = self.pool.begin().await?;
-        // Locking reads: a takeover of the lease or another commit waits for this transaction.
-        let held: Option<(i64,)> =
-            sqlx::query_as("select 1 from ingest_leases where source = ? and holder = ? and expires_at > ? for update")
-                .bind(source)
-                .bind(holder)
-                .bind(millis(now))
-                .fetch_optional(&mut *tx)
-                .await?;
-        if held.is_none() {
-            return Err(DbError::Conflict);
-        }
-        let stored: Option<CursorRow> =
-            sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ? for update")
-                .bind(source)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if stored.map(IngestCursor::try_from).transpose()?.as_ref() != expected {
-            return Err(DbError::Conflict);
-        }
-
-        for rows in row_sets(&batch.logs, MAX_ROWS_PER_INSERT, MAX_STATEMENT_BYTES, log_size) {
-            let mut insert = QueryBuilder::<MySql>::new(
-                "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
-            );
-            insert.push_values(rows, |mut row, log| {
-                row.push_bind(millis(log.timestamp))
-                    .push_bind(short(&log.decky))
-                    .push_bind(short(&log.service))
-                    .push_bind(short(&log.event_type))
-                    .push_bind(short(&log.attacker_ip))
-                    .push_bind(log.raw_line.as_str())
-                    .push_bind(log.fields.as_str())
-                    .push_bind(log.msg.as_deref());
-            });
-            insert.build().execute(&mut *tx).await?;
-        }
-
-        let attackers: BTreeSet<&str> = batch.logs.iter().map(|log| short(&log.attacker_ip)).collect();
-        let attackers: Vec<&str> = attackers.into_iter().collect();
-        for rows in row_sets(&attackers, MAX_ROWS_PER_INSERT, usize::MAX, |_| 0) {
-            let mut insert = QueryBuilder::<MySql>::new("insert ignore into log_attackers (attacker_ip) ");
-            insert.push_values(rows, |mut row, ip| {
-                row.push_bind(*ip);
-            });
-            insert.build().execute(&mut *tx).await?;
-        }
-
-        let mut new_bounties = 0;
-        for rows in row_sets(&batch.bounties, MAX_ROWS_PER_INSERT, MAX_STATEMENT_BYTES, bounty_size) {
-            let mut insert = QueryBuilder::<MySql>::new(
-                "insert ignore into bounty (timestamp, decky, service, attacker_ip, bounty_type, payload, dedup_key) ",
-            );
-            insert.push_values(rows, |mut row, bounty| {
-                row.push_bind(millis(bounty.timestamp))
-                    .push_bind(short(&bounty.decky))
-                    .push_bind(short(&bounty.service))
-                    .push_bind(short(&bounty.attacker_ip))
-                    .push_bind(short(&bounty.bounty_type))
-                    .push_bind(bounty.payload.as_str())
-                    .push_bind(bounty_key(bounty));
-            });
-            new_bounties += insert.build().execute(&mut *tx).await?.rows_affected();
-        }
-
-        let mut new_credentials = 0;
-        for rows in row_sets(&batch.credentials, MAX_ROWS_PER_INSERT, MAX_STATEMENT_BYTES, credential_size) {
-            let mut upsert = QueryBuilder::<MySql>::new(
-                "insert into credentials (attacker_ip, decky, service, secret_kind, secret_sha256, principal, \
-                 principal_key, secret_printable, secret_b64, outcome, attempt_count, first_seen, last_seen, dedup_key) ",
-            );
-            upsert.push_values(rows, |mut row, credential| {
-                row.push_bind(short(&credential.attacker_ip))
-                    .push_bind(short(&credential.decky))
-                    .push_bind(short(&credential.service))
-                    .push_bind(short(&credential.secret_kind))
-                    .push_bind(credential.secret_sha256.as_str())
-                    .push_bind(credential.principal.as_deref())
-                    .push_bind(principal_key(credential))
-                    .push_bind(credential.secret_printable.as_str())
-                    .push_bind(credential.secret_b64.as_str())
-                    .push_bind(credential.outcome.as_deref().map(short))
-                    .push("1")
-                    .push_bind(millis(credential.seen_at))
-                    .push_bind(millis(credential.seen_at))
-                    .push_bind(credential_key(credential));
-            });
-            upsert.push(
-                " on duplicate key update attempt_count = attempt_count + 1, \
-                 last_seen = greatest(last_seen, values(last_seen)), outcome = coalesce(values(outcome), outcome)",
-            );
-            // MySQL counts 1 per inserted row and 2 per updated one (every update adds an attempt).
-            let affected = upsert.build().execute(&mut *tx).await?.rows_affected();
-            new_credentials += (2 * rows.len() as u64).saturating_sub(affected);
-        }
-
-        if !batch.logs.is_empty() {
-            sqlx::query(
-                "insert into log_totals (source, total) values (?, ?) on duplicate key update total = total + values(total)",
-            )
-            .bind(source)
-            .bind(batch.logs.len() as i64)
-            .execute(&mut *tx)
-            .await?;
-        }
+        check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
+        insert_logs(&mut tx, source, &batch.logs).await?;
+        let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
+        let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
         if let Some(cursor) = &batch.cursor {
             sqlx::query(
                 "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?) \
@@ -422,7 +323,7 @@ impl Database for MysqlDb {
             .await?;
         }
         let (last_log_id,): (i64,) =
-            sqlx::query_as("select cast(coalesce(max(id), 0) as signed) from logs").fetch_one(&mut *tx).await?;
+            sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&mut *tx).await?;
         tx.commit().await?;
         Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials })
     }
@@ -447,7 +348,9 @@ impl Database for MysqlDb {
     }
 
     async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>> {
-        let mut select = QueryBuilder::<MySql>::new(format!("select {LOG_COLUMNS} from logs"));
+        // Walk the ids up from `after_id`. A follower's id is recent, so that is a few rows, where a
+        // column index would visit every match since the beginning of time.
+        let mut select = QueryBuilder::<MySql>::new(format!("select {LOG_COLUMNS} from logs force index (primary)"));
         push_log_filter(&mut select, filter, Some(after_id));
         select.push(" order by id limit ").push_bind(i64::from(limit));
         let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
@@ -455,16 +358,23 @@ impl Database for MysqlDb {
     }
 
     async fn last_log_id(&self) -> DbResult<i64> {
-        let (id,): (i64,) =
-            sqlx::query_as("select cast(coalesce(max(id), 0) as signed) from logs").fetch_one(&self.pool).await?;
+        let (id,): (i64,) = sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&self.pool).await?;
         Ok(id)
     }
 
     async fn log_histogram(&self, filter: &LogFilter, bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
         let width = i64::from(bucket_minutes.max(1)) * 60_000;
-        let mut select = QueryBuilder::<MySql>::new("select cast(timestamp - timestamp % ");
-        select.push_bind(width).push(" as signed) as bucket, count(*) from logs");
-        push_log_filter(&mut select, filter, None);
+        let mut select = if is_unfiltered(filter) {
+            // Whole minutes add up to any bucket aligned to the epoch.
+            let mut select = QueryBuilder::<MySql>::new("select minute - minute % ");
+            select.push_bind(width).push(" as bucket, cast(sum(total) as signed) from log_minutes");
+            select
+        } else {
+            let mut select = QueryBuilder::<MySql>::new("select timestamp - timestamp % ");
+            select.push_bind(width).push(" as bucket, count(*) from logs");
+            push_log_filter(&mut select, filter, None);
+            select
+        };
         select.push(" group by bucket order by bucket");
         let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
         rows.into_iter()
@@ -511,24 +421,35 @@ impl Database for MysqlDb {
     }
 }
 
-/// Rows per multi-row insert: at 14 values a row (credentials), 4096 rows stay under MySQL's 65535
-/// placeholders.
-const MAX_ROWS_PER_INSERT: usize = 4096;
-/// Bytes per statement, well under MariaDB's default `max_allowed_packet` (16 MiB).
-const MAX_STATEMENT_BYTES: usize = 4 * 1024 * 1024;
-/// Indexed text columns are varchar(255).
-const SHORT_CHARS: usize = 255;
+/// Rows per multi-row insert: at 13 placeholders a row (credentials), 2048 rows stay under the
+/// protocol's 65535 placeholders.
+const MAX_ROWS_PER_INSERT: usize = 2048;
 
-const LOG_COLUMNS: &str =
-    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
+/// Bytes of values per multi-row insert: well under MariaDB's default `max_allowed_packet` (16 MiB),
+/// which bounds one statement with all its values.
+const MAX_BYTES_PER_INSERT: usize = 4 << 20;
 
-/// `text` cut to what a varchar(255) holds, so one odd line cannot fail its batch forever.
-fn short(text: &str) -> &str {
-    match text.char_indices().nth(SHORT_CHARS) {
+/// The width of the indexed text columns.
+const INDEXED_CHARS: usize = 255;
+
+/// `text` cut to `max_chars` characters: an over-long value would fail the whole batch in strict
+/// mode, again at every retry.
+fn clip(text: &str, max_chars: usize) -> &str {
+    if text.len() <= max_chars {
+        return text;
+    }
+    match text.char_indices().nth(max_chars) {
         Some((end, _)) => &text[..end],
         None => text,
     }
 }
+
+fn indexed(text: &str) -> &str {
+    clip(text, INDEXED_CHARS)
+}
+
+const LOG_COLUMNS: &str =
+    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
 
 fn column_name(column: LogColumn) -> &'static str {
     match column {
@@ -540,7 +461,6 @@ fn column_name(column: LogColumn) -> &'static str {
 }
 
 /// Appends the `where` clause of `filter` (and of `id > after_id`), if it has any condition.
-/// `LIKE` patterns use MySQL's default escape character, `\`.
 fn push_log_filter(query: &mut QueryBuilder<'_, MySql>, filter: &LogFilter, after_id: Option<i64>) {
     let mut joiner = " where ";
     let mut next = |query: &mut QueryBuilder<'_, MySql>| {
@@ -558,7 +478,8 @@ fn push_log_filter(query: &mut QueryBuilder<'_, MySql>, filter: &LogFilter, afte
                 query.push(column_name(*column)).push(" = ").push_bind(value.clone());
             }
             SearchTerm::Field(key, value) => {
-                // Only [A-Za-z0-9_] reaches the quoted JSON path, whoever built the term.
+                // The key is reduced to [A-Za-z0-9_] here too, whoever built the term: nothing else
+                // may reach the quoted JSON path.
                 query
                     .push("json_unquote(json_extract(fields, '$.\"")
                     .push(field_key(key))
@@ -569,9 +490,9 @@ fn push_log_filter(query: &mut QueryBuilder<'_, MySql>, filter: &LogFilter, afte
                 let pattern = contains_pattern(text);
                 query.push("(raw_line like ").push_bind(pattern.clone());
                 for column in ["decky", "service", "attacker_ip"] {
-                    query.push(" or ").push(column).push(" like ").push_bind(pattern.clone());
+                    query.push(" escape '\\\\' or ").push(column).push(" like ").push_bind(pattern.clone());
                 }
-                query.push(")");
+                query.push(" escape '\\\\')");
             }
         }
     }
@@ -595,8 +516,164 @@ fn push_bounty_filter(query: &mut QueryBuilder<'_, MySql>, filter: &BountyFilter
         let pattern = contains_pattern(search);
         query.push(joiner).push("(decky like ").push_bind(pattern.clone());
         for column in ["service", "attacker_ip", "payload"] {
-            query.push(" or ").push(column).push(" like ").push_bind(pattern.clone());
+            query.push(" escape '\\\\' or ").push(column).push(" like ").push_bind(pattern.clone());
         }
-        query.push(")");
+        query.push(" escape '\\\\')");
+    }
+}
+
+/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
+/// Both rows stay locked to the end of the transaction, so neither moves under it.
+async fn check_lease_and_cursor(
+    tx: &mut MySqlConnection,
+    source: &str,
+    holder: &str,
+    expected: Option<&IngestCursor>,
+    now: DateTime<Utc>,
+) -> DbResult<()> {
+    let lease: Option<(i64,)> =
+        sqlx::query_as("select expires_at from ingest_leases where source = ? and holder = ? for update")
+            .bind(source)
+            .bind(holder)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if !matches!(lease, Some((expires_at,)) if expires_at > millis(now)) {
+        return Err(DbError::Conflict);
+    }
+    let stored: Option<CursorRow> =
+        sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ? for update")
+            .bind(source)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if stored.map(IngestCursor::try_from).transpose()?.as_ref() != expected {
+        return Err(DbError::Conflict);
+    }
+    Ok(())
+}
+
+/// The rows, and what the counters learn from them: the total, the minutes, the attackers.
+async fn insert_logs(tx: &mut MySqlConnection, source: &str, logs: &[NewLog]) -> DbResult<()> {
+    if logs.is_empty() {
+        return Ok(());
+    }
+    for rows in row_sets(logs, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, log_size) {
+        let mut insert = QueryBuilder::<MySql>::new(
+            "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
+        );
+        insert.push_values(rows, |mut row, log| {
+            row.push_bind(millis(log.timestamp))
+                .push_bind(indexed(&log.decky))
+                .push_bind(indexed(&log.service))
+                .push_bind(indexed(&log.event_type))
+                .push_bind(indexed(&log.attacker_ip))
+                .push_bind(log.raw_line.as_str())
+                .push_bind(log.fields.as_str())
+                .push_bind(log.msg.as_deref());
+        });
+        insert.build().execute(&mut *tx).await?;
+    }
+
+    sqlx::query(
+        "insert into log_totals (source, total) values (?, ?) on duplicate key update total = total + values(total)",
+    )
+    .bind(source)
+    .bind(logs.len() as i64)
+    .execute(&mut *tx)
+    .await?;
+
+    let minutes = per_minute(logs);
+    for rows in row_sets(&minutes, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, |_| 64) {
+        let mut upsert = QueryBuilder::<MySql>::new("insert into log_minutes (source, minute, total) ");
+        upsert.push_values(rows, |mut row, (minute, total)| {
+            row.push_bind(source).push_bind(*minute).push_bind(*total);
+        });
+        upsert.push(" on duplicate key update total = total + values(total)");
+        upsert.build().execute(&mut *tx).await?;
+    }
+
+    // In key order, so two transactions lock shared rows in the same order.
+    let attackers: Vec<&str> =
+        logs.iter().map(|log| indexed(&log.attacker_ip)).collect::<BTreeSet<_>>().into_iter().collect();
+    for rows in row_sets(&attackers, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, |ip| ip.len() + 16) {
+        let mut insert = QueryBuilder::<MySql>::new("insert ignore into log_attackers (attacker_ip) ");
+        insert.push_values(rows, |mut row, ip| {
+            row.push_bind(*ip);
+        });
+        insert.build().execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// Stores the bounties not stored before; returns how many that was. `insert ignore` reports only
+/// the rows it inserted; the values are cut to their columns first, so the ignoring has nothing
+/// to swallow but duplicates.
+async fn insert_bounties(tx: &mut MySqlConnection, bounties: &[NewBounty]) -> DbResult<u64> {
+    let mut new = 0;
+    for rows in row_sets(bounties, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, bounty_size) {
+        let mut insert = QueryBuilder::<MySql>::new(
+            "insert ignore into bounty (timestamp, decky, service, attacker_ip, bounty_type, payload, dedup_key) ",
+        );
+        insert.push_values(rows, |mut row, bounty| {
+            row.push_bind(millis(bounty.timestamp))
+                .push_bind(indexed(&bounty.decky))
+                .push_bind(indexed(&bounty.service))
+                .push_bind(indexed(&bounty.attacker_ip))
+                .push_bind(indexed(&bounty.bounty_type))
+                .push_bind(bounty.payload.as_str())
+                .push_bind(bounty_key(bounty));
+        });
+        new += insert.build().execute(&mut *tx).await?.rows_affected();
+    }
+    Ok(new)
+}
+
+/// Inserts each credential not seen before and counts an attempt on the others; returns how many
+/// were new.
+async fn upsert_credentials(tx: &mut MySqlConnection, credentials: &[NewCredential]) -> DbResult<u64> {
+    let mut new = 0;
+    for rows in row_sets(credentials, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, credential_size) {
+        let mut upsert = QueryBuilder::<MySql>::new(
+            "insert into credentials (attacker_ip, decky, service, secret_kind, secret_sha256, principal, \
+             principal_key, secret_printable, secret_b64, outcome, attempt_count, first_seen, last_seen, dedup_key) ",
+        );
+        upsert.push_values(rows, |mut row, credential| {
+            row.push_bind(indexed(&credential.attacker_ip))
+                .push_bind(indexed(&credential.decky))
+                .push_bind(indexed(&credential.service))
+                .push_bind(indexed(&credential.secret_kind))
+                .push_bind(clip(&credential.secret_sha256, 64))
+                .push_bind(credential.principal.as_deref())
+                .push_bind(principal_key(credential))
+                .push_bind(credential.secret_printable.as_str())
+                .push_bind(credential.secret_b64.as_str())
+                .push_bind(credential.outcome.as_deref().map(indexed))
+                .push("1")
+                .push_bind(millis(credential.seen_at))
+                .push_bind(millis(credential.seen_at))
+                .push_bind(credential_key(credential));
+        });
+        upsert.push(
+            " on duplicate key update attempt_count = attempt_count + 1, \
+             last_seen = greatest(last_seen, values(last_seen)), outcome = coalesce(values(outcome), outcome)",
+        );
+        // The server counts 1 per inserted row and 2 per updated one (an update always changes
+        // attempt_count): of n rows, 2n - affected were new.
+        let affected = upsert.build().execute(&mut *tx).await?.rows_affected();
+        new += (2 * rows.len() as u64).saturating_sub(affected);
+    }
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_counts_characters_and_keeps_them_whole() {
+        assert_eq!(clip("abc", 5), "abc");
+        assert_eq!(clip("abcdef", 3), "abc");
+        assert_eq!(clip("ééé", 2), "éé");
+        assert_eq!(clip("éé", 2), "éé");
+        assert_eq!(clip("", 0), "");
     }
 }

@@ -7,21 +7,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::{QueryBuilder, Sqlite};
 use uuid::Uuid;
 
 use super::logs::{field_key, is_unfiltered, lease_end};
-use super::rows::per_minute;
 use super::rows::{
     BountyRow, CredentialRow, CursorRow, LifecycleRow, LogRow, UserRow, bounty_key, bounty_size, contains_pattern,
-    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, principal_key, row_sets,
+    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, per_minute, principal_key, row_sets,
     stored_offset, time, username_key,
 };
 use super::{
     BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle,
-    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewUser,
-    Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
+    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewBounty,
+    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
 };
 use crate::logline::UNKNOWN_IP;
 
@@ -50,9 +51,9 @@ impl SqliteDb {
             // rather than every 4 MiB: under steady ingestion they were most of the waiting.
             .pragma("wal_autocheckpoint", "10000");
         let pool = SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)).connect_lazy_with(options.clone());
+        // 64 MiB of page cache (a negative size is in KiB).
         let ingest = SqlitePoolOptions::new()
             .max_connections(1)
-            // 64 MiB of page cache (a negative size is in KiB).
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy_with(options.pragma("cache_size", "-65536"));
         Ok(SqliteDb { path: path.to_path_buf(), pool, ingest })
@@ -301,123 +302,10 @@ impl Database for SqliteDb {
         // `begin immediate` takes the write lock first: a deferred transaction that reads and then
         // writes fails at once (no busy wait) when another writer got in between.
         let mut tx = self.ingest.begin_with("begin immediate").await?;
-
-        let held: Option<(i64,)> =
-            sqlx::query_as("select 1 from ingest_leases where source = ? and holder = ? and expires_at > ?")
-                .bind(source)
-                .bind(holder)
-                .bind(millis(now))
-                .fetch_optional(&mut *tx)
-                .await?;
-        if held.is_none() {
-            return Err(DbError::Conflict);
-        }
-        let stored: Option<CursorRow> =
-            sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ?")
-                .bind(source)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if stored.map(IngestCursor::try_from).transpose()?.as_ref() != expected {
-            return Err(DbError::Conflict);
-        }
-
-        for rows in row_sets(&batch.logs, MAX_ROWS_PER_INSERT, usize::MAX, log_size) {
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
-            );
-            insert.push_values(rows, |mut row, log| {
-                row.push_bind(millis(log.timestamp))
-                    .push_bind(log.decky.as_str())
-                    .push_bind(log.service.as_str())
-                    .push_bind(log.event_type.as_str())
-                    .push_bind(log.attacker_ip.as_str())
-                    .push_bind(log.raw_line.as_str())
-                    .push_bind(log.fields.as_str())
-                    .push_bind(log.msg.as_deref());
-            });
-            insert.build().execute(&mut *tx).await?;
-        }
-
-        let attackers: BTreeSet<&str> = batch.logs.iter().map(|log| log.attacker_ip.as_str()).collect();
-        let attackers: Vec<&str> = attackers.into_iter().collect();
-        for rows in row_sets(&attackers, MAX_ROWS_PER_INSERT, usize::MAX, |_| 0) {
-            let mut insert = QueryBuilder::<Sqlite>::new("insert into log_attackers (attacker_ip) ");
-            insert.push_values(rows, |mut row, ip| {
-                row.push_bind(*ip);
-            });
-            insert.push(" on conflict do nothing");
-            insert.build().execute(&mut *tx).await?;
-        }
-
-        let mut new_bounties = 0;
-        for rows in row_sets(&batch.bounties, MAX_ROWS_PER_INSERT, usize::MAX, bounty_size) {
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "insert into bounty (timestamp, decky, service, attacker_ip, bounty_type, payload, dedup_key) ",
-            );
-            insert.push_values(rows, |mut row, bounty| {
-                row.push_bind(millis(bounty.timestamp))
-                    .push_bind(bounty.decky.as_str())
-                    .push_bind(bounty.service.as_str())
-                    .push_bind(bounty.attacker_ip.as_str())
-                    .push_bind(bounty.bounty_type.as_str())
-                    .push_bind(bounty.payload.as_str())
-                    .push_bind(bounty_key(bounty));
-            });
-            insert.push(" on conflict (dedup_key) do nothing");
-            new_bounties += insert.build().execute(&mut *tx).await?.rows_affected();
-        }
-
-        let mut new_credentials = 0;
-        for rows in row_sets(&batch.credentials, MAX_ROWS_PER_INSERT, usize::MAX, credential_size) {
-            let mut upsert = QueryBuilder::<Sqlite>::new(
-                "insert into credentials (attacker_ip, decky, service, secret_kind, secret_sha256, principal, \
-                 principal_key, secret_printable, secret_b64, outcome, attempt_count, first_seen, last_seen, dedup_key) ",
-            );
-            upsert.push_values(rows, |mut row, credential| {
-                row.push_bind(credential.attacker_ip.as_str())
-                    .push_bind(credential.decky.as_str())
-                    .push_bind(credential.service.as_str())
-                    .push_bind(credential.secret_kind.as_str())
-                    .push_bind(credential.secret_sha256.as_str())
-                    .push_bind(credential.principal.as_deref())
-                    .push_bind(principal_key(credential))
-                    .push_bind(credential.secret_printable.as_str())
-                    .push_bind(credential.secret_b64.as_str())
-                    .push_bind(credential.outcome.as_deref())
-                    .push("1")
-                    .push_bind(millis(credential.seen_at))
-                    .push_bind(millis(credential.seen_at))
-                    .push_bind(credential_key(credential));
-            });
-            // A row comes back for every insert and every update; only a new row has one attempt.
-            upsert.push(
-                " on conflict (dedup_key) do update set attempt_count = attempt_count + 1, \
-                 last_seen = max(last_seen, excluded.last_seen), outcome = coalesce(excluded.outcome, outcome) \
-                 returning attempt_count",
-            );
-            let attempts: Vec<(i64,)> = upsert.build_query_as().fetch_all(&mut *tx).await?;
-            new_credentials += attempts.iter().filter(|(n,)| *n == 1).count() as u64;
-        }
-
-        if !batch.logs.is_empty() {
-            sqlx::query(
-                "insert into log_totals (source, total) values (?, ?) \
-                 on conflict (source) do update set total = total + excluded.total",
-            )
-            .bind(source)
-            .bind(batch.logs.len() as i64)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let minutes = per_minute(&batch.logs);
-        for rows in row_sets(&minutes, MAX_ROWS_PER_INSERT, usize::MAX, |_| 0) {
-            let mut upsert = QueryBuilder::<Sqlite>::new("insert into log_minutes (source, minute, total) ");
-            upsert.push_values(rows, |mut row, (minute, total)| {
-                row.push_bind(source).push_bind(*minute).push_bind(*total);
-            });
-            upsert.push(" on conflict (source, minute) do update set total = total + excluded.total");
-            upsert.build().execute(&mut *tx).await?;
-        }
+        check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
+        insert_logs(&mut tx, source, &batch.logs).await?;
+        let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
+        let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
         if let Some(cursor) = &batch.cursor {
             sqlx::query(
                 "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?) \
@@ -600,4 +488,144 @@ fn push_bounty_filter(query: &mut QueryBuilder<'_, Sqlite>, filter: &BountyFilte
         }
         query.push(" escape '\\')");
     }
+}
+/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
+async fn check_lease_and_cursor(
+    tx: &mut SqliteConnection,
+    source: &str,
+    holder: &str,
+    expected: Option<&IngestCursor>,
+    now: DateTime<Utc>,
+) -> DbResult<()> {
+    let held: Option<(i64,)> =
+        sqlx::query_as("select 1 from ingest_leases where source = ? and holder = ? and expires_at > ?")
+            .bind(source)
+            .bind(holder)
+            .bind(millis(now))
+            .fetch_optional(&mut *tx)
+            .await?;
+    if held.is_none() {
+        return Err(DbError::Conflict);
+    }
+    let stored: Option<CursorRow> = sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ?")
+        .bind(source)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if stored.map(IngestCursor::try_from).transpose()?.as_ref() != expected {
+        return Err(DbError::Conflict);
+    }
+    Ok(())
+}
+
+/// The rows, and what the counters learn from them: the total, the minutes, the attackers.
+async fn insert_logs(tx: &mut SqliteConnection, source: &str, logs: &[NewLog]) -> DbResult<()> {
+    if logs.is_empty() {
+        return Ok(());
+    }
+    for rows in row_sets(logs, MAX_ROWS_PER_INSERT, usize::MAX, log_size) {
+        let mut insert = QueryBuilder::<Sqlite>::new(
+            "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
+        );
+        insert.push_values(rows, |mut row, log| {
+            row.push_bind(millis(log.timestamp))
+                .push_bind(log.decky.as_str())
+                .push_bind(log.service.as_str())
+                .push_bind(log.event_type.as_str())
+                .push_bind(log.attacker_ip.as_str())
+                .push_bind(log.raw_line.as_str())
+                .push_bind(log.fields.as_str())
+                .push_bind(log.msg.as_deref());
+        });
+        insert.build().execute(&mut *tx).await?;
+    }
+
+    sqlx::query(
+        "insert into log_totals (source, total) values (?, ?) \
+         on conflict (source) do update set total = total + excluded.total",
+    )
+    .bind(source)
+    .bind(logs.len() as i64)
+    .execute(&mut *tx)
+    .await?;
+
+    let minutes = per_minute(logs);
+    for rows in row_sets(&minutes, MAX_ROWS_PER_INSERT, usize::MAX, |_| 0) {
+        let mut upsert = QueryBuilder::<Sqlite>::new("insert into log_minutes (source, minute, total) ");
+        upsert.push_values(rows, |mut row, (minute, total)| {
+            row.push_bind(source).push_bind(*minute).push_bind(*total);
+        });
+        upsert.push(" on conflict (source, minute) do update set total = total + excluded.total");
+        upsert.build().execute(&mut *tx).await?;
+    }
+
+    let attackers: Vec<&str> =
+        logs.iter().map(|log| log.attacker_ip.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+    for rows in row_sets(&attackers, MAX_ROWS_PER_INSERT, usize::MAX, |_| 0) {
+        let mut insert = QueryBuilder::<Sqlite>::new("insert into log_attackers (attacker_ip) ");
+        insert.push_values(rows, |mut row, ip| {
+            row.push_bind(*ip);
+        });
+        insert.push(" on conflict do nothing");
+        insert.build().execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// Stores the bounties not stored before; returns how many that was.
+async fn insert_bounties(tx: &mut SqliteConnection, bounties: &[NewBounty]) -> DbResult<u64> {
+    let mut new = 0;
+    for rows in row_sets(bounties, MAX_ROWS_PER_INSERT, usize::MAX, bounty_size) {
+        let mut insert = QueryBuilder::<Sqlite>::new(
+            "insert into bounty (timestamp, decky, service, attacker_ip, bounty_type, payload, dedup_key) ",
+        );
+        insert.push_values(rows, |mut row, bounty| {
+            row.push_bind(millis(bounty.timestamp))
+                .push_bind(bounty.decky.as_str())
+                .push_bind(bounty.service.as_str())
+                .push_bind(bounty.attacker_ip.as_str())
+                .push_bind(bounty.bounty_type.as_str())
+                .push_bind(bounty.payload.as_str())
+                .push_bind(bounty_key(bounty));
+        });
+        insert.push(" on conflict (dedup_key) do nothing");
+        new += insert.build().execute(&mut *tx).await?.rows_affected();
+    }
+    Ok(new)
+}
+
+/// Inserts each credential not seen before and counts an attempt on the others; returns how many
+/// were new.
+async fn upsert_credentials(tx: &mut SqliteConnection, credentials: &[NewCredential]) -> DbResult<u64> {
+    let mut new = 0;
+    for rows in row_sets(credentials, MAX_ROWS_PER_INSERT, usize::MAX, credential_size) {
+        let mut upsert = QueryBuilder::<Sqlite>::new(
+            "insert into credentials (attacker_ip, decky, service, secret_kind, secret_sha256, principal, \
+             principal_key, secret_printable, secret_b64, outcome, attempt_count, first_seen, last_seen, dedup_key) ",
+        );
+        upsert.push_values(rows, |mut row, credential| {
+            row.push_bind(credential.attacker_ip.as_str())
+                .push_bind(credential.decky.as_str())
+                .push_bind(credential.service.as_str())
+                .push_bind(credential.secret_kind.as_str())
+                .push_bind(credential.secret_sha256.as_str())
+                .push_bind(credential.principal.as_deref())
+                .push_bind(principal_key(credential))
+                .push_bind(credential.secret_printable.as_str())
+                .push_bind(credential.secret_b64.as_str())
+                .push_bind(credential.outcome.as_deref())
+                .push("1")
+                .push_bind(millis(credential.seen_at))
+                .push_bind(millis(credential.seen_at))
+                .push_bind(credential_key(credential));
+        });
+        // A row comes back for every insert and every update; only a new row has one attempt.
+        upsert.push(
+            " on conflict (dedup_key) do update set attempt_count = attempt_count + 1, \
+             last_seen = max(last_seen, excluded.last_seen), outcome = coalesce(excluded.outcome, outcome) \
+             returning attempt_count",
+        );
+        let attempts: Vec<(i64,)> = upsert.build_query_as().fetch_all(&mut *tx).await?;
+        new += attempts.iter().filter(|(n,)| *n == 1).count() as u64;
+    }
+    Ok(new)
 }

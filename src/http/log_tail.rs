@@ -67,7 +67,7 @@ impl LogTail {
         self.poll(&db, &cancel).await;
         let mut tick = tokio::time::interval(POLL_INTERVAL);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut heard_since_poll = tokio::time::Instant::now();
+        let mut last_poll = tokio::time::Instant::now();
         let mut bus_was_up = notices.is_some() && bus.is_connected();
         loop {
             tokio::select! {
@@ -85,10 +85,10 @@ impl LogTail {
                 },
                 _ = tick.tick() => {
                     let bus_up = notices.is_some() && bus.is_connected();
-                    let overdue = heard_since_poll.elapsed() >= SAFETY_POLL_INTERVAL;
+                    let overdue = last_poll.elapsed() >= SAFETY_POLL_INTERVAL;
                     if !bus_up || !bus_was_up || overdue {
                         self.poll(&db, &cancel).await;
-                        heard_since_poll = tokio::time::Instant::now();
+                        last_poll = tokio::time::Instant::now();
                     }
                     bus_was_up = bus_up;
                 }
