@@ -296,17 +296,20 @@ async fn ingest_replay_backfills_a_file_once() {
     append(&history, "not syslog\n");
     // The last line of a finished file counts even without its newline.
     append(&history, line(1000).trim_end());
+    // Run under a deadline: an ingester that loses its lease must fail, not spin.
     let replay = |dir: &Path| {
         let mut command = svc(dir, &["ingest-replay", history.to_str().unwrap()]);
-        command.envs(backend.vars());
-        command.output().unwrap()
+        // Small batches and a lease far shorter than the replay: it must renew the lease as it goes.
+        command.envs(backend.vars()).env("SVC_INGEST_BATCH_SIZE", "10").env("SVC_INGEST_LEASE_SECS", "0.05");
+        let mut replay = Proc::spawn(command);
+        let status = replay.wait();
+        (status, replay.output())
     };
-    let first = replay(dir.path());
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let said = String::from_utf8_lossy(&first.stdout);
+    let (status, said) = replay(dir.path());
+    assert!(status.success(), "{said}");
     assert!(said.contains("stored 1001 lines; skipped 1 malformed"), "{said}");
-    let second = replay(dir.path());
-    assert!(String::from_utf8_lossy(&second.stdout).contains("stored 0 lines"));
+    let (_, said) = replay(dir.path());
+    assert!(said.contains("stored 0 lines"), "{said}");
     let db = backend.open().await;
     assert_eq!(seqs(&db).await, (0..=1000).collect::<Vec<_>>());
 

@@ -49,18 +49,21 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
 pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
     anyhow::ensure!(path.is_file(), "{} is not a file", path.display());
     let mut ingester = Ingester::new(ctx, path);
-    if !ingester.hold_lease().await? {
-        anyhow::bail!(
-            "another ingester is reading {} (its lease lasts {} s after it stops)",
-            path.display(),
-            ingester.ctx.config.ingest_lease.as_secs_f64()
-        );
-    }
     let mut total = Tally::default();
     loop {
+        // Renewed as it goes: a long replay outlives one lease.
+        if !ingester.hold_lease().await? {
+            anyhow::bail!(
+                "another ingester is reading {} (its lease lasts {} s after it stops)",
+                path.display(),
+                ingester.ctx.config.ingest_lease.as_secs_f64()
+            );
+        }
         let (pending, progress) = ingester.collect(true).await?;
-        total.add(&pending.tally);
-        ingester.commit(pending).await?;
+        let tally = pending.tally;
+        if ingester.commit(pending).await? {
+            total.add(&tally);
+        }
         if progress != Progress::More || ingester.ctx.cancel.is_cancelled() {
             break;
         }
@@ -243,13 +246,14 @@ impl Ingester {
         }
     }
 
-    /// Stores the batch and the position after it in one transaction. When the lease or the stored
-    /// position moved meanwhile, nothing is stored and reading starts again from the stored position.
-    async fn commit(&mut self, pending: Pending) -> anyhow::Result<()> {
+    /// Stores the batch and the position after it in one transaction; false when nothing was stored
+    /// because the lease or the stored position moved meanwhile (reading then starts again from the
+    /// stored position).
+    async fn commit(&mut self, pending: Pending) -> anyhow::Result<bool> {
         let Pending { mut batch, tally, sample, .. } = pending;
         batch.cursor = self.follower.as_ref().and_then(Follower::cursor);
         if batch.cursor.is_none() {
-            return Ok(());
+            return Ok(false);
         }
         let committed = match self
             .ctx
@@ -262,7 +266,7 @@ impl Ingester {
                 tracing::warn!(path = %self.path.display(), "The lease or the stored position moved; re-reading from the stored position");
                 self.forget_position();
                 self.leased_at = None;
-                return Ok(());
+                return Ok(false);
             }
             Err(err) => return Err(err).context("storing a batch"),
         };
@@ -303,7 +307,7 @@ impl Ingester {
                 tracing::debug!(error = %err, "Batch notice not published");
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Takes or renews the lease when due; false while another ingester holds it.
