@@ -3,7 +3,7 @@
 //!
 //! One task ([`LogTail::run`], started by the lifespan) keeps it current: while the bus is up it
 //! follows the ingester's `system.log` `batch_committed` notices (from any replica's ingester);
-//! while the bus is absent or down it asks the database every second, and once more when the bus
+//! while the bus is absent or down it asks the database twice a second, and once more when the bus
 //! comes back, since notices sent meanwhile are lost. A slow poll also runs with the bus up, so a
 //! lost notice delays rows by seconds, never until the next batch. Streams wait on [`LogTail::watch`]
 //! and query the rows themselves.
@@ -20,8 +20,9 @@ use crate::bus::logs::BatchCommitted;
 use crate::bus::{Bus, topics};
 use crate::db::Db;
 
-/// How often the database is asked while there is no bus to hear commits on.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the database is asked while there is no bus to hear commits on: often enough that a
+/// row still reaches the streams within a second of its commit.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// How often it is asked even with the bus up, in case a notice was lost.
 pub const SAFETY_POLL_INTERVAL: Duration = Duration::from_secs(10);
 
