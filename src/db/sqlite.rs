@@ -51,11 +51,12 @@ impl SqliteDb {
             // rather than every 4 MiB: under steady ingestion they were most of the waiting.
             .pragma("wal_autocheckpoint", "10000");
         let pool = SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)).connect_lazy_with(options.clone());
-        // 64 MiB of page cache (a negative size is in KiB).
+        // 64 MiB of page cache (a negative size is in KiB); statement journals, which every
+        // multi-row insert in a transaction keeps, in memory rather than in a temporary file.
         let ingest = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy_with(options.pragma("cache_size", "-65536"));
+            .connect_lazy_with(options.pragma("cache_size", "-65536").pragma("temp_store", "memory"));
         Ok(SqliteDb { path: path.to_path_buf(), pool, ingest })
     }
 }
