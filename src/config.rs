@@ -83,7 +83,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `None` when set to the empty string: the collector then refuses to start.
     pub ingest_log_file: Option<PathBuf>,
-    /// Lines the ingester stores per transaction at most (`SVC_INGEST_BATCH_SIZE`, default 5000).
+    /// Lines the ingester stores per transaction at most (`SVC_INGEST_BATCH_SIZE`, default 20000).
     pub ingest_batch_size: usize,
     /// How long a started batch may wait for more lines while the file keeps growing
     /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`, default 250).
@@ -402,7 +402,7 @@ fn parse(vars: impl IntoIterator<Item = (String, String)>) -> (Config, Vec<Confi
         profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
         profile_dir: env.get("SVC_PROFILE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("profiles")),
         log_format,
-        ingest_batch_size: env.count("SVC_INGEST_BATCH_SIZE", 5000, 1..=100_000),
+        ingest_batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),
         ingest_batch_wait: Duration::from_millis(env.count("SVC_INGEST_BATCH_MAX_WAIT_MS", 250, 1..=60_000) as u64),
         ingest_lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
         heartbeat_interval: env.seconds("SVC_HEARTBEAT_SECS", 30.0),
