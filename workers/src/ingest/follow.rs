@@ -81,13 +81,15 @@ pub struct Follower {
     current: Option<OpenFile>,
     /// Where to start when the file first appears: the cursor of an earlier run.
     resume: Option<IngestCursor>,
+    /// What each read fills, allocated once: `read` runs once per batch.
+    chunk: Vec<u8>,
 }
 
 impl Follower {
     /// Follows `path` from `cursor` (from the start without one). Lines over `max_line` bytes are
     /// skipped.
     pub fn new(path: PathBuf, cursor: Option<IngestCursor>, max_line: usize) -> Follower {
-        Follower { path, max_line, current: None, resume: cursor }
+        Follower { path, max_line, current: None, resume: cursor, chunk: vec![0; CHUNK] }
     }
 
     /// The position just past the last line handed out; `None` before the file has been opened.
@@ -100,7 +102,6 @@ impl Follower {
     /// With `to_end`, a last line without a newline is handed out too (a finished file).
     pub fn read(&mut self, max_lines: usize, to_end: bool, on_line: &mut dyn FnMut(Line<'_>)) -> io::Result<Progress> {
         let mut handed = 0;
-        let mut buf = vec![0u8; CHUNK];
         loop {
             if self.current.is_none() && !self.open()? {
                 return Ok(Progress::NoFile);
@@ -110,9 +111,9 @@ impl Follower {
             if handed == max_lines {
                 return Ok(Progress::More);
             }
-            let n = open.file.read(&mut buf)?;
+            let n = open.file.read(&mut self.chunk)?;
             if n > 0 {
-                open.pending.extend_from_slice(&buf[..n]);
+                open.pending.extend_from_slice(&self.chunk[..n]);
                 continue;
             }
             // At the end of what is written: has the file been truncated, or replaced?
