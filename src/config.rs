@@ -91,6 +91,9 @@ pub struct Config {
     /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`,
     /// default 15): the longest a standby waits after the holder died.
     pub ingest_lease: Duration,
+    /// How often a caught-up profiler looks for new log rows without a bus notice
+    /// (`SVC_PROFILER_POLL_MS`, default 2000); with a bus it wakes on every stored batch.
+    pub profiler_poll: Duration,
     pub database: DatabaseConfig,
     pub nats_url: Option<String>,
     pub limiter_enabled: bool,
@@ -405,6 +408,7 @@ fn parse(vars: impl IntoIterator<Item = (String, String)>) -> (Config, Vec<Confi
         ingest_batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),
         ingest_batch_wait: Duration::from_millis(env.count("SVC_INGEST_BATCH_MAX_WAIT_MS", 250, 1..=60_000) as u64),
         ingest_lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
+        profiler_poll: Duration::from_millis(env.count("SVC_PROFILER_POLL_MS", 2_000, 10..=600_000) as u64),
         heartbeat_interval: env.seconds("SVC_HEARTBEAT_SECS", 30.0),
         worker_stale_after: env.seconds("SVC_WORKER_STALE_SECS", 90.0),
         unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
@@ -807,6 +811,15 @@ mod tests {
     #[test]
     fn empty_ingest_log_file_means_none() {
         assert_eq!(Config::for_api(vars(&[("SVC_INGEST_LOG_FILE", "")])).unwrap().ingest_log_file, None);
+    }
+
+    #[test]
+    fn profiler_poll_is_in_milliseconds() {
+        assert_eq!(Config::from_vars(Vec::new()).unwrap().profiler_poll, Duration::from_secs(2));
+        let config = Config::from_vars(vars(&[("SVC_PROFILER_POLL_MS", "50")])).unwrap();
+        assert_eq!(config.profiler_poll, Duration::from_millis(50));
+        let err = Config::from_vars(vars(&[("SVC_PROFILER_POLL_MS", "0")])).unwrap_err();
+        assert_eq!(err.0[0].var, "SVC_PROFILER_POLL_MS");
     }
 
     #[test]

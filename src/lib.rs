@@ -9,6 +9,7 @@ pub mod db;
 pub mod http;
 pub mod logging;
 pub mod logline;
+pub mod observation;
 pub mod signals;
 pub mod startup;
 pub mod systemd;

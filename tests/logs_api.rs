@@ -8,36 +8,9 @@ use std::collections::BTreeSet;
 use common::logs::{LogWriter, at, bounty, log};
 use common::{ADMIN_PASSWORD, TestApi, TestDb, user_token};
 use reqwest::StatusCode;
-use reqwest::header::WWW_AUTHENTICATE;
 use serde_json::{Value, json};
 use svc::db::Role;
 use svc::time::format_utc;
-
-struct Reply {
-    status: StatusCode,
-    body: Value,
-    www_authenticate: Option<String>,
-}
-
-async fn get(api: &TestApi, path: &str, token: Option<&str>, query: &[(&str, &str)]) -> Reply {
-    let mut request = api.client.get(api.url(path)).query(query);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    let www_authenticate = response.headers().get(WWW_AUTHENTICATE).map(|v| v.to_str().unwrap().to_string());
-    let text = response.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    Reply { status, body, www_authenticate }
-}
-
-/// The body of a 200 answer.
-async fn ok(api: &TestApi, path: &str, token: &str, query: &[(&str, &str)]) -> Value {
-    let reply = get(api, path, Some(token), query).await;
-    assert_eq!(reply.status, StatusCode::OK, "{path} {query:?}: {}", reply.body);
-    reply.body
-}
 
 async fn viewer(api: &TestApi) -> String {
     user_token(&api.state, "watcher", Role::Viewer).await
@@ -50,7 +23,7 @@ async fn logs_are_paged_newest_first_with_the_total() {
     for backend in TestDb::all() {
         let api = TestApi::start(backend.api_config(&[])).await;
         let token = viewer(&api).await;
-        let empty = ok(&api, "/logs", &token, &[]).await;
+        let empty = api.ok("/logs", &token, &[]).await;
         assert_eq!(empty, json!({"total": 0, "limit": 50, "offset": 0, "data": []}), "{}", backend.name);
 
         let mut writer = LogWriter::new(&api.state.db).await;
@@ -65,7 +38,7 @@ async fn logs_are_paged_newest_first_with_the_total() {
             writer.logs(rows).await;
         }
 
-        let first = ok(&api, "/logs", &token, &[]).await;
+        let first = api.ok("/logs", &token, &[]).await;
         assert_eq!(
             (first["total"].clone(), first["limit"].clone(), first["offset"].clone()),
             (json!(120), json!(50), json!(0))
@@ -98,15 +71,15 @@ async fn logs_are_paged_newest_first_with_the_total() {
         let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
         assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
 
-        let last = ok(&api, "/logs", &token, &[("limit", "50"), ("offset", "100")]).await;
+        let last = api.ok("/logs", &token, &[("limit", "50"), ("offset", "100")]).await;
         assert_eq!((last["total"].clone(), last["offset"].clone()), (json!(120), json!(100)));
         let last_rows = last["data"].as_array().unwrap();
         assert_eq!(last_rows.len(), 20);
         assert_eq!(last_rows[19]["timestamp"], format_utc(at(0)));
 
-        let all = ok(&api, "/logs", &token, &[("limit", "1000")]).await;
+        let all = api.ok("/logs", &token, &[("limit", "1000")]).await;
         assert_eq!(all["data"].as_array().unwrap().len(), 120);
-        let beyond = ok(&api, "/logs", &token, &[("offset", "2147483647")]).await;
+        let beyond = api.ok("/logs", &token, &[("offset", "2147483647")]).await;
         assert_eq!((beyond["total"].clone(), beyond["data"].clone()), (json!(120), json!([])));
         api.stop().await;
     }
@@ -126,7 +99,7 @@ async fn search_fixture(api: &TestApi) {
 }
 
 async fn found(api: &TestApi, token: &str, path: &str, search: &str) -> String {
-    let body = ok(api, path, token, &[("search", search)]).await;
+    let body = api.ok(path, token, &[("search", search)]).await;
     let mut names: Vec<char> = body["data"]
         .as_array()
         .unwrap()
@@ -210,15 +183,15 @@ async fn time_windows_are_inclusive_utc_and_malformed_times_are_422() {
             (&[("start_time", "2026-11-22 00:00:00")], 0),
         ];
         for (query, expected) in cases {
-            assert_eq!(total(ok(&api, "/logs", &token, query).await), expected, "{} {query:?}", backend.name);
+            assert_eq!(total(api.ok("/logs", &token, query).await), expected, "{} {query:?}", backend.name);
         }
-        let histogram = ok(&api, "/logs/histogram", &token, &[("start_time", "2026-11-21 14:10:00")]).await;
+        let histogram = api.ok("/logs/histogram", &token, &[("start_time", "2026-11-21 14:10:00")]).await;
         assert_eq!(histogram.as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum::<u64>(), 3);
 
         for bad in ["yesterday", "2026-11-21", "1700000000", "2026-13-01 00:00:00", "21/11/2026 14:00", "14:00"] {
             for field in ["start_time", "end_time"] {
                 for path in ["/logs", "/logs/histogram"] {
-                    let reply = get(&api, path, Some(&token), &[(field, bad)]).await;
+                    let reply = api.get(path, Some(&token), &[(field, bad)]).await;
                     assert_eq!(
                         (reply.status, reply.body),
                         (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": INVALID})),
@@ -252,7 +225,7 @@ async fn parameters_out_of_range_are_422() {
         ("/bounty", "limit", "1000"),
     ];
     for (path, field, value) in accepted {
-        let reply = get(&api, path, Some(&token), &[(field, value)]).await;
+        let reply = api.get(path, Some(&token), &[(field, value)]).await;
         assert_eq!(reply.status, StatusCode::OK, "{path} {field}={value}: {}", reply.body);
     }
     let refused: [(&str, &str, &str); 17] = [
@@ -275,7 +248,7 @@ async fn parameters_out_of_range_are_422() {
         ("/bounty", "offset", "-5"),
     ];
     for (path, field, value) in refused {
-        let reply = get(&api, path, Some(&token), &[(field, value)]).await;
+        let reply = api.get(path, Some(&token), &[(field, value)]).await;
         assert_eq!(
             (reply.status, reply.body),
             (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": INVALID})),
@@ -283,13 +256,13 @@ async fn parameters_out_of_range_are_422() {
         );
     }
     // Authentication comes before validation.
-    assert_eq!(get(&api, "/logs", None, &[("limit", "0")]).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(api.get("/logs", None, &[("limit", "0")]).await.status, StatusCode::UNAUTHORIZED);
     api.stop().await;
 
     // Developer mode names the problem; the routes are in the OpenAPI document.
     let api = TestApi::start(backend.api_config(&[("SVC_DEVELOPER", "true")])).await;
     let token = user_token(&api.state, "watcher2", Role::Viewer).await;
-    let reply = get(&api, "/logs", Some(&token), &[("limit", "1001"), ("offset", "-1")]).await;
+    let reply = api.get("/logs", Some(&token), &[("limit", "1001"), ("offset", "-1")]).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     let kinds: Vec<(&str, &Value)> =
         reply.body["detail"].as_array().unwrap().iter().map(|e| (e["type"].as_str().unwrap(), &e["loc"])).collect();
@@ -297,7 +270,7 @@ async fn parameters_out_of_range_are_422() {
         kinds,
         [("less_than_equal", &json!(["query", "limit"])), ("greater_than_equal", &json!(["query", "offset"]))]
     );
-    let wrong_type = get(&api, "/logs", Some(&token), &[("limit", "abc")]).await;
+    let wrong_type = api.get("/logs", Some(&token), &[("limit", "abc")]).await;
     assert_eq!(wrong_type.body["detail"][0]["type"], "int_parsing");
     let doc = api.client.get(api.base.replace("/api/v1", "/openapi.json")).send().await.unwrap();
     let doc: Value = doc.json().await.unwrap();
@@ -314,13 +287,13 @@ async fn the_histogram_counts_rows_per_epoch_aligned_bucket() {
     for backend in TestDb::all() {
         let api = TestApi::start(backend.api_config(&[])).await;
         let token = viewer(&api).await;
-        assert_eq!(ok(&api, "/logs/histogram", &token, &[]).await, json!([]));
+        assert_eq!(api.ok("/logs/histogram", &token, &[]).await, json!([]));
         let mut writer = LogWriter::new(&api.state.db).await;
         let rows = [(0, "ssh"), (5, "ssh"), (14, "http"), (15, "ssh"), (31, "http"), (95, "ssh")]
             .map(|(m, service)| log("d-01", service, "e", "10.0.0.1", json!({}), at(m)));
         writer.logs(rows.to_vec()).await;
 
-        let default = ok(&api, "/logs/histogram", &token, &[]).await;
+        let default = api.ok("/logs/histogram", &token, &[]).await;
         assert_eq!(
             default,
             json!([
@@ -332,12 +305,12 @@ async fn the_histogram_counts_rows_per_epoch_aligned_bucket() {
             "{}",
             backend.name
         );
-        let hourly = ok(&api, "/logs/histogram", &token, &[("interval_minutes", "60")]).await;
+        let hourly = api.ok("/logs/histogram", &token, &[("interval_minutes", "60")]).await;
         assert_eq!(
             hourly,
             json!([{"time": "2026-11-21T14:00:00.000Z", "count": 5}, {"time": "2026-11-21T15:00:00.000Z", "count": 1}])
         );
-        let ssh = ok(&api, "/logs/histogram", &token, &[("search", "service:ssh"), ("interval_minutes", "30")]).await;
+        let ssh = api.ok("/logs/histogram", &token, &[("search", "service:ssh"), ("interval_minutes", "30")]).await;
         assert_eq!(
             ssh,
             json!([
@@ -355,7 +328,7 @@ async fn stats_count_logs_and_distinct_attackers() {
         let api = TestApi::start(backend.api_config(&[])).await;
         let token = viewer(&api).await;
         let zero = json!({"total_logs": 0, "unique_attackers": 0, "active_deckies": 0, "deployed_deckies": 0});
-        assert_eq!(ok(&api, "/stats", &token, &[]).await, zero, "{}", backend.name);
+        assert_eq!(api.ok("/stats", &token, &[]).await, zero, "{}", backend.name);
         let mut writer = LogWriter::new(&api.state.db).await;
         let rows = ["10.0.0.1", "10.0.0.2", "10.0.0.1", "2001:db8::1", "10.0.0.2"]
             .iter()
@@ -364,7 +337,7 @@ async fn stats_count_logs_and_distinct_attackers() {
             .collect();
         writer.logs(rows).await;
         assert_eq!(
-            ok(&api, "/stats", &token, &[]).await,
+            api.ok("/stats", &token, &[]).await,
             json!({"total_logs": 5, "unique_attackers": 3, "active_deckies": 0, "deployed_deckies": 0})
         );
         api.stop().await;
@@ -385,7 +358,7 @@ async fn bounties_filter_by_type_and_search_with_decoded_payloads() {
         ];
         writer.commit(vec![], bounties).await;
 
-        let all = ok(&api, "/bounty", &token, &[]).await;
+        let all = api.ok("/bounty", &token, &[]).await;
         assert_eq!(
             (all["total"].clone(), all["limit"].clone(), all["offset"].clone()),
             (json!(4), json!(50), json!(0))
@@ -416,11 +389,11 @@ async fn bounties_filter_by_type_and_search_with_decoded_payloads() {
             (&[("search", "undefined")], 4),
         ];
         for (query, expected) in cases {
-            assert_eq!(total(ok(&api, "/bounty", &token, query).await), expected, "{} {query:?}", backend.name);
+            assert_eq!(total(api.ok("/bounty", &token, query).await), expected, "{} {query:?}", backend.name);
         }
-        let fingerprint = ok(&api, "/bounty", &token, &[("bounty_type", "fingerprint")]).await;
+        let fingerprint = api.ok("/bounty", &token, &[("bounty_type", "fingerprint")]).await;
         assert_eq!(fingerprint["data"][0]["payload"]["ja3"], "769,47-53,0-10,23,0");
-        let page = ok(&api, "/bounty", &token, &[("limit", "1"), ("offset", "1")]).await;
+        let page = api.ok("/bounty", &token, &[("limit", "1"), ("offset", "1")]).await;
         assert_eq!((total(page.clone()), page["data"][0]["bounty_type"].clone()), (4, json!("fingerprint")));
         api.stop().await;
     }
@@ -440,19 +413,19 @@ async fn the_log_views_need_a_viewer_with_a_changed_password() {
     let must_change = api.state.sessions.mint(&fresh).unwrap();
     let admin = user_token(&api.state, "root", Role::Admin).await;
     for path in ["/logs", "/logs/histogram", "/stats", "/bounty"] {
-        let anonymous = get(&api, path, None, &[]).await;
+        let anonymous = api.get(path, None, &[]).await;
         assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{path}");
         assert_eq!(anonymous.body, json!({"detail": "Could not validate credentials"}));
         assert_eq!(anonymous.www_authenticate.as_deref(), Some("Bearer"));
-        let forged = get(&api, path, Some("not-a-token"), &[]).await;
+        let forged = api.get(path, Some("not-a-token"), &[]).await;
         assert_eq!(forged.status, StatusCode::UNAUTHORIZED, "{path}");
-        let blocked = get(&api, path, Some(&must_change), &[]).await;
+        let blocked = api.get(path, Some(&must_change), &[]).await;
         assert_eq!(
             (blocked.status, blocked.body),
             (StatusCode::FORBIDDEN, json!({"detail": "Password change required before accessing this resource"})),
             "{path}"
         );
-        assert_eq!(get(&api, path, Some(&admin), &[]).await.status, StatusCode::OK, "admins may view: {path}");
+        assert_eq!(api.get(path, Some(&admin), &[]).await.status, StatusCode::OK, "admins may view: {path}");
     }
     api.stop().await;
 }

@@ -396,6 +396,7 @@ async fn bounties_are_stored_once_and_listed() {
         let by = |bounty_type: Option<&str>, search: Option<&str>| BountyFilter {
             bounty_type: bounty_type.map(str::to_string),
             search: search.map(str::to_string),
+            ..BountyFilter::default()
         };
         let page = db.bounties(&by(Some("fingerprint"), None), 1, 0).await.unwrap();
         assert_eq!((page.total, page.rows.len()), (2, 1));
@@ -404,6 +405,9 @@ async fn bounties_are_stored_once_and_listed() {
         assert_ne!(page.rows[0].id, next.rows[0].id);
         assert_eq!(db.bounties(&by(Some("finger"), None), 10, 0).await.unwrap().total, 0, "type is exact");
         assert_eq!(db.bounties(&by(None, Some("10.0.0.3")), 10, 0).await.unwrap().total, 1);
+        let of_ip = |ip: &str| BountyFilter { attacker_ip: Some(ip.to_string()), ..BountyFilter::default() };
+        assert_eq!(db.bounties(&of_ip("10.0.0.3"), 10, 0).await.unwrap().total, 1);
+        assert_eq!(db.bounties(&of_ip("10.0.0."), 10, 0).await.unwrap().total, 0, "the address is exact");
         assert_eq!(db.bounties(&by(None, Some("curl/8")), 10, 0).await.unwrap().total, 2, "payload");
         assert_eq!(db.bounties(&by(Some("credential"), Some("10.0.0.1")), 10, 0).await.unwrap().total, 1);
         // `%`, `_` and `\` are literal.

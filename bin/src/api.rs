@@ -16,7 +16,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let addr = (config.api_host.clone(), config.api_port);
     // Ingestion always runs in the API (spec, startup step 8); the others join here, each gated by
     // its SVC_EMBED_* flag, as they land.
-    let lifespan = Lifespan::start(config, vec![svc_workers::ingest::body()]).await?;
+    let mut workers = vec![svc_workers::ingest::body()];
+    if config.embed_profiler {
+        workers.push(svc_workers::profiler::body());
+    }
+    let lifespan = Lifespan::start(config, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,
         Err(err) => {

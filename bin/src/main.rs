@@ -2,6 +2,7 @@
 
 mod api;
 mod ingest;
+mod observation;
 mod supervisor;
 mod systemd;
 mod user;
@@ -52,6 +53,9 @@ enum Command {
         /// The file to ingest.
         file: std::path::PathBuf,
     },
+    /// Check or store Observation records (one JSON object per line) from a file or stdin.
+    #[command(subcommand)]
+    Observation(observation::ObservationCommand),
     /// Run everything on this host: a private nats-server (when SVC_NATS_URL is unset), the API and
     /// the chosen workers, restarting any that crash. Stops them all on SIGTERM or SIGINT.
     Supervise(supervisor::SuperviseArgs),
@@ -66,6 +70,10 @@ const EXIT_CONFIG: u8 = 78;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Checking records needs no configuration, database or secrets.
+    if let Command::Observation(observation::ObservationCommand::Validate { file }) = &cli.command {
+        return observation::validate(file);
+    }
     let config = match &cli.command {
         // The supervisor checks the API's configuration up front rather than restart a child that
         // cannot start.
@@ -74,6 +82,7 @@ fn main() -> ExitCode {
         | Command::User(_)
         | Command::Worker { .. }
         | Command::IngestReplay { .. }
+        | Command::Observation(_)
         | Command::Systemd(_) => Config::from_env(),
     };
     let config = match config {
@@ -83,7 +92,8 @@ fn main() -> ExitCode {
     svc::logging::init(config.log_format);
     let runtime = tokio::runtime::Runtime::new().expect("cannot start the async runtime");
     let result = runtime.block_on(async move {
-        match cli.command {
+        let done = match cli.command {
+            Command::Observation(command) => return observation::run(command, config).await,
             Command::Api => api::run(config).await,
             Command::Migrate => user::migrate(&config).await,
             Command::User(command) => user::run(command, &config).await,
@@ -91,10 +101,11 @@ fn main() -> ExitCode {
             Command::IngestReplay { file } => ingest::replay(&file, config).await,
             Command::Supervise(args) => supervisor::run(args, config).await,
             Command::Systemd(command) => systemd::run(command),
-        }
+        };
+        done.map(|()| ExitCode::SUCCESS)
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("svc: {err:#}");
             ExitCode::FAILURE

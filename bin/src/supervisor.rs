@@ -28,14 +28,19 @@ const HEALTHY_UPTIME: Duration = Duration::from_secs(60);
 const CRASH_LOOP: u32 = 3;
 /// How long the private bus gets to accept connections before the API starts anyway.
 const BUS_READY_WAIT: Duration = Duration::from_secs(5);
+/// How long the API gets to listen (it migrates the database first) before the workers start
+/// anyway: a worker started earlier would find a fresh database without its tables.
+const API_READY_WAIT: Duration = Duration::from_secs(30);
 /// A child exiting with this status has a configuration error (sysexits EX_CONFIG): restarting
 /// cannot help, so it is reported and left stopped.
 const EXIT_CONFIG: i32 = 78;
 
 #[derive(clap::Args)]
 pub struct SuperviseArgs {
-    /// Workers to run besides the API, comma-separated (e.g. `collector,sniffer`).
-    #[arg(long, env = "SVC_SUPERVISE_WORKERS", value_delimiter = ',')]
+    /// Workers to run besides the API, comma-separated (e.g. `profiler,collector`); `''` for none.
+    /// The default is the workers that need nothing of the host: the profiler (the API embeds the
+    /// ingester itself).
+    #[arg(long, env = "SVC_SUPERVISE_WORKERS", value_delimiter = ',', default_value = "profiler")]
     workers: Vec<String>,
     /// Seconds a child gets to stop after SIGTERM before it is killed.
     #[arg(long, env = "SVC_SUPERVISE_GRACE_SECS", default_value_t = 10.0)]
@@ -65,7 +70,8 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
     let shutdown = svc::signals::stop_on_signal()?;
 
     let svc = std::env::current_exe().context("locating the svc binary")?;
-    let mut children: Vec<(ChildSpec, Option<u16>)> = Vec::new();
+    // Each child, with the loopback port to wait for before starting the next.
+    let mut children: Vec<(ChildSpec, Option<(u16, Duration)>)> = Vec::new();
     let mut env = Vec::new();
     if config.nats_url.is_none() {
         match find_on_path("nats-server") {
@@ -79,26 +85,26 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
                     stop_signal: Signal::INT,
                 };
                 env.push(("SVC_NATS_URL".to_string(), format!("nats://127.0.0.1:{port}")));
-                children.push((spec, Some(port)));
+                children.push((spec, Some((port, BUS_READY_WAIT))));
             }
             None => tracing::warn!("No SVC_NATS_URL and no nats-server on PATH: running without a bus"),
         }
     }
-    children.push((child_spec("api", &svc, &["api"], &env), None));
+    children.push((child_spec("api", &svc, &["api"], &env), Some((config.api_port, API_READY_WAIT))));
     for worker in &workers {
         children.push((child_spec(worker, &svc, &["worker", worker], &env), None));
     }
 
     let mut running: Vec<(String, CancellationToken, JoinHandle<bool>)> = Vec::new();
-    for (spec, bus_port) in children {
+    for (spec, ready_port) in children {
         if shutdown.is_cancelled() {
             break;
         }
         let stop = CancellationToken::new();
         let name = spec.name.clone();
-        running.push((name, stop.clone(), tokio::spawn(supervise(spec, stop, grace))));
-        if let Some(port) = bus_port {
-            wait_for_port(port, &shutdown).await;
+        running.push((name.clone(), stop.clone(), tokio::spawn(supervise(spec, stop, grace))));
+        if let Some((port, wait)) = ready_port {
+            wait_for_port(&name, port, wait, &shutdown).await;
         }
     }
     shutdown.cancelled().await;
@@ -285,13 +291,13 @@ fn free_port() -> io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-async fn wait_for_port(port: u16, shutdown: &CancellationToken) {
-    let deadline = Instant::now() + BUS_READY_WAIT;
+async fn wait_for_port(child: &str, port: u16, wait: Duration, shutdown: &CancellationToken) {
+    let deadline = Instant::now() + wait;
     while Instant::now() < deadline && !shutdown.is_cancelled() {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tracing::warn!(port, "The private bus is not accepting connections yet; starting the API anyway");
+    tracing::warn!(child, port, "Not accepting connections yet; starting the next children anyway");
 }

@@ -70,3 +70,22 @@ async fn no_child_survives_a_killed_supervisor() {
     supervisor.signal(Signal::KILL);
     eventually("every child is gone", || async { children.iter().all(|pid| !alive(*pid)) }).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn by_default_the_profiler_runs_and_starts_after_the_api_has_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut command = svc(dir.path(), &["supervise", "--grace-secs", "10"]);
+    command.env("SVC_API_PORT", port.to_string()).env_remove("SVC_SUPERVISE_WORKERS");
+    let mut supervisor = Proc::spawn(command);
+    eventually("the profiler is heard through the private bus", || async {
+        reqwest::get(format!("http://127.0.0.1:{port}/api/v1/health")).await.is_ok()
+            && status_of(&list_workers(port).await, "profiler") == "ok"
+    })
+    .await;
+    eventually("the profiler has caught up", || async { supervisor.output().contains("Profiles are caught up") }).await;
+    let output = supervisor.output();
+    assert!(!output.contains("no such table"), "a worker started before the tables existed:\n{output}");
+    supervisor.signal(Signal::TERM);
+    assert_eq!(supervisor.wait().code(), Some(0), "{}", supervisor.output());
+}

@@ -8,6 +8,18 @@ pub const SYSTEM_LOG: &str = "system.log";
 /// Every worker's heartbeat, for the registry.
 pub const ALL_WORKER_HEALTH: &str = "system.*.health";
 
+/// Every observation, whatever its primitive: what the profiler's intake listens on.
+pub const ALL_ATTACKER_OBSERVATIONS: &str = "attacker.observation.>";
+
+/// `attacker.observation.<primitive>`: one Observation envelope. The primitive's dots become
+/// subject token separators, each part checked like any other token.
+pub fn attacker_observation(primitive: &str) -> Result<String, BadToken> {
+    for part in primitive.split('.') {
+        token(part).map_err(|_| BadToken(primitive.to_string()))?;
+    }
+    Ok(format!("attacker.observation.{primitive}"))
+}
+
 /// Why a name cannot be one token of a subject.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` cannot be a subject token (empty, or contains `.`, `*`, `>` or whitespace)")]
@@ -52,5 +64,16 @@ mod tests {
         }
         assert_eq!(worker_of_health("system.a.b.health"), None);
         assert_eq!(worker_of_health("system..health"), None);
+    }
+
+    #[test]
+    fn an_observation_subject_carries_the_dotted_primitive() {
+        assert_eq!(
+            attacker_observation("motor.shell_mastery.tab_completion").unwrap(),
+            "attacker.observation.motor.shell_mastery.tab_completion"
+        );
+        for bad in ["", "motor.", ".x", "motor..x", "motor.*", "motor.>", "a b"] {
+            assert!(attacker_observation(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -162,6 +162,8 @@ pub struct LogFilter {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BountyFilter {
     pub bounty_type: Option<String>,
+    /// Only this attacker address, exactly.
+    pub attacker_ip: Option<String>,
     /// A substring of the decky, service, attacker IP or payload.
     pub search: Option<String>,
 }

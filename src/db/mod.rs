@@ -2,6 +2,7 @@
 //! owning its SQL and its migrations. The backend is chosen once, from the configuration, by
 //! [`connect`]; nothing above this module sees a sqlx type.
 
+mod attackers;
 mod logs;
 mod mysql;
 mod rows;
@@ -14,7 +15,12 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::config::DatabaseConfig;
+use crate::observation::Observation;
 
+pub use attackers::{
+    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, MAX_PROFILE_FINGERPRINTS,
+    ObservationsStored, PROFILER_LEASE_SOURCE, ProfilerBatch,
+};
 pub use logs::{
     BountyFilter, BountyRecord, Committed, CredentialRecord, HistogramBucket, IngestBatch, IngestCursor, LogColumn,
     LogFilter, LogRecord, LogStats, NewBounty, NewCredential, NewLog, Page, SearchTerm, parse_search,
@@ -273,6 +279,51 @@ pub trait Database: Send + Sync + 'static {
 
     /// Most recently seen first, at most `limit`.
     async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>>;
+
+    /// The highest log id the profiler has folded in, 0 before its first batch.
+    async fn profiler_cursor(&self) -> DbResult<i64>;
+
+    /// The stored profiles of these addresses; addresses without one are left out.
+    async fn attackers_by_ip(&self, ips: &[String]) -> DbResult<Vec<AttackerProfile>>;
+
+    /// Bounty and credential tallies of these addresses, one entry per address asked for (zero
+    /// counts and no fingerprints when nothing is stored).
+    async fn attacker_evidence(&self, ips: &[String]) -> DbResult<Vec<AttackerEvidence>>;
+
+    /// In one transaction: checks that `holder` holds the lease `profiler` (the ingest lease table,
+    /// source [`PROFILER_LEASE_SOURCE`]) and that the profiler cursor is still `expected_cursor`, then
+    /// upserts the profiles by uuid (every column replaced), inserts the commands (skipping log ids
+    /// stored already), recounts `command_count` of the attackers concerned from the stored commands,
+    /// upserts the observations by (`evidence_ref`, `primitive`) and moves the cursor to
+    /// `batch.last_log_id`. `Conflict`, with nothing stored, when the lease or the cursor moved
+    /// meanwhile, or when a profile's address is stored under another uuid (someone else profiled
+    /// it meanwhile: read `attackers_by_ip` again). Two profiles of one address in a batch are an
+    /// error.
+    async fn commit_profiles(&self, holder: &str, expected_cursor: i64, batch: &ProfilerBatch) -> DbResult<()>;
+
+    /// One page of profiles in the filter's order, with the total that match.
+    async fn attackers(&self, filter: &AttackerFilter, limit: u32, offset: u64) -> DbResult<Page<AttackerProfile>>;
+
+    /// `NotFound` when no profile has this uuid.
+    async fn attacker(&self, uuid: Uuid) -> DbResult<AttackerProfile>;
+
+    /// The attacker's commands, newest first (timestamp, then log id, descending), optionally of
+    /// one service, with the total that match. Paged in SQL.
+    async fn attacker_commands(
+        &self,
+        attacker: Uuid,
+        service: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> DbResult<Page<AttackerCommand>>;
+
+    /// Stores each record not held yet (by `id`, or by (`evidence_ref`, `primitive`)); a record
+    /// without an `id` gets a new UUID. A record whose `identity_ref` is a UUID is attributed to
+    /// that attacker. Records must have been validated by the caller.
+    async fn add_observations(&self, observations: &[Observation]) -> DbResult<ObservationsStored>;
+
+    /// Observations attributed to the attacker, newest first (window end, then ts), at most `limit`.
+    async fn attacker_observations(&self, attacker: Uuid, limit: u32) -> DbResult<Vec<Observation>>;
 }
 
 /// Opens the configured backend without touching the server: a failure to reach it shows up on

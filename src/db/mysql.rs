@@ -1,6 +1,6 @@
 //! The MySQL/MariaDB backend, for API replicas that share one database.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,16 +12,21 @@ use uuid::Uuid;
 
 use super::logs::{field_key, is_unfiltered, lease_end};
 use super::rows::{
-    BountyRow, CredentialRow, CursorRow, LifecycleRow, LogRow, UserRow, bounty_key, bounty_size, contains_pattern,
-    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, per_minute, principal_key, row_sets,
-    stored_offset, time, username_key,
+    ATTACKER_COLUMNS, AttackerRow, BountyRow, CommandRow, CredentialRow, CursorRow, LifecycleRow, LogRow,
+    OBSERVATION_COLUMNS, ObservationColumns, ObservationRow, PROFILER_CURSOR_KEY, PROFILER_LEASE_SOURCE,
+    ProfileColumns, UserRow, bounty_key, bounty_size, command_size, contains_pattern, convert, credential_key,
+    credential_size, found, json_element_needles, log_size, millis, parse_uuid, per_minute, principal_key,
+    profiler_cursor_value, row_sets, stored_offset, time, username_key,
 };
 use super::{
-    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle,
-    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewBounty,
-    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
+    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, BountyRecord,
+    Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle, HistogramBucket, IngestBatch,
+    IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, MAX_PROFILE_FINGERPRINTS, NewBounty,
+    NewCredential, NewLog, NewUser, ObservationsStored, Page, ProfilerBatch, RevokedToken, Role,
+    STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
 };
 use crate::logline::UNKNOWN_IP;
+use crate::observation::Observation;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
@@ -400,7 +405,11 @@ impl Database for MysqlDb {
 
     async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>> {
         // As for the logs: the newest rows of the time index, unless a type narrows them.
-        let hint = if filter.bounty_type.is_some() { "" } else { " force index (ix_bounty_timestamp)" };
+        let hint = if filter.bounty_type.is_some() || filter.attacker_ip.is_some() {
+            ""
+        } else {
+            " force index (ix_bounty_timestamp)"
+        };
         let mut select = QueryBuilder::<MySql>::new(format!(
             "select id, timestamp, decky, service, attacker_ip, bounty_type, payload from bounty{hint}"
         ));
@@ -426,6 +435,297 @@ impl Database for MysqlDb {
         .await?;
         convert(rows)
     }
+
+    async fn profiler_cursor(&self) -> DbResult<i64> {
+        let stored: Option<(String,)> = sqlx::query_as("select value from state where `key` = ?")
+            .bind(PROFILER_CURSOR_KEY)
+            .fetch_optional(&self.pool)
+            .await?;
+        profiler_cursor_value(stored.map(|(v,)| v))
+    }
+
+    async fn attackers_by_ip(&self, ips: &[String]) -> DbResult<Vec<AttackerProfile>> {
+        let mut profiles = Vec::new();
+        for ips in ips.chunks(MAX_IN_LIST) {
+            let mut select =
+                QueryBuilder::<MySql>::new(format!("select {ATTACKER_COLUMNS} from attackers where ip in ("));
+            let mut list = select.separated(", ");
+            for ip in ips {
+                list.push_bind(indexed(ip));
+            }
+            select.push(")");
+            let rows: Vec<AttackerRow> = select.build_query_as().fetch_all(&self.pool).await?;
+            profiles.extend(convert::<_, AttackerProfile>(rows)?);
+        }
+        Ok(profiles)
+    }
+
+    async fn attacker_evidence(&self, ips: &[String]) -> DbResult<Vec<AttackerEvidence>> {
+        // Keyed by the address as the table compares it: cut to its column, as the ingester cut it,
+        // and in any letter case (the column's collation ignores it, so one group may answer an
+        // address asked in another case).
+        let key = |ip: &str| indexed(ip).to_lowercase();
+        let mut found: HashMap<String, AttackerEvidence> = HashMap::new();
+        for chunk in ips.chunks(MAX_IN_LIST) {
+            let in_list = |query: &mut QueryBuilder<'_, MySql>| {
+                query.push(" attacker_ip in (");
+                let mut list = query.separated(", ");
+                for ip in chunk {
+                    list.push_bind(indexed(ip).to_string());
+                }
+                query.push(")");
+            };
+            // The first few of each address, without reading the rest out of the database.
+            let mut fingerprints = QueryBuilder::<MySql>::new(
+                "select attacker_ip, payload from (select attacker_ip, payload, id, \
+                 row_number() over (partition by attacker_ip order by id) as n \
+                 from bounty where bounty_type = 'fingerprint' and",
+            );
+            in_list(&mut fingerprints);
+            fingerprints.push(") as numbered where n <= ").push_bind(i64::from(MAX_PROFILE_FINGERPRINTS));
+            fingerprints.push(" order by id");
+            let rows: Vec<(String, String)> = fingerprints.build_query_as().fetch_all(&self.pool).await?;
+            for (ip, payload) in rows {
+                found.entry(key(&ip)).or_default().fingerprints.push(payload);
+            }
+            let mut bounties = QueryBuilder::<MySql>::new("select attacker_ip, count(*) from bounty where");
+            in_list(&mut bounties);
+            bounties.push(" group by attacker_ip");
+            let rows: Vec<(String, i64)> = bounties.build_query_as().fetch_all(&self.pool).await?;
+            for (ip, count) in rows {
+                found.entry(key(&ip)).or_default().bounty_count = count;
+            }
+            let mut credentials = QueryBuilder::<MySql>::new("select attacker_ip, count(*) from credentials where");
+            in_list(&mut credentials);
+            credentials.push(" group by attacker_ip");
+            let rows: Vec<(String, i64)> = credentials.build_query_as().fetch_all(&self.pool).await?;
+            for (ip, count) in rows {
+                found.entry(key(&ip)).or_default().credential_count = count;
+            }
+        }
+        Ok(ips
+            .iter()
+            .map(|ip| AttackerEvidence { ip: ip.clone(), ..found.get(&key(ip)).cloned().unwrap_or_default() })
+            .collect())
+    }
+
+    async fn commit_profiles(&self, holder: &str, expected_cursor: i64, batch: &ProfilerBatch) -> DbResult<()> {
+        let now = Utc::now();
+        let profiles: Vec<ProfileColumns<'_>> = batch.profiles.iter().map(ProfileColumns::new).collect();
+        let observations: Vec<ObservationColumns<'_>> =
+            batch.observations.iter().map(ObservationColumns::new).collect();
+        let mut ips = HashSet::new();
+        if let Some(twice) = batch.profiles.iter().find(|p| !ips.insert(indexed(&p.ip))) {
+            return Err(anyhow::anyhow!("two profiles of {} in one profiler batch", twice.ip).into());
+        }
+
+        let mut tx = self.pool.begin().await?;
+        check_lease(&mut tx, PROFILER_LEASE_SOURCE, holder, now).await?;
+        let stored: Option<(String,)> = sqlx::query_as("select value from state where `key` = ? for update")
+            .bind(PROFILER_CURSOR_KEY)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if profiler_cursor_value(stored.map(|(v,)| v))? != expected_cursor {
+            return Err(DbError::Conflict);
+        }
+
+        // `on duplicate key update` would take any unique key: an address stored under another uuid
+        // must be a conflict here, as it is on sqlite, not a silent merge.
+        for rows in row_sets(&profiles, MAX_IN_LIST, usize::MAX, |_| 0) {
+            let mut select = QueryBuilder::<MySql>::new("select uuid, ip from attackers where ip in (");
+            let mut list = select.separated(", ");
+            for row in rows {
+                list.push_bind(indexed(&row.profile.ip));
+            }
+            select.push(") for update");
+            let held: Vec<(String, String)> = select.build_query_as().fetch_all(&mut *tx).await?;
+            // Every row found holds one of our addresses as the column's collation compares them
+            // (letter case and trailing spaces aside), so each must be the profile of that address.
+            let ours: HashMap<String, &str> =
+                rows.iter().map(|r| (indexed(&r.profile.ip).to_lowercase(), r.uuid.as_str())).collect();
+            if held.iter().any(|(uuid, ip)| ours.get(&ip.to_lowercase()) != Some(&uuid.as_str())) {
+                return Err(DbError::Conflict);
+            }
+        }
+
+        for rows in row_sets(&profiles, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ProfileColumns::size) {
+            let mut upsert = QueryBuilder::<MySql>::new(
+                "insert into attackers (uuid, ip, first_seen, last_seen, event_count, service_count, decky_count, \
+                 services, deckies, traversal_path, is_traversal, bounty_count, credential_count, fingerprints, \
+                 command_count, behavior, fold_state, updated_at) ",
+            );
+            upsert.push_values(rows, |mut row, p| {
+                row.push_bind(p.uuid.as_str())
+                    .push_bind(indexed(&p.profile.ip))
+                    .push_bind(millis(p.profile.first_seen))
+                    .push_bind(millis(p.profile.last_seen))
+                    .push_bind(p.profile.event_count)
+                    .push_bind(p.profile.service_count())
+                    .push_bind(p.profile.decky_count())
+                    .push_bind(p.services.as_str())
+                    .push_bind(p.deckies.as_str())
+                    .push_bind(p.traversal_path.as_str())
+                    .push_bind(p.is_traversal)
+                    .push_bind(p.profile.bounty_count)
+                    .push_bind(p.profile.credential_count)
+                    .push_bind(p.profile.fingerprints.as_str())
+                    .push_bind(p.profile.command_count)
+                    .push_bind(p.profile.behavior.as_str())
+                    .push_bind(p.profile.fold_state.as_str())
+                    .push_bind(millis(p.profile.updated_at));
+            });
+            upsert.push(
+                " on duplicate key update ip = values(ip), first_seen = values(first_seen), \
+                 last_seen = values(last_seen), event_count = values(event_count), \
+                 service_count = values(service_count), decky_count = values(decky_count), \
+                 services = values(services), deckies = values(deckies), traversal_path = values(traversal_path), \
+                 is_traversal = values(is_traversal), bounty_count = values(bounty_count), \
+                 credential_count = values(credential_count), fingerprints = values(fingerprints), \
+                 command_count = values(command_count), behavior = values(behavior), \
+                 fold_state = values(fold_state), updated_at = values(updated_at)",
+            );
+            upsert.build().execute(&mut *tx).await?;
+        }
+
+        // `insert ignore` skips the log ids stored already; the values are cut to their columns
+        // first, so the ignoring has nothing to swallow but duplicates.
+        for rows in row_sets(&batch.commands, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, command_size) {
+            let mut insert = QueryBuilder::<MySql>::new(
+                "insert ignore into attacker_commands (attacker_uuid, log_id, timestamp, service, decky, command) ",
+            );
+            insert.push_values(rows, |mut row, (uuid, command)| {
+                row.push_bind(uuid.to_string())
+                    .push_bind(command.log_id)
+                    .push_bind(millis(command.timestamp))
+                    .push_bind(indexed(&command.service))
+                    .push_bind(indexed(&command.decky))
+                    .push_bind(command.command.as_str());
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+
+        // The count the rows say, whatever the caller counted: a command skipped as stored already
+        // must not be counted twice.
+        let recount: Vec<String> = profiles
+            .iter()
+            .map(|p| p.uuid.clone())
+            .chain(batch.commands.iter().map(|(uuid, _)| uuid.to_string()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for uuids in recount.chunks(MAX_IN_LIST) {
+            let mut update = QueryBuilder::<MySql>::new(
+                "update attackers set command_count = \
+                 (select count(*) from attacker_commands where attacker_uuid = attackers.uuid) where uuid in (",
+            );
+            let mut list = update.separated(", ");
+            for uuid in uuids {
+                list.push_bind(uuid.as_str());
+            }
+            update.push(")");
+            update.build().execute(&mut *tx).await?;
+        }
+
+        for rows in row_sets(&observations, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ObservationColumns::size) {
+            let mut upsert = insert_observations("insert", rows, now);
+            // The profiler's own records replace what they measured before, under the stored id.
+            upsert.push(
+                " on duplicate key update attacker_uuid = values(attacker_uuid), \
+                 identity_ref = values(identity_ref), value = values(value), confidence = values(confidence), \
+                 window_start = values(window_start), window_end = values(window_end), source = values(source), \
+                 envelope_v = values(envelope_v), ts = values(ts), received_at = values(received_at)",
+            );
+            upsert.build().execute(&mut *tx).await?;
+        }
+
+        sqlx::query("insert into state (`key`, value) values (?, ?) on duplicate key update value = values(value)")
+            .bind(PROFILER_CURSOR_KEY)
+            .bind(batch.last_log_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn attackers(&self, filter: &AttackerFilter, limit: u32, offset: u64) -> DbResult<Page<AttackerProfile>> {
+        let mut select = QueryBuilder::<MySql>::new(format!("select {ATTACKER_COLUMNS} from attackers"));
+        push_attacker_filter(&mut select, filter);
+        select.push(match filter.sort {
+            AttackerSort::Recent => " order by last_seen desc, uuid desc",
+            AttackerSort::Active => " order by event_count desc, uuid desc",
+            AttackerSort::Traversals => " order by is_traversal desc, last_seen desc, uuid desc",
+        });
+        select.push(" limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<AttackerRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let mut count = QueryBuilder::<MySql>::new("select count(*) from attackers");
+        push_attacker_filter(&mut count, filter);
+        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
+    }
+
+    async fn attacker(&self, uuid: Uuid) -> DbResult<AttackerProfile> {
+        let row: AttackerRow = sqlx::query_as(&format!("select {ATTACKER_COLUMNS} from attackers where uuid = ?"))
+            .bind(uuid.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        row.try_into()
+    }
+
+    async fn attacker_commands(
+        &self,
+        attacker: Uuid,
+        service: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> DbResult<Page<AttackerCommand>> {
+        let filter = |query: &mut QueryBuilder<'_, MySql>| {
+            query.push(" where attacker_uuid = ").push_bind(attacker.to_string());
+            if let Some(service) = service {
+                query.push(" and service = ").push_bind(indexed(service).to_string());
+            }
+        };
+        let mut select =
+            QueryBuilder::<MySql>::new("select log_id, timestamp, service, decky, command from attacker_commands");
+        filter(&mut select);
+        select.push(" order by timestamp desc, log_id desc limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<CommandRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let mut count = QueryBuilder::<MySql>::new("select count(*) from attacker_commands");
+        filter(&mut count);
+        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
+    }
+
+    async fn add_observations(&self, observations: &[Observation]) -> DbResult<ObservationsStored> {
+        let now = Utc::now();
+        let columns: Vec<ObservationColumns<'_>> = observations.iter().map(ObservationColumns::new).collect();
+        let mut tx = self.pool.begin().await?;
+        let mut stored = 0;
+        for rows in row_sets(&columns, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ObservationColumns::size) {
+            // Row by row: a record whose id or evidence key is held, by the table or by an earlier
+            // row of the statement, is skipped, and only inserted rows are counted. The values are
+            // cut to their columns first, so the ignoring has nothing to swallow but duplicates.
+            let mut insert = insert_observations("insert ignore", rows, now);
+            stored += insert.build().execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(ObservationsStored { stored, duplicates: (observations.len() as u64).saturating_sub(stored) })
+    }
+
+    async fn attacker_observations(&self, attacker: Uuid, limit: u32) -> DbResult<Vec<Observation>> {
+        let rows: Vec<ObservationRow> = sqlx::query_as(&format!(
+            "select {OBSERVATION_COLUMNS} from observations where attacker_uuid = ? \
+             order by window_end desc, ts desc, id desc limit ?"
+        ))
+        .bind(attacker.to_string())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        convert(rows)
+    }
 }
 
 /// Rows per multi-row insert: at 13 placeholders a row (credentials), 2048 rows stay under the
@@ -435,6 +735,9 @@ const MAX_ROWS_PER_INSERT: usize = 2048;
 /// Bytes of values per multi-row insert: well under MariaDB's default `max_allowed_packet` (16 MiB),
 /// which bounds one statement with all its values.
 const MAX_BYTES_PER_INSERT: usize = 4 << 20;
+
+/// Values in one `in (…)` list.
+const MAX_IN_LIST: usize = 1000;
 
 /// The width of the indexed text columns.
 const INDEXED_CHARS: usize = 255;
@@ -513,10 +816,59 @@ fn push_log_filter(query: &mut QueryBuilder<'_, MySql>, filter: &LogFilter, afte
     }
 }
 
+/// Appends the `where` clause of `filter`, if it has any condition.
+fn push_attacker_filter(query: &mut QueryBuilder<'_, MySql>, filter: &AttackerFilter) {
+    let mut joiner = " where ";
+    if let Some(search) = &filter.search {
+        query.push(joiner).push("ip like ").push_bind(contains_pattern(search)).push(" escape '\\\\'");
+        joiner = " and ";
+    }
+    if let Some(service) = &filter.service {
+        // Compared byte for byte, as on sqlite: exactly this service.
+        let [first, later] = json_element_needles(service);
+        query.push(joiner).push("(instr(services collate utf8mb4_bin, ").push_bind(first);
+        query.push(") > 0 or instr(services collate utf8mb4_bin, ").push_bind(later).push(") > 0)");
+    }
+}
+
+/// `verb` (`insert` or `insert ignore`) of `rows` into the observations, received at `now`; the
+/// caller adds any conflict clause.
+fn insert_observations<'a>(
+    verb: &str,
+    rows: &'a [ObservationColumns<'a>],
+    now: DateTime<Utc>,
+) -> QueryBuilder<'a, MySql> {
+    let mut insert = QueryBuilder::<MySql>::new(format!(
+        "{verb} into observations (id, attacker_uuid, identity_ref, primitive, value, confidence, window_start, \
+         window_end, source, evidence_ref, evidence_key, envelope_v, ts, received_at) "
+    ));
+    insert.push_values(rows, |mut row, o| {
+        row.push_bind(indexed(&o.id))
+            .push_bind(o.attacker_uuid.as_deref())
+            .push_bind(o.observation.identity_ref.as_deref())
+            .push_bind(indexed(&o.observation.primitive))
+            .push_bind(o.value.as_str())
+            .push_bind(o.observation.confidence)
+            .push_bind(o.observation.window.start_ts)
+            .push_bind(o.observation.window.end_ts)
+            .push_bind(o.observation.source.as_str())
+            .push_bind(o.observation.evidence_ref.as_deref())
+            .push_bind(o.evidence_key.as_deref())
+            .push_bind(o.observation.v)
+            .push_bind(o.observation.ts)
+            .push_bind(millis(now));
+    });
+    insert
+}
+
 fn push_bounty_filter(query: &mut QueryBuilder<'_, MySql>, filter: &BountyFilter) {
     let mut joiner = " where ";
     if let Some(bounty_type) = &filter.bounty_type {
         query.push(joiner).push("bounty_type = ").push_bind(bounty_type.clone());
+        joiner = " and ";
+    }
+    if let Some(attacker_ip) = &filter.attacker_ip {
+        query.push(joiner).push("attacker_ip = ").push_bind(attacker_ip.clone());
         joiner = " and ";
     }
     if let Some(search) = &filter.search {
@@ -529,15 +881,9 @@ fn push_bounty_filter(query: &mut QueryBuilder<'_, MySql>, filter: &BountyFilter
     }
 }
 
-/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
-/// Both rows stay locked to the end of the transaction, so neither moves under it.
-async fn check_lease_and_cursor(
-    tx: &mut MySqlConnection,
-    source: &str,
-    holder: &str,
-    expected: Option<&IngestCursor>,
-    now: DateTime<Utc>,
-) -> DbResult<()> {
+/// `Conflict` unless `holder` holds a live lease on `source`. The lease row stays locked to the end
+/// of the transaction, so it does not move under it.
+async fn check_lease(tx: &mut MySqlConnection, source: &str, holder: &str, now: DateTime<Utc>) -> DbResult<()> {
     let lease: Option<(i64,)> =
         sqlx::query_as("select expires_at from ingest_leases where source = ? and holder = ? for update")
             .bind(source)
@@ -547,6 +893,19 @@ async fn check_lease_and_cursor(
     if !matches!(lease, Some((expires_at,)) if expires_at > millis(now)) {
         return Err(DbError::Conflict);
     }
+    Ok(())
+}
+
+/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
+/// Both rows stay locked to the end of the transaction, so neither moves under it.
+async fn check_lease_and_cursor(
+    tx: &mut MySqlConnection,
+    source: &str,
+    holder: &str,
+    expected: Option<&IngestCursor>,
+    now: DateTime<Utc>,
+) -> DbResult<()> {
+    check_lease(tx, source, holder, now).await?;
     let stored: Option<CursorRow> =
         sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ? for update")
             .bind(source)

@@ -6,9 +6,10 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
-    BountyRecord, CredentialRecord, DbError, DeckyLifecycle, IngestCursor, LogRecord, NewBounty, NewCredential, NewLog,
-    User,
+    AttackerCommand, AttackerProfile, BountyRecord, CredentialRecord, DbError, DeckyLifecycle, IngestCursor, LogRecord,
+    NewBounty, NewCredential, NewLog, User,
 };
+use crate::observation::{Observation, Window};
 
 pub(super) fn millis(at: DateTime<Utc>) -> i64 {
     at.timestamp_millis()
@@ -346,6 +347,230 @@ fn prev_power_of_two(n: usize) -> usize {
     if n.is_power_of_two() { n } else { n.next_power_of_two() / 2 }
 }
 
+/// The `state` key of the profiler's cursor: the decimal id of the last log row folded in.
+pub(super) const PROFILER_CURSOR_KEY: &str = "profiler_cursor";
+
+/// The ingest lease source the profiler holds while it commits.
+pub(super) const PROFILER_LEASE_SOURCE: &str = super::attackers::PROFILER_LEASE_SOURCE;
+
+/// The stored cursor value as a log id; no row is 0.
+pub(super) fn profiler_cursor_value(stored: Option<String>) -> Result<i64, DbError> {
+    match stored {
+        None => Ok(0),
+        Some(text) => text
+            .trim()
+            .parse()
+            .map_err(|e| DbError::Other(anyhow::anyhow!("stored profiler cursor `{text}` is invalid: {e}"))),
+    }
+}
+
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    // Strings, lists of strings and `serde_json::Value`s always serialise.
+    serde_json::to_string(value).expect("JSON values serialise")
+}
+
+/// What a profile row holds beyond the profile's own fields: its lists as JSON text and the values
+/// derived from them, stored so SQL can sort and filter on them.
+pub(super) struct ProfileColumns<'a> {
+    pub profile: &'a AttackerProfile,
+    pub uuid: String,
+    pub services: String,
+    pub deckies: String,
+    pub traversal_path: String,
+    pub is_traversal: bool,
+}
+
+impl<'a> ProfileColumns<'a> {
+    pub fn new(profile: &'a AttackerProfile) -> Self {
+        ProfileColumns {
+            profile,
+            uuid: profile.uuid.to_string(),
+            services: json_text(&profile.services),
+            deckies: json_text(&profile.deckies),
+            traversal_path: profile.traversal_path(),
+            is_traversal: profile.is_traversal(),
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        self.uuid.len()
+            + self.profile.ip.len()
+            + self.services.len()
+            + self.deckies.len()
+            + self.traversal_path.len()
+            + self.profile.fingerprints.len()
+            + self.profile.behavior.len()
+            + self.profile.fold_state.len()
+            + 18 * 16
+    }
+}
+
+/// The two texts of which one occurs in a JSON array of strings (as `serde_json` writes it) exactly
+/// when the array holds `element`: its encoding after the `[` or the `,` that opens an element. An
+/// encoded string cannot hold `["` or `,"` (a quote inside it is escaped), so neither text can match
+/// inside another element, nor a prefix or suffix of one.
+pub(super) fn json_element_needles(element: &str) -> [String; 2] {
+    let encoded = json_text(element);
+    [format!("[{encoded}"), format!(",{encoded}")]
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct AttackerRow {
+    uuid: String,
+    ip: String,
+    first_seen: i64,
+    last_seen: i64,
+    event_count: i64,
+    services: String,
+    deckies: String,
+    bounty_count: i64,
+    credential_count: i64,
+    fingerprints: String,
+    command_count: i64,
+    behavior: String,
+    fold_state: String,
+    updated_at: i64,
+}
+
+/// The columns an [`AttackerRow`] reads.
+pub(super) const ATTACKER_COLUMNS: &str = "uuid, ip, first_seen, last_seen, event_count, services, deckies, \
+     bounty_count, credential_count, fingerprints, command_count, behavior, fold_state, updated_at";
+
+fn string_list(column: &str, text: &str) -> Result<Vec<String>, DbError> {
+    serde_json::from_str(text)
+        .map_err(|e| DbError::Other(anyhow::anyhow!("stored {column} `{text}` is not a JSON list of strings: {e}")))
+}
+
+impl TryFrom<AttackerRow> for AttackerProfile {
+    type Error = DbError;
+
+    fn try_from(row: AttackerRow) -> Result<Self, DbError> {
+        Ok(AttackerProfile {
+            uuid: parse_uuid(&row.uuid)?,
+            ip: row.ip,
+            first_seen: time(row.first_seen)?,
+            last_seen: time(row.last_seen)?,
+            event_count: row.event_count,
+            services: string_list("services", &row.services)?,
+            deckies: string_list("deckies", &row.deckies)?,
+            bounty_count: row.bounty_count,
+            credential_count: row.credential_count,
+            fingerprints: row.fingerprints,
+            command_count: row.command_count,
+            behavior: row.behavior,
+            fold_state: row.fold_state,
+            updated_at: time(row.updated_at)?,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct CommandRow {
+    log_id: i64,
+    timestamp: i64,
+    service: String,
+    decky: String,
+    command: String,
+}
+
+impl TryFrom<CommandRow> for AttackerCommand {
+    type Error = DbError;
+
+    fn try_from(row: CommandRow) -> Result<Self, DbError> {
+        Ok(AttackerCommand {
+            log_id: row.log_id,
+            timestamp: time(row.timestamp)?,
+            service: row.service,
+            decky: row.decky,
+            command: row.command,
+        })
+    }
+}
+
+pub(super) fn command_size(command: &(Uuid, AttackerCommand)) -> usize {
+    let (_, command) = command;
+    36 + command.service.len() + command.decky.len() + command.command.len() + 6 * 16
+}
+
+/// An observation as its row stores it: its id (a new one when it has none), the attacker it is
+/// attributed to, its value as JSON text and its evidence key.
+pub(super) struct ObservationColumns<'a> {
+    pub observation: &'a Observation,
+    pub id: String,
+    pub attacker_uuid: Option<String>,
+    pub value: String,
+    pub evidence_key: Option<String>,
+}
+
+impl<'a> ObservationColumns<'a> {
+    pub fn new(observation: &'a Observation) -> Self {
+        ObservationColumns {
+            observation,
+            id: observation.id.clone().unwrap_or_else(|| Uuid::new_v4().to_string()),
+            attacker_uuid: observation
+                .identity_ref
+                .as_deref()
+                .and_then(|r| r.trim().parse::<Uuid>().ok())
+                .map(|u| u.to_string()),
+            value: json_text(&observation.value),
+            evidence_key: observation.evidence_ref.as_deref().map(|r| dedup_key(&[r, &observation.primitive])),
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        let o = self.observation;
+        self.id.len()
+            + o.identity_ref.as_ref().map_or(0, String::len)
+            + o.primitive.len()
+            + self.value.len()
+            + o.source.len()
+            + o.evidence_ref.as_ref().map_or(0, String::len)
+            + 64
+            + 36
+            + 15 * 16
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct ObservationRow {
+    id: String,
+    identity_ref: Option<String>,
+    primitive: String,
+    value: String,
+    confidence: f64,
+    window_start: f64,
+    window_end: f64,
+    source: String,
+    evidence_ref: Option<String>,
+    envelope_v: i64,
+    ts: Option<f64>,
+}
+
+/// The columns an [`ObservationRow`] reads.
+pub(super) const OBSERVATION_COLUMNS: &str = "id, identity_ref, primitive, value, confidence, window_start, \
+     window_end, source, evidence_ref, envelope_v, ts";
+
+impl TryFrom<ObservationRow> for Observation {
+    type Error = DbError;
+
+    fn try_from(row: ObservationRow) -> Result<Self, DbError> {
+        let value = serde_json::from_str(&row.value)
+            .map_err(|e| DbError::Other(anyhow::anyhow!("stored value of observation {} is not JSON: {e}", row.id)))?;
+        Ok(Observation {
+            primitive: row.primitive,
+            value,
+            confidence: row.confidence,
+            window: Window { start_ts: row.window_start, end_ts: row.window_end },
+            source: row.source,
+            id: Some(row.id),
+            identity_ref: row.identity_ref,
+            evidence_ref: row.evidence_ref,
+            ts: row.ts,
+            v: row.envelope_v,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +598,64 @@ mod tests {
     fn like_patterns_take_wildcards_literally() {
         assert_eq!(contains_pattern("a%b_c\\d"), "%a\\%b\\_c\\\\d%");
         assert_eq!(contains_pattern(""), "%%");
+    }
+
+    #[test]
+    fn json_element_needles_match_whole_elements_only() {
+        let holds = |list: &[&str], element: &str| {
+            let text = json_text(list);
+            json_element_needles(element).iter().any(|needle| text.contains(needle.as_str()))
+        };
+        assert!(holds(&["ssh"], "ssh"));
+        assert!(holds(&["http", "ssh"], "ssh"));
+        assert!(!holds(&["ssh-alt"], "ssh"));
+        assert!(!holds(&["ssh"], "ss"));
+        assert!(!holds(&["xssh"], "ssh"));
+        assert!(!holds(&["a\"ssh"], "ssh"), "an escaped quote does not open an element");
+        assert!(!holds(&["a,\"ssh\""], "ssh"));
+        assert!(holds(&["a\"ssh"], "a\"ssh"));
+        assert!(holds(&["ssh\\"], "ssh\\"));
+        assert!(!holds(&["ssh\\"], "ssh"));
+        assert!(holds(&["ü \"q\""], "ü \"q\""));
+        assert!(!holds(&[], "ssh"));
+    }
+
+    #[test]
+    fn profiler_cursor_is_zero_until_stored() {
+        assert_eq!(profiler_cursor_value(None).unwrap(), 0);
+        assert_eq!(profiler_cursor_value(Some("1234".into())).unwrap(), 1234);
+        assert!(profiler_cursor_value(Some("x".into())).is_err());
+    }
+
+    #[test]
+    fn observation_columns_attribute_and_key_the_record() {
+        let uuid = Uuid::new_v4();
+        let record = Observation {
+            primitive: "motor.keystroke_cadence".into(),
+            value: serde_json::json!({"a": [1, 2]}),
+            confidence: 1.0,
+            window: Window { start_ts: 1.0, end_ts: 2.0 },
+            source: "s".into(),
+            id: None,
+            identity_ref: Some(uuid.to_string().to_uppercase()),
+            evidence_ref: None,
+            ts: None,
+            v: 1,
+        };
+        let columns = ObservationColumns::new(&record);
+        assert!(columns.id.parse::<Uuid>().is_ok(), "a record without an id gets a UUID");
+        assert_eq!(columns.attacker_uuid, Some(uuid.to_string()));
+        assert_eq!(columns.value, r#"{"a":[1,2]}"#);
+        assert_eq!(columns.evidence_key, None, "no evidence, no key: such records never collide");
+
+        let other = Observation { identity_ref: Some("someone".into()), evidence_ref: Some("e".into()), ..record };
+        let columns = ObservationColumns::new(&other);
+        assert_eq!(columns.attacker_uuid, None);
+        assert_eq!(columns.evidence_key, Some(dedup_key(&["e", "motor.keystroke_cadence"])));
+        let key = columns.evidence_key.clone();
+        let shifted =
+            Observation { evidence_ref: Some("em".into()), primitive: "otor.keystroke_cadence".into(), ..other };
+        assert_ne!(ObservationColumns::new(&shifted).evidence_key, key);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The sqlite backend: one file in WAL mode, the single-host default.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -15,16 +15,21 @@ use uuid::Uuid;
 
 use super::logs::{field_key, is_unfiltered, lease_end};
 use super::rows::{
-    BountyRow, CredentialRow, CursorRow, LifecycleRow, LogRow, UserRow, bounty_key, bounty_size, contains_pattern,
-    convert, credential_key, credential_size, found, log_size, millis, parse_uuid, per_minute, principal_key, row_sets,
-    stored_offset, time, username_key,
+    ATTACKER_COLUMNS, AttackerRow, BountyRow, CommandRow, CredentialRow, CursorRow, LifecycleRow, LogRow,
+    OBSERVATION_COLUMNS, ObservationColumns, ObservationRow, PROFILER_CURSOR_KEY, PROFILER_LEASE_SOURCE,
+    ProfileColumns, UserRow, bounty_key, bounty_size, command_size, contains_pattern, convert, credential_key,
+    credential_size, found, json_element_needles, log_size, millis, parse_uuid, per_minute, principal_key,
+    profiler_cursor_value, row_sets, stored_offset, time, username_key,
 };
 use super::{
-    BountyFilter, BountyRecord, Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle,
-    HistogramBucket, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, NewBounty,
-    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
+    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, BountyRecord,
+    Committed, CredentialRecord, Database, DbError, DbResult, DeckyLifecycle, HistogramBucket, IngestBatch,
+    IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats, MAX_PROFILE_FINGERPRINTS, NewBounty,
+    NewCredential, NewLog, NewUser, ObservationsStored, Page, ProfilerBatch, RevokedToken, Role,
+    STRANDED_LIFECYCLE_ERROR, SearchTerm, User,
 };
 use crate::logline::UNKNOWN_IP;
+use crate::observation::Observation;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -421,11 +426,303 @@ impl Database for SqliteDb {
         .await?;
         convert(rows)
     }
+
+    async fn profiler_cursor(&self) -> DbResult<i64> {
+        let stored: Option<(String,)> = sqlx::query_as("select value from state where key = ?")
+            .bind(PROFILER_CURSOR_KEY)
+            .fetch_optional(&self.pool)
+            .await?;
+        profiler_cursor_value(stored.map(|(v,)| v))
+    }
+
+    async fn attackers_by_ip(&self, ips: &[String]) -> DbResult<Vec<AttackerProfile>> {
+        let mut profiles = Vec::new();
+        for ips in ips.chunks(MAX_IN_LIST) {
+            let mut select =
+                QueryBuilder::<Sqlite>::new(format!("select {ATTACKER_COLUMNS} from attackers where ip in ("));
+            let mut list = select.separated(", ");
+            for ip in ips {
+                list.push_bind(ip.as_str());
+            }
+            select.push(")");
+            let rows: Vec<AttackerRow> = select.build_query_as().fetch_all(&self.pool).await?;
+            profiles.extend(convert::<_, AttackerProfile>(rows)?);
+        }
+        Ok(profiles)
+    }
+
+    async fn attacker_evidence(&self, ips: &[String]) -> DbResult<Vec<AttackerEvidence>> {
+        let mut found: HashMap<String, AttackerEvidence> = HashMap::new();
+        for chunk in ips.chunks(MAX_IN_LIST) {
+            let in_list = |query: &mut QueryBuilder<'_, Sqlite>| {
+                query.push(" attacker_ip in (");
+                let mut list = query.separated(", ");
+                for ip in chunk {
+                    list.push_bind(ip.clone());
+                }
+                query.push(")");
+            };
+            // The first few of each address, without reading the rest out of the database.
+            let mut fingerprints = QueryBuilder::<Sqlite>::new(
+                "select attacker_ip, payload from (select attacker_ip, payload, id, \
+                 row_number() over (partition by attacker_ip order by id) as n \
+                 from bounty where bounty_type = 'fingerprint' and",
+            );
+            in_list(&mut fingerprints);
+            fingerprints.push(") as numbered where n <= ").push_bind(i64::from(MAX_PROFILE_FINGERPRINTS));
+            fingerprints.push(" order by id");
+            let rows: Vec<(String, String)> = fingerprints.build_query_as().fetch_all(&self.pool).await?;
+            for (ip, payload) in rows {
+                found.entry(ip).or_default().fingerprints.push(payload);
+            }
+            let mut bounties = QueryBuilder::<Sqlite>::new("select attacker_ip, count(*) from bounty where");
+            in_list(&mut bounties);
+            bounties.push(" group by attacker_ip");
+            let rows: Vec<(String, i64)> = bounties.build_query_as().fetch_all(&self.pool).await?;
+            for (ip, count) in rows {
+                found.entry(ip).or_default().bounty_count = count;
+            }
+            let mut credentials = QueryBuilder::<Sqlite>::new("select attacker_ip, count(*) from credentials where");
+            in_list(&mut credentials);
+            credentials.push(" group by attacker_ip");
+            let rows: Vec<(String, i64)> = credentials.build_query_as().fetch_all(&self.pool).await?;
+            for (ip, count) in rows {
+                found.entry(ip).or_default().credential_count = count;
+            }
+        }
+        Ok(ips
+            .iter()
+            .map(|ip| AttackerEvidence { ip: ip.clone(), ..found.get(ip).cloned().unwrap_or_default() })
+            .collect())
+    }
+
+    async fn commit_profiles(&self, holder: &str, expected_cursor: i64, batch: &ProfilerBatch) -> DbResult<()> {
+        let now = Utc::now();
+        let profiles: Vec<ProfileColumns<'_>> = batch.profiles.iter().map(ProfileColumns::new).collect();
+        let observations: Vec<ObservationColumns<'_>> =
+            batch.observations.iter().map(ObservationColumns::new).collect();
+        let mut ips = HashSet::new();
+        if let Some(twice) = batch.profiles.iter().find(|p| !ips.insert(p.ip.as_str())) {
+            return Err(anyhow::anyhow!("two profiles of {} in one profiler batch", twice.ip).into());
+        }
+
+        // `begin immediate`: the write lock first, so nothing moves between the checks and the writes.
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        check_lease(&mut tx, PROFILER_LEASE_SOURCE, holder, now).await?;
+        let stored: Option<(String,)> = sqlx::query_as("select value from state where key = ?")
+            .bind(PROFILER_CURSOR_KEY)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if profiler_cursor_value(stored.map(|(v,)| v))? != expected_cursor {
+            return Err(DbError::Conflict);
+        }
+
+        for rows in row_sets(&profiles, MAX_IN_LIST, usize::MAX, |_| 0) {
+            let mut select = QueryBuilder::<Sqlite>::new("select uuid, ip from attackers where ip in (");
+            let mut list = select.separated(", ");
+            for row in rows {
+                list.push_bind(row.profile.ip.as_str());
+            }
+            select.push(")");
+            let held: Vec<(String, String)> = select.build_query_as().fetch_all(&mut *tx).await?;
+            let by_ip: HashMap<&str, &str> = rows.iter().map(|r| (r.profile.ip.as_str(), r.uuid.as_str())).collect();
+            if held.iter().any(|(uuid, ip)| by_ip.get(ip.as_str()).is_some_and(|ours| ours != uuid)) {
+                return Err(DbError::Conflict);
+            }
+        }
+
+        for rows in row_sets(&profiles, MAX_PROFILE_ROWS_PER_INSERT, usize::MAX, ProfileColumns::size) {
+            let mut upsert = QueryBuilder::<Sqlite>::new(
+                "insert into attackers (uuid, ip, first_seen, last_seen, event_count, service_count, decky_count, \
+                 services, deckies, traversal_path, is_traversal, bounty_count, credential_count, fingerprints, \
+                 command_count, behavior, fold_state, updated_at) ",
+            );
+            upsert.push_values(rows, |mut row, p| {
+                row.push_bind(p.uuid.as_str())
+                    .push_bind(p.profile.ip.as_str())
+                    .push_bind(millis(p.profile.first_seen))
+                    .push_bind(millis(p.profile.last_seen))
+                    .push_bind(p.profile.event_count)
+                    .push_bind(p.profile.service_count())
+                    .push_bind(p.profile.decky_count())
+                    .push_bind(p.services.as_str())
+                    .push_bind(p.deckies.as_str())
+                    .push_bind(p.traversal_path.as_str())
+                    .push_bind(p.is_traversal)
+                    .push_bind(p.profile.bounty_count)
+                    .push_bind(p.profile.credential_count)
+                    .push_bind(p.profile.fingerprints.as_str())
+                    .push_bind(p.profile.command_count)
+                    .push_bind(p.profile.behavior.as_str())
+                    .push_bind(p.profile.fold_state.as_str())
+                    .push_bind(millis(p.profile.updated_at));
+            });
+            upsert.push(
+                " on conflict (uuid) do update set ip = excluded.ip, first_seen = excluded.first_seen, \
+                 last_seen = excluded.last_seen, event_count = excluded.event_count, \
+                 service_count = excluded.service_count, decky_count = excluded.decky_count, \
+                 services = excluded.services, deckies = excluded.deckies, traversal_path = excluded.traversal_path, \
+                 is_traversal = excluded.is_traversal, bounty_count = excluded.bounty_count, \
+                 credential_count = excluded.credential_count, fingerprints = excluded.fingerprints, \
+                 command_count = excluded.command_count, behavior = excluded.behavior, \
+                 fold_state = excluded.fold_state, updated_at = excluded.updated_at",
+            );
+            upsert.build().execute(&mut *tx).await?;
+        }
+
+        for rows in row_sets(&batch.commands, MAX_ROWS_PER_INSERT, usize::MAX, command_size) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
+                "insert into attacker_commands (attacker_uuid, log_id, timestamp, service, decky, command) ",
+            );
+            insert.push_values(rows, |mut row, (uuid, command)| {
+                row.push_bind(uuid.to_string())
+                    .push_bind(command.log_id)
+                    .push_bind(millis(command.timestamp))
+                    .push_bind(command.service.as_str())
+                    .push_bind(command.decky.as_str())
+                    .push_bind(command.command.as_str());
+            });
+            insert.push(" on conflict (log_id) do nothing");
+            insert.build().execute(&mut *tx).await?;
+        }
+
+        // The count the rows say, whatever the caller counted: a command skipped as stored already
+        // must not be counted twice.
+        let recount: Vec<String> = profiles
+            .iter()
+            .map(|p| p.uuid.clone())
+            .chain(batch.commands.iter().map(|(uuid, _)| uuid.to_string()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for uuids in recount.chunks(MAX_IN_LIST) {
+            let mut update = QueryBuilder::<Sqlite>::new(
+                "update attackers set command_count = \
+                 (select count(*) from attacker_commands where attacker_uuid = attackers.uuid) where uuid in (",
+            );
+            let mut list = update.separated(", ");
+            for uuid in uuids {
+                list.push_bind(uuid.as_str());
+            }
+            update.push(")");
+            update.build().execute(&mut *tx).await?;
+        }
+
+        for rows in row_sets(&observations, MAX_ROWS_PER_INSERT, usize::MAX, ObservationColumns::size) {
+            let mut upsert = insert_observations(rows, now);
+            // The profiler's own records replace what they measured before, under the stored id. An
+            // id stored already for other evidence leaves that record alone.
+            upsert.push(
+                " on conflict (evidence_key) do update set attacker_uuid = excluded.attacker_uuid, \
+                 identity_ref = excluded.identity_ref, value = excluded.value, confidence = excluded.confidence, \
+                 window_start = excluded.window_start, window_end = excluded.window_end, source = excluded.source, \
+                 envelope_v = excluded.envelope_v, ts = excluded.ts, received_at = excluded.received_at \
+                 on conflict do nothing",
+            );
+            upsert.build().execute(&mut *tx).await?;
+        }
+
+        sqlx::query(
+            "insert into state (key, value) values (?, ?) on conflict (key) do update set value = excluded.value",
+        )
+        .bind(PROFILER_CURSOR_KEY)
+        .bind(batch.last_log_id.to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn attackers(&self, filter: &AttackerFilter, limit: u32, offset: u64) -> DbResult<Page<AttackerProfile>> {
+        let mut select = QueryBuilder::<Sqlite>::new(format!("select {ATTACKER_COLUMNS} from attackers"));
+        push_attacker_filter(&mut select, filter);
+        select.push(match filter.sort {
+            AttackerSort::Recent => " order by last_seen desc, uuid desc",
+            AttackerSort::Active => " order by event_count desc, uuid desc",
+            AttackerSort::Traversals => " order by is_traversal desc, last_seen desc, uuid desc",
+        });
+        select.push(" limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<AttackerRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let mut count = QueryBuilder::<Sqlite>::new("select count(*) from attackers");
+        push_attacker_filter(&mut count, filter);
+        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
+    }
+
+    async fn attacker(&self, uuid: Uuid) -> DbResult<AttackerProfile> {
+        let row: AttackerRow = sqlx::query_as(&format!("select {ATTACKER_COLUMNS} from attackers where uuid = ?"))
+            .bind(uuid.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        row.try_into()
+    }
+
+    async fn attacker_commands(
+        &self,
+        attacker: Uuid,
+        service: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> DbResult<Page<AttackerCommand>> {
+        let filter = |query: &mut QueryBuilder<'_, Sqlite>| {
+            query.push(" where attacker_uuid = ").push_bind(attacker.to_string());
+            if let Some(service) = service {
+                query.push(" and service = ").push_bind(service.to_string());
+            }
+        };
+        let mut select =
+            QueryBuilder::<Sqlite>::new("select log_id, timestamp, service, decky, command from attacker_commands");
+        filter(&mut select);
+        select.push(" order by timestamp desc, log_id desc limit ").push_bind(i64::from(limit));
+        select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        let rows: Vec<CommandRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+        let mut count = QueryBuilder::<Sqlite>::new("select count(*) from attacker_commands");
+        filter(&mut count);
+        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
+        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
+    }
+
+    async fn add_observations(&self, observations: &[Observation]) -> DbResult<ObservationsStored> {
+        let now = Utc::now();
+        let columns: Vec<ObservationColumns<'_>> = observations.iter().map(ObservationColumns::new).collect();
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let mut stored = 0;
+        for rows in row_sets(&columns, MAX_ROWS_PER_INSERT, usize::MAX, ObservationColumns::size) {
+            // Row by row: a record whose id or evidence key is held, by the table or by an earlier
+            // row of the statement, is skipped.
+            let mut insert = insert_observations(rows, now);
+            insert.push(" on conflict do nothing");
+            stored += insert.build().execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(ObservationsStored { stored, duplicates: observations.len() as u64 - stored })
+    }
+
+    async fn attacker_observations(&self, attacker: Uuid, limit: u32) -> DbResult<Vec<Observation>> {
+        let rows: Vec<ObservationRow> = sqlx::query_as(&format!(
+            "select {OBSERVATION_COLUMNS} from observations where attacker_uuid = ? \
+             order by window_end desc, ts desc, id desc limit ?"
+        ))
+        .bind(attacker.to_string())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        convert(rows)
+    }
 }
 
 /// Rows per multi-row insert: at 14 values a row (credentials), 2048 rows stay under sqlite's
 /// 32766 bound variables.
 const MAX_ROWS_PER_INSERT: usize = 2048;
+
+/// Rows per multi-row insert of profiles: 18 values a row.
+const MAX_PROFILE_ROWS_PER_INSERT: usize = 1024;
+
+/// Values in one `in (…)` list.
+const MAX_IN_LIST: usize = 1000;
 
 const LOG_COLUMNS: &str =
     "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
@@ -481,10 +778,55 @@ fn push_log_filter(query: &mut QueryBuilder<'_, Sqlite>, filter: &LogFilter, aft
     }
 }
 
+/// Appends the `where` clause of `filter`, if it has any condition.
+fn push_attacker_filter(query: &mut QueryBuilder<'_, Sqlite>, filter: &AttackerFilter) {
+    let mut joiner = " where ";
+    if let Some(search) = &filter.search {
+        query.push(joiner).push("ip like ").push_bind(contains_pattern(search)).push(" escape '\\'");
+        joiner = " and ";
+    }
+    if let Some(service) = &filter.service {
+        // `instr` compares case and all: exactly this service.
+        let [first, later] = json_element_needles(service);
+        query.push(joiner).push("(instr(services, ").push_bind(first).push(") > 0 or instr(services, ");
+        query.push_bind(later).push(") > 0)");
+    }
+}
+
+/// The start of an insert of `rows` into the observations, received at `now`; the caller adds
+/// the conflict clause.
+fn insert_observations<'a>(rows: &'a [ObservationColumns<'a>], now: DateTime<Utc>) -> QueryBuilder<'a, Sqlite> {
+    let mut insert = QueryBuilder::<Sqlite>::new(
+        "insert into observations (id, attacker_uuid, identity_ref, primitive, value, confidence, window_start, \
+         window_end, source, evidence_ref, evidence_key, envelope_v, ts, received_at) ",
+    );
+    insert.push_values(rows, |mut row, o| {
+        row.push_bind(o.id.as_str())
+            .push_bind(o.attacker_uuid.as_deref())
+            .push_bind(o.observation.identity_ref.as_deref())
+            .push_bind(o.observation.primitive.as_str())
+            .push_bind(o.value.as_str())
+            .push_bind(o.observation.confidence)
+            .push_bind(o.observation.window.start_ts)
+            .push_bind(o.observation.window.end_ts)
+            .push_bind(o.observation.source.as_str())
+            .push_bind(o.observation.evidence_ref.as_deref())
+            .push_bind(o.evidence_key.as_deref())
+            .push_bind(o.observation.v)
+            .push_bind(o.observation.ts)
+            .push_bind(millis(now));
+    });
+    insert
+}
+
 fn push_bounty_filter(query: &mut QueryBuilder<'_, Sqlite>, filter: &BountyFilter) {
     let mut joiner = " where ";
     if let Some(bounty_type) = &filter.bounty_type {
         query.push(joiner).push("bounty_type = ").push_bind(bounty_type.clone());
+        joiner = " and ";
+    }
+    if let Some(attacker_ip) = &filter.attacker_ip {
+        query.push(joiner).push("attacker_ip = ").push_bind(attacker_ip.clone());
         joiner = " and ";
     }
     if let Some(search) = &filter.search {
@@ -496,14 +838,9 @@ fn push_bounty_filter(query: &mut QueryBuilder<'_, Sqlite>, filter: &BountyFilte
         query.push(" escape '\\')");
     }
 }
-/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
-async fn check_lease_and_cursor(
-    tx: &mut SqliteConnection,
-    source: &str,
-    holder: &str,
-    expected: Option<&IngestCursor>,
-    now: DateTime<Utc>,
-) -> DbResult<()> {
+
+/// `Conflict` unless `holder` holds a live lease on `source`.
+async fn check_lease(tx: &mut SqliteConnection, source: &str, holder: &str, now: DateTime<Utc>) -> DbResult<()> {
     let held: Option<(i64,)> =
         sqlx::query_as("select 1 from ingest_leases where source = ? and holder = ? and expires_at > ?")
             .bind(source)
@@ -514,6 +851,18 @@ async fn check_lease_and_cursor(
     if held.is_none() {
         return Err(DbError::Conflict);
     }
+    Ok(())
+}
+
+/// `Conflict` unless `holder` holds a live lease on `source` and the cursor is still `expected`.
+async fn check_lease_and_cursor(
+    tx: &mut SqliteConnection,
+    source: &str,
+    holder: &str,
+    expected: Option<&IngestCursor>,
+    now: DateTime<Utc>,
+) -> DbResult<()> {
+    check_lease(tx, source, holder, now).await?;
     let stored: Option<CursorRow> = sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ?")
         .bind(source)
         .fetch_optional(&mut *tx)

@@ -56,10 +56,7 @@ pub struct BountyRow {
 
 impl From<BountyRecord> for BountyRow {
     fn from(bounty: BountyRecord) -> Self {
-        let payload = match serde_json::from_str(&bounty.payload) {
-            Ok(value) => value,
-            Err(_) => serde_json::Value::String(bounty.payload),
-        };
+        let payload = decoded(bounty.payload);
         BountyRow {
             id: bounty.id,
             timestamp: format_utc(bounty.timestamp),
@@ -105,6 +102,7 @@ pub async fn list_bounties(
     let offset = query.offset.unwrap_or(0) as u64;
     let filter = BountyFilter {
         bounty_type: given(&query.bounty_type).map(str::to_string),
+        attacker_ip: None,
         search: given(&query.search).map(str::to_string),
     };
     let page = state.db.bounties(&filter, limit, offset).await?;
@@ -114,4 +112,9 @@ pub async fn list_bounties(
         offset,
         data: page.rows.into_iter().map(BountyRow::from).collect(),
     }))
+}
+
+/// A stored JSON payload, decoded; the text itself when it is not JSON.
+pub(super) fn decoded(payload: String) -> serde_json::Value {
+    serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload))
 }

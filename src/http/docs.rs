@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, auth, bounty, health, logs, stats, stream, system, users, workers};
+use super::{AppState, attackers, auth, bounty, health, logs, stats, stream, system, users, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -35,6 +35,9 @@ use super::{AppState, auth, bounty, health, logs, stats, stream, system, users, 
         logs::histogram,
         stats::stats,
         bounty::list_bounties,
+        attackers::list_attackers,
+        attackers::attacker_detail,
+        attackers::attacker_commands,
         stream::stream,
     ),
     modifiers(&BearerAuth),
@@ -44,6 +47,7 @@ use super::{AppState, auth, bounty, health, logs, stats, stream, system, users, 
         (name = "config", description = "Settings and user management"),
         (name = "workers", description = "Background workers: heartbeats and control"),
         (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
+        (name = "attackers", description = "Attacker profiles, their commands and behavioural observations"),
     )
 )]
 pub struct ApiDoc;

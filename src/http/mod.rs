@@ -1,6 +1,7 @@
 //! The HTTP API: one module per resource, each exposing `router()`, merged under `/api/v1` with every
 //! layer added in one place by [`router`].
 
+pub mod attackers;
 pub mod auth;
 pub mod bounty;
 pub mod docs;
@@ -98,6 +99,7 @@ fn api_routes() -> Router<AppState> {
         .merge(logs::router())
         .merge(stats::router())
         .merge(bounty::router())
+        .merge(attackers::router())
         .merge(stream::router())
 }
 

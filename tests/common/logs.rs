@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use svc::db::{Committed, Db, IngestBatch, IngestCursor, NewBounty, NewLog};
+use svc::db::{Committed, Db, IngestBatch, IngestCursor, NewBounty, NewCredential, NewLog};
 
 const SOURCE: &str = "tests";
 const HOLDER: &str = "test-ingester";
@@ -23,9 +23,18 @@ impl LogWriter {
     }
 
     pub async fn commit(&mut self, logs: Vec<NewLog>, bounties: Vec<NewBounty>) -> Committed {
+        self.commit_with_credentials(logs, bounties, vec![]).await
+    }
+
+    pub async fn commit_with_credentials(
+        &mut self,
+        logs: Vec<NewLog>,
+        bounties: Vec<NewBounty>,
+        credentials: Vec<NewCredential>,
+    ) -> Committed {
         let offset = self.cursor.as_ref().map_or(0, |c| c.offset) + 1;
         let next = IngestCursor { file_id: "1:1".into(), offset };
-        let batch = IngestBatch { logs, bounties, credentials: vec![], cursor: Some(next.clone()) };
+        let batch = IngestBatch { logs, bounties, credentials, cursor: Some(next.clone()) };
         let committed = self.db.commit_ingest(SOURCE, HOLDER, self.cursor.as_ref(), &batch).await.unwrap();
         self.cursor = Some(next);
         committed

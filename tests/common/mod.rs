@@ -204,6 +204,13 @@ pub async fn user_token(state: &svc::http::AppState, name: &str, role: svc::db::
     state.sessions.mint(&user).unwrap()
 }
 
+/// An answer of the API under test.
+pub struct Reply {
+    pub status: reqwest::StatusCode,
+    pub body: serde_json::Value,
+    pub www_authenticate: Option<String>,
+}
+
 /// The API on a real loopback socket (login needs the peer address), with a client for it.
 pub struct TestApi {
     pub base: String,
@@ -226,6 +233,29 @@ impl TestApi {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// `GET path?query`, with a bearer token when one is given; the body decoded from JSON (its
+    /// text as a JSON string when it is not JSON).
+    pub async fn get(&self, path: &str, token: Option<&str>, query: &[(&str, &str)]) -> Reply {
+        let mut request = self.client.get(self.url(path)).query(query);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let www_authenticate =
+            response.headers().get(reqwest::header::WWW_AUTHENTICATE).map(|v| v.to_str().unwrap().to_string());
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        Reply { status, body, www_authenticate }
+    }
+
+    /// The body of a 200 answer to `GET path?query`.
+    pub async fn ok(&self, path: &str, token: &str, query: &[(&str, &str)]) -> serde_json::Value {
+        let reply = self.get(path, Some(token), query).await;
+        assert_eq!(reply.status, reqwest::StatusCode::OK, "{path} {query:?}: {}", reply.body);
+        reply.body
     }
 
     pub async fn stop(self) {

@@ -5,6 +5,8 @@
 #[cfg(feature = "test-fixture")]
 mod fixture;
 pub mod ingest;
+pub mod lease;
+pub mod profiler;
 pub mod runner;
 
 pub use svc::startup::WorkerBody;
@@ -12,7 +14,7 @@ pub use svc::startup::WorkerBody;
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = vec![ingest::body()];
+    let mut bodies = vec![ingest::body(), profiler::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies

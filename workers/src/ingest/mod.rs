@@ -19,6 +19,8 @@ use svc::startup::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
 
+use crate::lease::{Held, Lease};
+
 /// Longer lines are skipped and counted: no legitimate log line comes near it.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 /// How often a caught-up ingester looks at the file again.
@@ -147,37 +149,18 @@ impl Pending {
 struct Ingester {
     ctx: WorkerContext,
     path: PathBuf,
-    /// The file's absolute path: what the cursor and the lease are keyed by.
-    source: String,
-    /// This process's name on the lease.
-    holder: String,
+    /// Keyed by the file's absolute path, like the cursor.
+    lease: Lease,
     follower: Option<Follower>,
     /// The stored cursor, as of our last read or commit.
     committed: Option<IngestCursor>,
-    /// When the lease was last taken or renewed; `None` while we do not hold it.
-    leased_at: Option<Instant>,
-    standing_by: bool,
 }
 
 impl Ingester {
     fn new(ctx: WorkerContext, path: &Path) -> Ingester {
         let source = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
-        let holder = format!(
-            "{}:{}:{}",
-            rustix::system::uname().nodename().to_string_lossy(),
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        );
-        Ingester {
-            ctx,
-            path: path.to_path_buf(),
-            source,
-            holder,
-            follower: None,
-            committed: None,
-            leased_at: None,
-            standing_by: false,
-        }
+        let lease = Lease::new(source, ctx.config.ingest_lease);
+        Ingester { ctx, path: path.to_path_buf(), lease, follower: None, committed: None }
     }
 
     /// Follows the file until cancelled, then stores what it has read and gives the lease up.
@@ -219,7 +202,7 @@ impl Ingester {
     /// has waited the batch time (at once with `to_end`).
     async fn collect(&mut self, to_end: bool) -> anyhow::Result<(Pending, Progress)> {
         if self.follower.is_none() {
-            let cursor = self.ctx.db.ingest_cursor(&self.source).await.context("reading the ingest cursor")?;
+            let cursor = self.ctx.db.ingest_cursor(self.lease.source()).await.context("reading the ingest cursor")?;
             self.follower = Some(Follower::new(self.path.clone(), cursor.clone(), MAX_LINE_BYTES));
             self.committed = cursor;
         }
@@ -258,14 +241,14 @@ impl Ingester {
         let committed = match self
             .ctx
             .db
-            .commit_ingest(&self.source, &self.holder, self.committed.as_ref(), &batch)
+            .commit_ingest(self.lease.source(), self.lease.holder(), self.committed.as_ref(), &batch)
             .await
         {
             Ok(committed) => committed,
             Err(DbError::Conflict) => {
                 tracing::warn!(path = %self.path.display(), "The lease or the stored position moved; re-reading from the stored position");
                 self.forget_position();
-                self.leased_at = None;
+                self.lease.recheck();
                 return Ok(false);
             }
             Err(err) => return Err(err).context("storing a batch"),
@@ -312,33 +295,18 @@ impl Ingester {
 
     /// Takes or renews the lease when due; false while another ingester holds it.
     async fn hold_lease(&mut self) -> anyhow::Result<bool> {
-        let lease = self.ctx.config.ingest_lease;
-        if self.leased_at.is_some_and(|at| at.elapsed() < lease / 3) {
-            return Ok(true);
+        let path = self.path.display();
+        let held = self.lease.hold(&self.ctx.db).await?;
+        match held {
+            Held::Taken { .. } => tracing::info!(%path, "Holding the ingest lease"),
+            Held::Lost => tracing::warn!(%path, "Lost the ingest lease to another ingester"),
+            Held::StandingBy => tracing::info!(%path, "Another ingester holds the lease on this file; standing by"),
+            Held::Kept | Held::StillStandingBy => {}
         }
-        let held = self
-            .ctx
-            .db
-            .acquire_ingest_lease(&self.source, &self.holder, Utc::now(), lease)
-            .await
-            .context("taking the ingest lease")?;
-        match (held, self.leased_at.is_some()) {
-            (true, false) => {
-                tracing::info!(path = %self.path.display(), "Holding the ingest lease");
-                self.standing_by = false;
-            }
-            (false, true) => {
-                tracing::warn!(path = %self.path.display(), "Lost the ingest lease to another ingester");
-                self.forget_position();
-            }
-            (false, false) if !self.standing_by => {
-                tracing::info!(path = %self.path.display(), "Another ingester holds the lease on this file; standing by");
-                self.standing_by = true;
-            }
-            _ => {}
+        if held == Held::Lost {
+            self.forget_position();
         }
-        self.leased_at = held.then(Instant::now);
-        Ok(held)
+        Ok(held.is_held())
     }
 
     /// Reading starts again from the stored position.
@@ -348,10 +316,6 @@ impl Ingester {
     }
 
     async fn release(&mut self) {
-        if self.leased_at.take().is_some()
-            && let Err(err) = self.ctx.db.release_ingest_lease(&self.source, &self.holder).await
-        {
-            tracing::warn!(error = %err, "Could not release the ingest lease; it expires by itself");
-        }
+        self.lease.release(&self.ctx.db).await;
     }
 }

@@ -1,0 +1,132 @@
+//! What the profiler stores and the attacker views read: one profile per source address, the
+//! commands seen from it, and observations. Domain types only; each backend owns its SQL.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::observation::Observation;
+
+/// The ingest lease source (see `Database::acquire_ingest_lease`) the profiler holds: only its
+/// holder may commit profiles.
+pub const PROFILER_LEASE_SOURCE: &str = "profiler";
+
+/// One attacker, per source address, as the profiler has folded it so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttackerProfile {
+    pub uuid: Uuid,
+    pub ip: String,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub event_count: i64,
+    /// Distinct services, sorted.
+    pub services: Vec<String>,
+    /// Distinct deckies in the order of first contact: the traversal path.
+    pub deckies: Vec<String>,
+    /// Bounties of any type stored for this address.
+    pub bounty_count: i64,
+    /// Distinct captured secrets (credential rows) for this address.
+    pub credential_count: i64,
+    /// A JSON array text: the payload of every `fingerprint` bounty of this address.
+    pub fingerprints: String,
+    /// Rows in the attacker's command list.
+    pub command_count: i64,
+    /// A JSON object text: the `behavior` the API shows (behaviour class, timing, phases).
+    pub behavior: String,
+    /// A JSON object text: what the profiler keeps to fold the next rows in (running timing sums,
+    /// shell-session tallies). Never shown by the API.
+    pub fold_state: String,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl AttackerProfile {
+    pub fn service_count(&self) -> i64 {
+        self.services.len() as i64
+    }
+
+    pub fn decky_count(&self) -> i64 {
+        self.deckies.len() as i64
+    }
+
+    /// Deckies joined by ` → ` in the order of first contact.
+    pub fn traversal_path(&self) -> String {
+        self.deckies.join(" → ")
+    }
+
+    /// Two or more distinct deckies, not counting the fleet's own `decnet-` hosts.
+    pub fn is_traversal(&self) -> bool {
+        self.deckies.iter().filter(|decky| !decky.starts_with("decnet-")).count() >= 2
+    }
+}
+
+/// One command an attacker ran, from one log row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttackerCommand {
+    /// The log row it came from: a row yields at most one command.
+    pub log_id: i64,
+    pub timestamp: DateTime<Utc>,
+    pub service: String,
+    pub decky: String,
+    pub command: String,
+}
+
+/// The fingerprints a profile carries at most. An attacker that varies what it sends (a new
+/// User-Agent on every request) makes a new fingerprint bounty each time; without a cap its profile,
+/// and every fold of it, would grow without end.
+pub const MAX_PROFILE_FINGERPRINTS: u32 = 100;
+
+/// What the bounty and credential tables hold for one address, read fresh on every fold so the
+/// profile's counts are those of the database, not a running tally.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct AttackerEvidence {
+    pub ip: String,
+    /// Payload JSON texts of the address's first [`MAX_PROFILE_FINGERPRINTS`] `fingerprint`
+    /// bounties, oldest first.
+    pub fingerprints: Vec<String>,
+    pub bounty_count: i64,
+    pub credential_count: i64,
+}
+
+/// How `GET /attackers` orders its rows, each newest or largest first, then by uuid (descending,
+/// so one index walk serves a page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AttackerSort {
+    /// `last_seen` descending.
+    #[default]
+    Recent,
+    /// `event_count` descending.
+    Active,
+    /// Traversals (`is_traversal`) first, then `last_seen` descending.
+    Traversals,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct AttackerFilter {
+    /// Substring of the address, matched literally (`%` and `_` are not wildcards).
+    pub search: Option<String>,
+    /// The profile's services include exactly this one.
+    pub service: Option<String>,
+    pub sort: AttackerSort,
+}
+
+/// One profiler step, stored in one transaction: the profiles it touched (inserted or replaced
+/// whole), the commands it found and the observations it derived, and the log cursor after them.
+#[derive(Clone, Debug, Default)]
+pub struct ProfilerBatch {
+    /// The highest log id folded in.
+    pub last_log_id: i64,
+    pub profiles: Vec<AttackerProfile>,
+    /// Each with the uuid of its attacker's profile. A command whose log row is stored already is
+    /// skipped.
+    pub commands: Vec<(Uuid, AttackerCommand)>,
+    /// The profiler's own observations, each with an `evidence_ref`: they replace the stored
+    /// observation with the same (`evidence_ref`, `primitive`), keeping its id.
+    pub observations: Vec<Observation>,
+}
+
+/// What storing observations did: every record offered is one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ObservationsStored {
+    pub stored: u64,
+    /// Already held: same `id`, or same (`evidence_ref`, `primitive`).
+    pub duplicates: u64,
+}

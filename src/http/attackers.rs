@@ -1,0 +1,414 @@
+//! `GET /attackers` (a page of attacker profiles), `GET /attackers/{uuid}` (one profile with its
+//! observations) and `GET /attackers/{uuid}/commands` (its commands, paged). The profiler worker
+//! writes the profiles; these views only read them.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::bounty::decoded;
+use super::error::ApiError;
+use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_max_chars, check_range, given};
+use super::guard::Viewer;
+use super::logs::{DEFAULT_LIMIT, MAX_OFFSET, MAX_SEARCH_CHARS, check_page};
+use super::{AppState, Result};
+use crate::db::{AttackerCommand, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, DbError};
+use crate::observation::Observation;
+use crate::time::format_utc;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/attackers", get(list_attackers))
+        .route("/attackers/{uuid}", get(attacker_detail))
+        .route("/attackers/{uuid}/commands", get(attacker_commands))
+}
+
+const SORT_PATTERN: &str = "^(recent|active|traversals)$";
+/// The commands a detail carries; the rest are a page of `/commands` away.
+const DETAIL_COMMANDS: u32 = 50;
+/// The observations a detail carries, newest first.
+const DETAIL_OBSERVATIONS: u32 = 200;
+/// The `ip_leak` bounties a detail carries, as DECNET's does.
+const DETAIL_IP_LEAKS: u32 = 10;
+const MAX_COMMANDS_LIMIT: i64 = 200;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AttackersQuery {
+    /// Rows per page, 1 to 1000.
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: Option<i64>,
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
+    pub offset: Option<i64>,
+    /// A substring of the attacker's address, matched literally; at most 512 characters.
+    #[param(max_length = 512)]
+    pub search: Option<String>,
+    /// `recent` (last seen), `active` (most events) or `traversals` (multi-decky attackers first).
+    #[param(pattern = "^(recent|active|traversals)$", default = "recent")]
+    pub sort_by: Option<String>,
+    /// Only attackers seen on this service, exactly.
+    pub service: Option<String>,
+}
+
+impl Validate for AttackersQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_page(self.limit, self.offset, errors);
+        check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
+        if let Some(sort_by) = given(&self.sort_by)
+            && sort(sort_by).is_none()
+        {
+            errors.push(FieldError::new(
+                "string_pattern_mismatch",
+                &["query", "sort_by"],
+                format!("String should match pattern '{SORT_PATTERN}'"),
+            ));
+        }
+    }
+}
+
+fn sort(sort_by: &str) -> Option<AttackerSort> {
+    match sort_by {
+        "recent" => Some(AttackerSort::Recent),
+        "active" => Some(AttackerSort::Active),
+        "traversals" => Some(AttackerSort::Traversals),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CommandsQuery {
+    /// Rows per page, 1 to 200.
+    #[param(minimum = 1, maximum = 200, default = 50)]
+    pub limit: Option<i64>,
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
+    pub offset: Option<i64>,
+    /// Only commands run on this service, exactly.
+    pub service: Option<String>,
+}
+
+impl Validate for CommandsQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_range("limit", self.limit.unwrap_or(DEFAULT_LIMIT), 1, MAX_COMMANDS_LIMIT, errors);
+        check_range("offset", self.offset.unwrap_or(0), 0, MAX_OFFSET, errors);
+    }
+}
+
+/// One attacker profile, DECNET's attacker row with its `behavior`. The enrichment DECNET adds from
+/// outside sources (GeoIP, ASN, RPKI, reverse DNS, IPv6 leaks) is not collected here: those fields are
+/// present and null (or zero) so a dashboard reading them finds them.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AttackerRow {
+    pub uuid: Uuid,
+    pub ip: String,
+    pub identity_id: Option<String>,
+    /// RFC 3339, UTC, milliseconds.
+    pub first_seen: String,
+    pub last_seen: String,
+    pub event_count: i64,
+    pub service_count: i64,
+    pub decky_count: i64,
+    /// Distinct services, sorted.
+    pub services: Vec<String>,
+    /// Distinct deckies in the order of first contact.
+    pub deckies: Vec<String>,
+    /// The deckies joined by ` → `.
+    pub traversal_path: String,
+    /// Two or more deckies (not counting the fleet's own `decnet-` hosts).
+    pub is_traversal: bool,
+    pub bounty_count: i64,
+    pub credential_count: i64,
+    /// The payload of every fingerprint bounty of this address.
+    #[schema(value_type = Vec<Object>)]
+    pub fingerprints: Vec<Value>,
+    /// How many commands the attacker ran; `/attackers/{uuid}/commands` lists them.
+    pub command_count: i64,
+    pub country_code: Option<String>,
+    pub country_source: Option<String>,
+    pub asn: Option<i64>,
+    pub as_name: Option<String>,
+    pub bgp_prefix: Option<String>,
+    pub asn_source: Option<String>,
+    pub rpki_status: Option<String>,
+    pub rpki_source: Option<String>,
+    pub ptr_record: Option<String>,
+    pub rotation_count: i64,
+    pub last_rotation_at: Option<String>,
+    pub ipv6_leak_count: i64,
+    pub last_ipv6_leak_at: Option<String>,
+    pub last_ipv6_link_local: Option<String>,
+    pub last_ipv6_iid_kind: Option<String>,
+    pub last_ipv6_mac_oui: Option<String>,
+    pub updated_at: String,
+    /// Behaviour class, timing statistics and attack phases; null before the first fold.
+    #[schema(value_type = Option<Object>)]
+    pub behavior: Option<Value>,
+}
+
+impl From<AttackerProfile> for AttackerRow {
+    fn from(profile: AttackerProfile) -> Self {
+        let behavior = match serde_json::from_str::<Value>(&profile.behavior) {
+            Ok(Value::Object(mut behavior)) => {
+                behavior.insert("attacker_uuid".into(), Value::String(profile.uuid.to_string()));
+                behavior.insert("updated_at".into(), Value::String(format_utc(profile.updated_at)));
+                Some(Value::Object(behavior))
+            }
+            _ => None,
+        };
+        AttackerRow {
+            uuid: profile.uuid,
+            identity_id: None,
+            first_seen: format_utc(profile.first_seen),
+            last_seen: format_utc(profile.last_seen),
+            event_count: profile.event_count,
+            service_count: profile.service_count(),
+            decky_count: profile.decky_count(),
+            traversal_path: profile.traversal_path(),
+            is_traversal: profile.is_traversal(),
+            bounty_count: profile.bounty_count,
+            credential_count: profile.credential_count,
+            fingerprints: serde_json::from_str(&profile.fingerprints).unwrap_or_default(),
+            command_count: profile.command_count,
+            country_code: None,
+            country_source: None,
+            asn: None,
+            as_name: None,
+            bgp_prefix: None,
+            asn_source: None,
+            rpki_status: None,
+            rpki_source: None,
+            ptr_record: None,
+            rotation_count: 0,
+            last_rotation_at: None,
+            ipv6_leak_count: 0,
+            last_ipv6_leak_at: None,
+            last_ipv6_link_local: None,
+            last_ipv6_iid_kind: None,
+            last_ipv6_mac_oui: None,
+            updated_at: format_utc(profile.updated_at),
+            behavior,
+            ip: profile.ip,
+            services: profile.services,
+            deckies: profile.deckies,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AttackersResponse {
+    /// Profiles matching the filter, on every page.
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub data: Vec<AttackerRow>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CommandRow {
+    pub service: String,
+    pub decky: String,
+    pub command: String,
+    /// RFC 3339, UTC, milliseconds.
+    pub timestamp: String,
+}
+
+impl From<AttackerCommand> for CommandRow {
+    fn from(command: AttackerCommand) -> Self {
+        CommandRow {
+            service: command.service,
+            decky: command.decky,
+            command: command.command,
+            timestamp: format_utc(command.timestamp),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CommandsResponse {
+    /// Commands matching the filter, on every page.
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub data: Vec<CommandRow>,
+}
+
+/// Which services the attacker did more than knock on.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ServiceActivity {
+    /// Services it ran commands on.
+    pub interacted: Vec<String>,
+    /// The other services it was seen on.
+    pub scanned: Vec<String>,
+}
+
+/// An observation as the detail shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ObservationRow {
+    pub primitive: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+    pub confidence: f64,
+    /// Emission time, epoch seconds.
+    pub ts: Option<f64>,
+    pub source: String,
+    /// The measurement window, epoch seconds.
+    pub window_start: f64,
+    pub window_end: f64,
+    pub evidence_ref: Option<String>,
+}
+
+impl From<Observation> for ObservationRow {
+    fn from(observation: Observation) -> Self {
+        ObservationRow {
+            primitive: observation.primitive,
+            value: observation.value,
+            confidence: observation.confidence,
+            ts: observation.ts,
+            source: observation.source,
+            window_start: observation.window.start_ts,
+            window_end: observation.window.end_ts,
+            evidence_ref: observation.evidence_ref,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AttackerDetail {
+    #[serde(flatten)]
+    pub attacker: AttackerRow,
+    /// The newest commands (at most 50), newest first.
+    pub commands: Vec<CommandRow>,
+    pub service_activity: ServiceActivity,
+    /// The newest `ip_leak` bounties (at most 10), payload decoded.
+    #[schema(value_type = Vec<Object>)]
+    pub ip_leaks: Vec<Value>,
+    pub ip_leaks_total: u64,
+    /// Newest first (window end), at most 200.
+    pub observations: Vec<ObservationRow>,
+}
+
+/// One page of attacker profiles.
+#[utoipa::path(
+    get,
+    path = "/api/v1/attackers",
+    tag = "attackers",
+    security(("bearer" = [])),
+    params(AttackersQuery),
+    responses(
+        (status = 200, description = "A page of attacker profiles", body = AttackersResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "A parameter out of range, too long, or an unknown sort_by"),
+    )
+)]
+pub async fn list_attackers(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidQuery(query): ValidQuery<AttackersQuery>,
+) -> Result<Json<AttackersResponse>> {
+    // In range after validation.
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
+    let offset = query.offset.unwrap_or(0) as u64;
+    let filter = AttackerFilter {
+        search: given(&query.search).map(str::to_string),
+        service: given(&query.service).map(str::to_string),
+        sort: given(&query.sort_by).and_then(sort).unwrap_or_default(),
+    };
+    let page = state.db.attackers(&filter, limit, offset).await?;
+    Ok(Json(AttackersResponse {
+        total: page.total,
+        limit,
+        offset,
+        data: page.rows.into_iter().map(AttackerRow::from).collect(),
+    }))
+}
+
+/// One attacker: the profile, its newest commands and observations, and where it interacted.
+#[utoipa::path(
+    get,
+    path = "/api/v1/attackers/{uuid}",
+    tag = "attackers",
+    security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The attacker")),
+    responses(
+        (status = 200, description = "The attacker", body = AttackerDetail),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Attacker not found"),
+        (status = 422, description = "Not a uuid"),
+    )
+)]
+pub async fn attacker_detail(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidPath(uuid): ValidPath<Uuid>,
+) -> Result<Json<AttackerDetail>> {
+    let db = &state.db;
+    let profile = db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let commands = db.attacker_commands(uuid, None, DETAIL_COMMANDS, 0).await?;
+    let mut activity = ServiceActivity { interacted: Vec::new(), scanned: Vec::new() };
+    for service in &profile.services {
+        // One indexed count per service; an attacker is seen on a handful.
+        let ran = db.attacker_commands(uuid, Some(service), 1, 0).await?.total > 0;
+        let bucket = if ran { &mut activity.interacted } else { &mut activity.scanned };
+        bucket.push(service.clone());
+    }
+    let leaks_filter =
+        BountyFilter { bounty_type: Some("ip_leak".into()), attacker_ip: Some(profile.ip.clone()), search: None };
+    let leaks = db.bounties(&leaks_filter, DETAIL_IP_LEAKS, 0).await?;
+    let observations = db.attacker_observations(uuid, DETAIL_OBSERVATIONS).await?;
+    Ok(Json(AttackerDetail {
+        attacker: AttackerRow::from(profile),
+        commands: commands.rows.into_iter().map(CommandRow::from).collect(),
+        service_activity: activity,
+        ip_leaks: leaks.rows.into_iter().map(|leak| decoded(leak.payload)).collect(),
+        ip_leaks_total: leaks.total,
+        observations: observations.into_iter().map(ObservationRow::from).collect(),
+    }))
+}
+
+/// One page of the attacker's commands, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/attackers/{uuid}/commands",
+    tag = "attackers",
+    security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The attacker"), CommandsQuery),
+    responses(
+        (status = 200, description = "A page of commands, newest first", body = CommandsResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Attacker not found"),
+        (status = 422, description = "Not a uuid, or a parameter out of range"),
+    )
+)]
+pub async fn attacker_commands(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidPath(uuid): ValidPath<Uuid>,
+    ValidQuery(query): ValidQuery<CommandsQuery>,
+) -> Result<Json<CommandsResponse>> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
+    let offset = query.offset.unwrap_or(0) as u64;
+    state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let page = state.db.attacker_commands(uuid, given(&query.service), limit, offset).await?;
+    Ok(Json(CommandsResponse {
+        total: page.total,
+        limit,
+        offset,
+        data: page.rows.into_iter().map(CommandRow::from).collect(),
+    }))
+}
+
+fn attacker_not_found(err: DbError) -> ApiError {
+    match err {
+        DbError::NotFound => ApiError::not_found("Attacker not found"),
+        other => other.into(),
+    }
+}
