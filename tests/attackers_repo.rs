@@ -7,9 +7,10 @@ use chrono::{Duration, Utc};
 use common::TestDb;
 use common::logs::{LogWriter, at, bounty};
 use serde_json::json;
+use sqlx::Connection;
 use svc::db::{
-    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, Db, DbError, NewCredential,
-    ObservationsStored, PROFILER_LEASE_SOURCE, ProfilerBatch,
+    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, Db, DbError, IngestBatch,
+    NewCredential, ObservationsStored, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
 use svc::observation::{Observation, Window};
 use uuid::Uuid;
@@ -218,6 +219,35 @@ async fn a_commit_needs_the_lease_and_the_cursor_it_read() {
         assert!(matches!(refused, Err(DbError::Other(_))), "{name}: {refused:?}");
         assert_eq!(db.profiler_cursor().await.unwrap(), 10, "{name}");
     }
+}
+
+/// A refused commit lets go of its locks before it returns: another writer, on a connection and a
+/// thread of its own (this test's runtime is not polled meanwhile), takes the rows it read at once.
+#[tokio::test]
+async fn a_refused_commit_holds_no_locks_once_it_returns() {
+    let Some(backend) = TestDb::mysql() else { return };
+    let db = backend.open().await;
+    // No lease: each commit's locking read of the empty lease table locks the gap a new lease needs.
+    let refused = db.commit_profiles(HOLDER, 0, &ProfilerBatch::default()).await;
+    assert!(matches!(refused, Err(DbError::Conflict)), "{refused:?}");
+    let refused = db.commit_ingest("ingest", HOLDER, None, &IngestBatch::default()).await;
+    assert!(matches!(refused, Err(DbError::Conflict)), "{refused:?}");
+
+    let url = backend.mysql_url().unwrap().to_string();
+    let taken = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut other = sqlx::MySqlConnection::connect(&url).await?;
+            sqlx::query("set session innodb_lock_wait_timeout = 2").execute(&mut other).await?;
+            sqlx::query("insert into ingest_leases (source, holder, expires_at) values ('profiler', 'other', 0)")
+                .execute(&mut other)
+                .await?;
+            Ok::<_, sqlx::Error>(())
+        })
+    })
+    .join()
+    .unwrap();
+    taken.expect("a new lease waited for the locks of a refused commit");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::migrate::MigrateDatabase;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
-use sqlx::{MySql, QueryBuilder};
+use sqlx::{MySql, QueryBuilder, Transaction};
 use uuid::Uuid;
 
 use super::logs::{field_key, is_unfiltered, lease_end};
@@ -310,27 +310,30 @@ impl Database for MysqlDb {
     ) -> DbResult<Committed> {
         let now = Utc::now();
         let mut tx = self.pool.begin().await?;
-        check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
-        insert_logs(&mut tx, source, &batch.logs).await?;
-        let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
-        let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
-        if let Some(cursor) = &batch.cursor {
-            sqlx::query(
-                "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?) \
+        let result: DbResult<Committed> = async {
+            check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
+            insert_logs(&mut tx, source, &batch.logs).await?;
+            let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
+            let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
+            if let Some(cursor) = &batch.cursor {
+                sqlx::query(
+                    "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?) \
                  on duplicate key update file_id = values(file_id), byte_offset = values(byte_offset), \
                  updated_at = values(updated_at)",
-            )
-            .bind(source)
-            .bind(&cursor.file_id)
-            .bind(stored_offset(cursor)?)
-            .bind(millis(now))
-            .execute(&mut *tx)
-            .await?;
+                )
+                .bind(source)
+                .bind(&cursor.file_id)
+                .bind(stored_offset(cursor)?)
+                .bind(millis(now))
+                .execute(&mut *tx)
+                .await?;
+            }
+            let (last_log_id,): (i64,) =
+                sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&mut *tx).await?;
+            Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials })
         }
-        let (last_log_id,): (i64,) =
-            sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials })
+        .await;
+        settle(tx, result).await
     }
 
     async fn logs(&self, filter: &LogFilter, limit: u32, offset: u64) -> DbResult<Page<LogRecord>> {
@@ -520,62 +523,63 @@ impl Database for MysqlDb {
         }
 
         let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, PROFILER_LEASE_SOURCE, holder, now).await?;
-        let stored: Option<(String,)> = sqlx::query_as("select value from state where `key` = ? for update")
-            .bind(PROFILER_CURSOR_KEY)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if profiler_cursor_value(stored.map(|(v,)| v))? != expected_cursor {
-            return Err(DbError::Conflict);
-        }
-
-        // `on duplicate key update` would take any unique key: an address stored under another uuid
-        // must be a conflict here, as it is on sqlite, not a silent merge.
-        for rows in row_sets(&profiles, MAX_IN_LIST, usize::MAX, |_| 0) {
-            let mut select = QueryBuilder::<MySql>::new("select uuid, ip from attackers where ip in (");
-            let mut list = select.separated(", ");
-            for row in rows {
-                list.push_bind(indexed(&row.profile.ip));
-            }
-            select.push(") for update");
-            let held: Vec<(String, String)> = select.build_query_as().fetch_all(&mut *tx).await?;
-            // Every row found holds one of our addresses as the column's collation compares them
-            // (letter case and trailing spaces aside), so each must be the profile of that address.
-            let ours: HashMap<String, &str> =
-                rows.iter().map(|r| (indexed(&r.profile.ip).to_lowercase(), r.uuid.as_str())).collect();
-            if held.iter().any(|(uuid, ip)| ours.get(&ip.to_lowercase()) != Some(&uuid.as_str())) {
+        let result: DbResult<()> = async {
+            check_lease(&mut tx, PROFILER_LEASE_SOURCE, holder, now).await?;
+            let stored: Option<(String,)> = sqlx::query_as("select value from state where `key` = ? for update")
+                .bind(PROFILER_CURSOR_KEY)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if profiler_cursor_value(stored.map(|(v,)| v))? != expected_cursor {
                 return Err(DbError::Conflict);
             }
-        }
 
-        for rows in row_sets(&profiles, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ProfileColumns::size) {
-            let mut upsert = QueryBuilder::<MySql>::new(
-                "insert into attackers (uuid, ip, first_seen, last_seen, event_count, service_count, decky_count, \
+            // `on duplicate key update` would take any unique key: an address stored under another uuid
+            // must be a conflict here, as it is on sqlite, not a silent merge.
+            for rows in row_sets(&profiles, MAX_IN_LIST, usize::MAX, |_| 0) {
+                let mut select = QueryBuilder::<MySql>::new("select uuid, ip from attackers where ip in (");
+                let mut list = select.separated(", ");
+                for row in rows {
+                    list.push_bind(indexed(&row.profile.ip));
+                }
+                select.push(") for update");
+                let held: Vec<(String, String)> = select.build_query_as().fetch_all(&mut *tx).await?;
+                // Every row found holds one of our addresses as the column's collation compares them
+                // (letter case and trailing spaces aside), so each must be the profile of that address.
+                let ours: HashMap<String, &str> =
+                    rows.iter().map(|r| (indexed(&r.profile.ip).to_lowercase(), r.uuid.as_str())).collect();
+                if held.iter().any(|(uuid, ip)| ours.get(&ip.to_lowercase()) != Some(&uuid.as_str())) {
+                    return Err(DbError::Conflict);
+                }
+            }
+
+            for rows in row_sets(&profiles, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ProfileColumns::size) {
+                let mut upsert = QueryBuilder::<MySql>::new(
+                    "insert into attackers (uuid, ip, first_seen, last_seen, event_count, service_count, decky_count, \
                  services, deckies, traversal_path, is_traversal, bounty_count, credential_count, fingerprints, \
                  command_count, behavior, fold_state, updated_at) ",
-            );
-            upsert.push_values(rows, |mut row, p| {
-                row.push_bind(p.uuid.as_str())
-                    .push_bind(indexed(&p.profile.ip))
-                    .push_bind(millis(p.profile.first_seen))
-                    .push_bind(millis(p.profile.last_seen))
-                    .push_bind(p.profile.event_count)
-                    .push_bind(p.profile.service_count())
-                    .push_bind(p.profile.decky_count())
-                    .push_bind(p.services.as_str())
-                    .push_bind(p.deckies.as_str())
-                    .push_bind(p.traversal_path.as_str())
-                    .push_bind(p.is_traversal)
-                    .push_bind(p.profile.bounty_count)
-                    .push_bind(p.profile.credential_count)
-                    .push_bind(p.profile.fingerprints.as_str())
-                    .push_bind(p.profile.command_count)
-                    .push_bind(p.profile.behavior.as_str())
-                    .push_bind(p.profile.fold_state.as_str())
-                    .push_bind(millis(p.profile.updated_at));
-            });
-            upsert.push(
-                " on duplicate key update ip = values(ip), first_seen = values(first_seen), \
+                );
+                upsert.push_values(rows, |mut row, p| {
+                    row.push_bind(p.uuid.as_str())
+                        .push_bind(indexed(&p.profile.ip))
+                        .push_bind(millis(p.profile.first_seen))
+                        .push_bind(millis(p.profile.last_seen))
+                        .push_bind(p.profile.event_count)
+                        .push_bind(p.profile.service_count())
+                        .push_bind(p.profile.decky_count())
+                        .push_bind(p.services.as_str())
+                        .push_bind(p.deckies.as_str())
+                        .push_bind(p.traversal_path.as_str())
+                        .push_bind(p.is_traversal)
+                        .push_bind(p.profile.bounty_count)
+                        .push_bind(p.profile.credential_count)
+                        .push_bind(p.profile.fingerprints.as_str())
+                        .push_bind(p.profile.command_count)
+                        .push_bind(p.profile.behavior.as_str())
+                        .push_bind(p.profile.fold_state.as_str())
+                        .push_bind(millis(p.profile.updated_at));
+                });
+                upsert.push(
+                    " on duplicate key update ip = values(ip), first_seen = values(first_seen), \
                  last_seen = values(last_seen), event_count = values(event_count), \
                  service_count = values(service_count), decky_count = values(decky_count), \
                  services = values(services), deckies = values(deckies), traversal_path = values(traversal_path), \
@@ -583,68 +587,70 @@ impl Database for MysqlDb {
                  credential_count = values(credential_count), fingerprints = values(fingerprints), \
                  command_count = values(command_count), behavior = values(behavior), \
                  fold_state = values(fold_state), updated_at = values(updated_at)",
-            );
-            upsert.build().execute(&mut *tx).await?;
-        }
-
-        // `insert ignore` skips the log ids stored already; the values are cut to their columns
-        // first, so the ignoring has nothing to swallow but duplicates.
-        for rows in row_sets(&batch.commands, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, command_size) {
-            let mut insert = QueryBuilder::<MySql>::new(
-                "insert ignore into attacker_commands (attacker_uuid, log_id, timestamp, service, decky, command) ",
-            );
-            insert.push_values(rows, |mut row, (uuid, command)| {
-                row.push_bind(uuid.to_string())
-                    .push_bind(command.log_id)
-                    .push_bind(millis(command.timestamp))
-                    .push_bind(indexed(&command.service))
-                    .push_bind(indexed(&command.decky))
-                    .push_bind(command.command.as_str());
-            });
-            insert.build().execute(&mut *tx).await?;
-        }
-
-        // The count the rows say, whatever the caller counted: a command skipped as stored already
-        // must not be counted twice.
-        let recount: Vec<String> = profiles
-            .iter()
-            .map(|p| p.uuid.clone())
-            .chain(batch.commands.iter().map(|(uuid, _)| uuid.to_string()))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        for uuids in recount.chunks(MAX_IN_LIST) {
-            let mut update = QueryBuilder::<MySql>::new(
-                "update attackers set command_count = \
-                 (select count(*) from attacker_commands where attacker_uuid = attackers.uuid) where uuid in (",
-            );
-            let mut list = update.separated(", ");
-            for uuid in uuids {
-                list.push_bind(uuid.as_str());
+                );
+                upsert.build().execute(&mut *tx).await?;
             }
-            update.push(")");
-            update.build().execute(&mut *tx).await?;
-        }
 
-        for rows in row_sets(&observations, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ObservationColumns::size) {
-            let mut upsert = insert_observations("insert", rows, now);
-            // The profiler's own records replace what they measured before, under the stored id.
-            upsert.push(
-                " on duplicate key update attacker_uuid = values(attacker_uuid), \
+            // `insert ignore` skips the log ids stored already; the values are cut to their columns
+            // first, so the ignoring has nothing to swallow but duplicates.
+            for rows in row_sets(&batch.commands, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, command_size) {
+                let mut insert = QueryBuilder::<MySql>::new(
+                    "insert ignore into attacker_commands (attacker_uuid, log_id, timestamp, service, decky, command) ",
+                );
+                insert.push_values(rows, |mut row, (uuid, command)| {
+                    row.push_bind(uuid.to_string())
+                        .push_bind(command.log_id)
+                        .push_bind(millis(command.timestamp))
+                        .push_bind(indexed(&command.service))
+                        .push_bind(indexed(&command.decky))
+                        .push_bind(command.command.as_str());
+                });
+                insert.build().execute(&mut *tx).await?;
+            }
+
+            // The count the rows say, whatever the caller counted: a command skipped as stored already
+            // must not be counted twice.
+            let recount: Vec<String> = profiles
+                .iter()
+                .map(|p| p.uuid.clone())
+                .chain(batch.commands.iter().map(|(uuid, _)| uuid.to_string()))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            for uuids in recount.chunks(MAX_IN_LIST) {
+                let mut update = QueryBuilder::<MySql>::new(
+                    "update attackers set command_count = \
+                 (select count(*) from attacker_commands where attacker_uuid = attackers.uuid) where uuid in (",
+                );
+                let mut list = update.separated(", ");
+                for uuid in uuids {
+                    list.push_bind(uuid.as_str());
+                }
+                update.push(")");
+                update.build().execute(&mut *tx).await?;
+            }
+
+            for rows in row_sets(&observations, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ObservationColumns::size) {
+                let mut upsert = insert_observations("insert", rows, now);
+                // The profiler's own records replace what they measured before, under the stored id.
+                upsert.push(
+                    " on duplicate key update attacker_uuid = values(attacker_uuid), \
                  identity_ref = values(identity_ref), value = values(value), confidence = values(confidence), \
                  window_start = values(window_start), window_end = values(window_end), source = values(source), \
                  envelope_v = values(envelope_v), ts = values(ts), received_at = values(received_at)",
-            );
-            upsert.build().execute(&mut *tx).await?;
-        }
+                );
+                upsert.build().execute(&mut *tx).await?;
+            }
 
-        sqlx::query("insert into state (`key`, value) values (?, ?) on duplicate key update value = values(value)")
-            .bind(PROFILER_CURSOR_KEY)
-            .bind(batch.last_log_id.to_string())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+            sqlx::query("insert into state (`key`, value) values (?, ?) on duplicate key update value = values(value)")
+                .bind(PROFILER_CURSOR_KEY)
+                .bind(batch.last_log_id.to_string())
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        }
+        .await;
+        settle(tx, result).await
     }
 
     async fn attackers(&self, filter: &AttackerFilter, limit: u32, offset: u64) -> DbResult<Page<AttackerProfile>> {
@@ -703,15 +709,19 @@ impl Database for MysqlDb {
         let now = Utc::now();
         let columns: Vec<ObservationColumns<'_>> = observations.iter().map(ObservationColumns::new).collect();
         let mut tx = self.pool.begin().await?;
-        let mut stored = 0;
-        for rows in row_sets(&columns, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ObservationColumns::size) {
-            // Row by row: a record whose id or evidence key is held, by the table or by an earlier
-            // row of the statement, is skipped, and only inserted rows are counted. The values are
-            // cut to their columns first, so the ignoring has nothing to swallow but duplicates.
-            let mut insert = insert_observations("insert ignore", rows, now);
-            stored += insert.build().execute(&mut *tx).await?.rows_affected();
+        let result: DbResult<u64> = async {
+            let mut stored = 0;
+            for rows in row_sets(&columns, MAX_ROWS_PER_INSERT, MAX_BYTES_PER_INSERT, ObservationColumns::size) {
+                // Row by row: a record whose id or evidence key is held, by the table or by an earlier
+                // row of the statement, is skipped, and only inserted rows are counted. The values are
+                // cut to their columns first, so the ignoring has nothing to swallow but duplicates.
+                let mut insert = insert_observations("insert ignore", rows, now);
+                stored += insert.build().execute(&mut *tx).await?.rows_affected();
+            }
+            Ok(stored)
         }
-        tx.commit().await?;
+        .await;
+        let stored = settle(tx, result).await?;
         Ok(ObservationsStored { stored, duplicates: (observations.len() as u64).saturating_sub(stored) })
     }
 
@@ -883,6 +893,23 @@ fn push_bounty_filter(query: &mut QueryBuilder<'_, MySql>, filter: &BountyFilter
 
 /// `Conflict` unless `holder` holds a live lease on `source`. The lease row stays locked to the end
 /// of the transaction, so it does not move under it.
+/// Commits `tx` if `result` is a success and rolls it back at once if not. A dropped transaction
+/// only queues its rollback until the pool next touches the connection; until then its row and
+/// metadata locks stall whoever comes next (a `drop database` waits for them indefinitely).
+async fn settle<T>(tx: Transaction<'_, MySql>, result: DbResult<T>) -> DbResult<T> {
+    match result {
+        Ok(value) => {
+            tx.commit().await?;
+            Ok(value)
+        }
+        Err(err) => {
+            // A failed rollback means a broken connection, which the server rolls back itself.
+            let _ = tx.rollback().await;
+            Err(err)
+        }
+    }
+}
+
 async fn check_lease(tx: &mut MySqlConnection, source: &str, holder: &str, now: DateTime<Utc>) -> DbResult<()> {
     let lease: Option<(i64,)> =
         sqlx::query_as("select expires_at from ingest_leases where source = ? and holder = ? for update")

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::sync::{Arc, Mutex, Once};
 
-use sqlx::migrate::MigrateDatabase;
+use sqlx::Connection;
 use svc::config::Config;
 use svc::db::{self, Db, DeckyLifecycle, LifecycleStatus};
 
@@ -58,6 +58,11 @@ impl TestDb {
         })
     }
 
+    /// The server URL of a MariaDB/MySQL database, for a connection of the test's own.
+    pub fn mysql_url(&self) -> Option<&str> {
+        self.mysql_url.as_deref()
+    }
+
     /// Every backend under test, each fresh.
     pub fn all() -> Vec<TestDb> {
         std::iter::once(TestDb::sqlite()).chain(TestDb::mysql()).collect()
@@ -103,16 +108,25 @@ impl Drop for TestDb {
     fn drop(&mut self) {
         let Some(url) = self.mysql_url.take() else { return };
         // Drop runs inside the test's runtime, which cannot be blocked on: use a thread of our own.
-        std::thread::spawn(move || {
+        // The drop waits for the database's metadata locks, held by any transaction still open on
+        // it, at most a few seconds: a leaked transaction must fail loudly, not hang the suite.
+        let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             runtime.block_on(async {
-                if sqlx::MySql::database_exists(&url).await.unwrap_or(false) {
-                    let _ = sqlx::MySql::drop_database(&url).await;
-                }
-            });
+                let (server, database) = url.rsplit_once('/').expect("a database URL names its database");
+                let mut conn = sqlx::MySqlConnection::connect(server).await?;
+                sqlx::query("set session lock_wait_timeout = 10").execute(&mut conn).await?;
+                sqlx::query(&format!("drop database if exists `{database}`")).execute(&mut conn).await?;
+                Ok::<_, sqlx::Error>(())
+            })
         })
         .join()
         .unwrap();
+        if let Err(err) = dropped {
+            if !std::thread::panicking() {
+                panic!("the test database could not be dropped (a transaction left open?): {err}");
+            }
+        }
     }
 }
 
