@@ -122,10 +122,10 @@ impl Drop for TestDb {
         })
         .join()
         .unwrap();
-        if let Err(err) = dropped {
-            if !std::thread::panicking() {
-                panic!("the test database could not be dropped (a transaction left open?): {err}");
-            }
+        if let Err(err) = dropped
+            && !std::thread::panicking()
+        {
+            panic!("the test database could not be dropped (a transaction left open?): {err}");
         }
     }
 }
