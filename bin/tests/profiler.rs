@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use common::{Nats, Proc, eventually, svc};
+use futures::StreamExt;
 use rustix::process::Signal;
 use serde_json::{Value, json};
 use store::TestDb;
@@ -467,6 +468,83 @@ async fn observations_from_the_bus_are_validated_and_stored() {
     assert_eq!(vocabulary[0].identity_ref, Some(attacker.to_string()), "attacker_uuid became the identity");
     // The profiler's own observations came back on the bus too, and were not stored twice.
     assert_eq!(stored.len(), 4, "{stored:?}");
+    profiler.stop().await;
+    bus.close().await;
+}
+
+/// The next event on `subscriber` whose topic is not an observation's.
+async fn next_profile_event(subscriber: &mut async_nats::Subscriber) -> Event {
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(10), subscriber.next())
+            .await
+            .expect("a profile event within 10 s")
+            .expect("the subscription stays open");
+        let event: Event = serde_json::from_slice(&message.payload).unwrap();
+        assert_eq!(event.topic, message.subject.as_str());
+        if !event.topic.starts_with("attacker.observation.") {
+            return event;
+        }
+    }
+}
+
+#[tokio::test]
+async fn profile_changes_are_announced_on_the_bus() {
+    let nats = Nats::start();
+    let backend = TestDb::sqlite();
+    let db = backend.open().await;
+    let bus = Bus::connect(Some(&nats.url()), "profiler-test").await;
+    let mut subscriber = bus.subscribe("attacker.>".into()).await.unwrap();
+    // The address's earliest row is stored after a later one: first contact goes by time.
+    let mut writer = Writer::new(&db).await;
+    writer
+        .write(&[
+            log("203.0.113.7", "ssh-01", "ssh", "login_attempt", json!({}), secs(100)),
+            log("203.0.113.7", "ftp-01", "ftp", "connection", json!({}), secs(40)),
+            log("198.51.100.9", "ssh-01", "ssh", "connection", json!({}), secs(70)),
+        ])
+        .await;
+    let profiler = Profiler::start(&config(&backend), &db, bus.clone());
+    caught_up(&db).await;
+
+    let mut events = BTreeMap::new();
+    for _ in 0..4 {
+        let event = next_profile_event(&mut subscriber).await;
+        let key = (event.topic.clone(), event.payload["attacker_ip"].as_str().unwrap().to_string());
+        assert!(events.insert(key, event).is_none(), "each address is announced once per batch");
+    }
+    let first = profile(&db, "203.0.113.7").await;
+    let observed = &events[&("attacker.observed".into(), "203.0.113.7".into())];
+    assert_eq!(observed.kind, "observed");
+    assert_eq!(
+        observed.payload,
+        json!({
+            "attacker_uuid": first.uuid, "attacker_ip": "203.0.113.7", "decky": "ftp-01", "service": "ftp",
+            "event_type": "connection", "first_seen": svc::time::format_utc(secs(40)),
+        })
+    );
+    let scored = &events[&("attacker.scored".into(), "203.0.113.7".into())];
+    assert_eq!(scored.kind, "scored");
+    assert_eq!(
+        scored.payload,
+        json!({
+            "attacker_uuid": first.uuid, "attacker_ip": "203.0.113.7", "event_count": 2, "service_count": 2,
+            "decky_count": 2, "bounty_count": 0, "credential_count": 0, "is_traversal": true,
+            "behavior_class": "unknown",
+        })
+    );
+    let other = profile(&db, "198.51.100.9").await;
+    assert_eq!(
+        events[&("attacker.observed".into(), "198.51.100.9".into())].payload["attacker_uuid"],
+        json!(other.uuid)
+    );
+    assert_eq!(events[&("attacker.scored".into(), "198.51.100.9".into())].payload["event_count"], 1);
+
+    // A known address is scored again, never observed again.
+    writer.write(&[log("203.0.113.7", "ssh-01", "ssh", "command", json!({}), secs(130))]).await;
+    let event = next_profile_event(&mut subscriber).await;
+    assert_eq!(event.topic, "attacker.scored", "{event:?}");
+    assert_eq!(event.payload["attacker_uuid"], json!(first.uuid));
+    assert_eq!(event.payload["event_count"], 3);
     profiler.stop().await;
     bus.close().await;
 }

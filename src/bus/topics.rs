@@ -8,6 +8,12 @@ pub const SYSTEM_LOG: &str = "system.log";
 /// Every worker's heartbeat, for the registry.
 pub const ALL_WORKER_HEALTH: &str = "system.*.health";
 
+/// An address profiled for the first time.
+pub const ATTACKER_OBSERVED: &str = "attacker.observed";
+
+/// A profile the profiler changed, with its counts.
+pub const ATTACKER_SCORED: &str = "attacker.scored";
+
 /// Every observation, whatever its primitive: what the profiler's intake listens on.
 pub const ALL_ATTACKER_OBSERVATIONS: &str = "attacker.observation.>";
 

@@ -7,6 +7,7 @@
 //! it holds the lease `profiler`, and every commit checks both the lease and the cursor.
 
 mod classify;
+mod events;
 pub mod fold;
 mod intake;
 pub mod shell;
@@ -120,7 +121,7 @@ impl Profiler {
             return Ok(Step::CaughtUp);
         };
         let started = Instant::now();
-        let (batch, tally) = self.fold_page(&rows, last.id).await?;
+        let (batch, tally, first_sightings) = self.fold_page(&rows, last.id).await?;
         match db.commit_profiles(self.lease.holder(), cursor, &batch).await {
             Ok(()) => {}
             Err(DbError::Conflict) => {
@@ -143,7 +144,11 @@ impl Profiler {
             took_ms = started.elapsed().as_millis() as u64,
             "Folded a batch"
         );
-        publish(&self.ctx, &batch).await;
+        let events = first_sightings
+            .into_iter()
+            .chain(batch.profiles.iter().map(events::scored))
+            .chain(batch.observations.iter().filter_map(events::observation));
+        publish(&self.ctx, events).await;
         if rows.len() < PAGE as usize {
             self.note_caught_up(batch.last_log_id);
             return Ok(Step::CaughtUp);
@@ -160,8 +165,9 @@ impl Profiler {
         }
     }
 
-    /// Folds a page into a batch whose cursor is `last_id`, even when every row was skipped.
-    async fn fold_page(&self, rows: &[LogRecord], last_id: i64) -> anyhow::Result<(ProfilerBatch, Tally)> {
+    /// Folds a page into a batch whose cursor is `last_id`, even when every row was skipped, and
+    /// the `attacker.observed` events of the addresses it profiles for the first time.
+    async fn fold_page(&self, rows: &[LogRecord], last_id: i64) -> anyhow::Result<(ProfilerBatch, Tally, Vec<Event>)> {
         // Keyed as the store tells addresses apart, each group named by its first row's address.
         let folds = self.ctx.db.backend() == "mysql";
         let key = |ip: &str| address_key(ip, folds);
@@ -172,8 +178,9 @@ impl Profiler {
         let mut tally = Tally { rows: rows.len(), ..Tally::default() };
         tally.skipped = rows.len() - by_ip.values().map(|(_, rows)| rows.len()).sum::<usize>();
         let mut batch = ProfilerBatch { last_log_id: last_id, ..ProfilerBatch::default() };
+        let mut first_sightings = Vec::new();
         if by_ip.is_empty() {
-            return Ok((batch, tally));
+            return Ok((batch, tally, first_sightings));
         }
         let ips: Vec<String> = by_ip.values().map(|(ip, _)| ip.to_string()).collect();
         let db = &self.ctx.db;
@@ -190,7 +197,13 @@ impl Profiler {
         let none = AttackerEvidence::default();
         for (key, (ip, rows)) in &by_ip {
             let evidence = evidence.get(key).unwrap_or(&none);
-            let Some(folded) = fold::fold(ip, stored.get(key), rows, evidence, now) else { continue };
+            let stored = stored.get(key);
+            let Some(folded) = fold::fold(ip, stored, rows, evidence, now) else { continue };
+            if stored.is_none()
+                && let Some(first) = rows.iter().min_by_key(|row| (row.timestamp, row.id))
+            {
+                first_sightings.push(events::observed(&folded.profile, first));
+            }
             let uuid = folded.profile.uuid;
             batch.commands.extend(folded.commands.into_iter().map(|command| (uuid, command)));
             batch.observations.extend(folded.observations);
@@ -199,7 +212,7 @@ impl Profiler {
         tally.profiles = batch.profiles.len();
         tally.commands = batch.commands.len();
         tally.observations = batch.observations.len();
-        Ok((batch, tally))
+        Ok((batch, tally, first_sightings))
     }
 
     fn count(&self, tally: &Tally) {
@@ -261,19 +274,15 @@ async fn next_batch_notice(notices: &mut Option<async_nats::Subscriber>) {
     std::future::pending().await
 }
 
-/// Publishes the batch's observations on `attacker.observation.<primitive>`, as DECNET does:
-/// type = primitive, payload = the envelope plus `attacker_uuid`. Best-effort: they are stored.
-async fn publish(ctx: &WorkerContext, batch: &ProfilerBatch) {
+/// Publishes what a stored batch changed. Best-effort: all of it is stored already, and a bus
+/// that fails once is not tried again for the rest of the batch.
+async fn publish(ctx: &WorkerContext, events: impl Iterator<Item = Event>) {
     if !ctx.bus.is_connected() {
         return;
     }
-    for observation in &batch.observations {
-        let Ok(topic) = topics::attacker_observation(&observation.primitive) else { continue };
-        let mut payload = serde_json::to_value(observation).expect("an observation serialises");
-        payload["attacker_uuid"] = observation.identity_ref.clone().into();
-        let event = Event::new(topic, observation.primitive.clone(), payload);
+    for event in events {
         if let Err(err) = ctx.bus.publish(&event).await {
-            tracing::debug!(error = %err, "Observation not published");
+            tracing::debug!(error = %err, topic = event.topic, "Profiler event not published");
             return;
         }
     }
