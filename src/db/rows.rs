@@ -487,6 +487,21 @@ impl TryFrom<CommandRow> for AttackerCommand {
     }
 }
 
+/// How many rows each attacker's command list gains from `commands`: those whose log id is neither
+/// in `stored` nor earlier in the batch, as the insert keeps them. Keyed by uuid text, sorted.
+pub(super) fn new_command_counts(
+    commands: &[(Uuid, AttackerCommand)],
+    mut stored: std::collections::HashSet<i64>,
+) -> Vec<(String, i64)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for (uuid, command) in commands {
+        if stored.insert(command.log_id) {
+            *counts.entry(uuid.to_string()).or_insert(0) += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
 pub(super) fn command_size(command: &(Uuid, AttackerCommand)) -> usize {
     let (_, command) = command;
     36 + command.service.len() + command.decky.len() + command.command.len() + 6 * 16
@@ -618,6 +633,21 @@ mod tests {
         assert!(!holds(&["ssh\\"], "ssh"));
         assert!(holds(&["ü \"q\""], "ü \"q\""));
         assert!(!holds(&[], "ssh"));
+    }
+
+    #[test]
+    fn only_commands_new_to_the_store_and_the_batch_are_counted() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let command = |log_id| AttackerCommand {
+            log_id,
+            timestamp: DateTime::UNIX_EPOCH,
+            service: "ssh".into(),
+            decky: "ssh-01".into(),
+            command: "id".into(),
+        };
+        let batch = [(a, command(1)), (a, command(2)), (b, command(3)), (b, command(2)), (a, command(3))];
+        let counts = new_command_counts(&batch, [1].into());
+        assert_eq!(counts, [(a.to_string(), 1), (b.to_string(), 1)]);
     }
 
     #[test]

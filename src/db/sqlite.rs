@@ -18,8 +18,8 @@ use super::rows::{
     ATTACKER_COLUMNS, AttackerRow, BountyRow, CommandRow, CredentialRow, CursorRow, LifecycleRow, LogRow,
     OBSERVATION_COLUMNS, ObservationColumns, ObservationRow, PROFILER_CURSOR_KEY, PROFILER_LEASE_SOURCE,
     ProfileColumns, UserRow, bounty_key, bounty_size, command_size, contains_pattern, convert, credential_key,
-    credential_size, found, json_element_needles, log_size, millis, parse_uuid, per_minute, principal_key,
-    profiler_cursor_value, row_sets, stored_offset, time, username_key,
+    credential_size, found, json_element_needles, log_size, millis, new_command_counts, parse_uuid, per_minute,
+    principal_key, profiler_cursor_value, row_sets, stored_offset, time, username_key,
 };
 use super::{
     AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, BountyRecord,
@@ -552,7 +552,8 @@ impl Database for SqliteDb {
                     .push_bind(p.profile.bounty_count)
                     .push_bind(p.profile.credential_count)
                     .push_bind(p.profile.fingerprints.as_str())
-                    .push_bind(p.profile.command_count)
+                    // Counted from the rows below, whatever the caller tallied.
+                    .push_bind(0)
                     .push_bind(p.profile.behavior.as_str())
                     .push_bind(p.profile.fold_state.as_str())
                     .push_bind(millis(p.profile.updated_at));
@@ -564,11 +565,25 @@ impl Database for SqliteDb {
                  services = excluded.services, deckies = excluded.deckies, traversal_path = excluded.traversal_path, \
                  is_traversal = excluded.is_traversal, bounty_count = excluded.bounty_count, \
                  credential_count = excluded.credential_count, fingerprints = excluded.fingerprints, \
-                 command_count = excluded.command_count, behavior = excluded.behavior, \
+                 behavior = excluded.behavior, \
                  fold_state = excluded.fold_state, updated_at = excluded.updated_at",
             );
             upsert.build().execute(&mut *tx).await?;
         }
+
+        // A command's log id may be held already (rows folded again): it adds nothing to a count.
+        let mut held_ids = HashSet::new();
+        for commands in batch.commands.chunks(MAX_IN_LIST) {
+            let mut select = QueryBuilder::<Sqlite>::new("select log_id from attacker_commands where log_id in (");
+            let mut list = select.separated(", ");
+            for (_, command) in commands {
+                list.push_bind(command.log_id);
+            }
+            select.push(")");
+            let ids: Vec<(i64,)> = select.build_query_as().fetch_all(&mut *tx).await?;
+            held_ids.extend(ids.into_iter().map(|(id,)| id));
+        }
+        let added = new_command_counts(&batch.commands, held_ids);
 
         for rows in row_sets(&batch.commands, MAX_ROWS_PER_INSERT, usize::MAX, command_size) {
             let mut insert = QueryBuilder::<Sqlite>::new(
@@ -586,22 +601,17 @@ impl Database for SqliteDb {
             insert.build().execute(&mut *tx).await?;
         }
 
-        // The count the rows say, whatever the caller counted: a command skipped as stored already
-        // must not be counted twice.
-        let recount: Vec<String> = profiles
-            .iter()
-            .map(|p| p.uuid.clone())
-            .chain(batch.commands.iter().map(|(uuid, _)| uuid.to_string()))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        for uuids in recount.chunks(MAX_IN_LIST) {
-            let mut update = QueryBuilder::<Sqlite>::new(
-                "update attackers set command_count = \
-                 (select count(*) from attacker_commands where attacker_uuid = attackers.uuid) where uuid in (",
-            );
+        // Each count grows by the rows its attacker gained: a step costs the same however long the
+        // attacker's history, where a recount would read all of it.
+        for counts in added.chunks(MAX_IN_LIST) {
+            let mut update =
+                QueryBuilder::<Sqlite>::new("update attackers set command_count = command_count + case uuid");
+            for (uuid, count) in counts {
+                update.push(" when ").push_bind(uuid.as_str()).push(" then ").push_bind(*count);
+            }
+            update.push(" else 0 end where uuid in (");
             let mut list = update.separated(", ");
-            for uuid in uuids {
+            for (uuid, _) in counts {
                 list.push_bind(uuid.as_str());
             }
             update.push(")");
