@@ -36,10 +36,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 pub struct SqliteDb {
     path: PathBuf,
     pool: SqlitePool,
-    /// The one connection ingest transactions use: sqlite has one writer at a time anyway, and a
-    /// connection of its own keeps the index pages those transactions touch in a large cache
-    /// without every reading connection growing one.
-    ingest: SqlitePool,
+    /// The one connection the batch writers (ingest, the profiler, observation intake) commit
+    /// through: sqlite has one writer at a time anyway, and a connection of its own keeps the index
+    /// pages those transactions touch in a large cache without every reading connection growing one.
+    writer: SqlitePool,
 }
 
 impl SqliteDb {
@@ -64,11 +64,11 @@ impl SqliteDb {
         // stay cached (1M lines back-filled in 22 s instead of 33 s with 64 MiB); statement
         // journals, which every multi-row insert in a transaction keeps, in memory rather than in a
         // temporary file.
-        let ingest = SqlitePoolOptions::new()
+        let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy_with(options.pragma("cache_size", "-262144").pragma("temp_store", "memory"));
-        Ok(SqliteDb { path: path.to_path_buf(), pool, ingest })
+        Ok(SqliteDb { path: path.to_path_buf(), pool, writer })
     }
 }
 
@@ -93,7 +93,7 @@ impl Database for SqliteDb {
     }
 
     async fn close(&self) {
-        self.ingest.close().await;
+        self.writer.close().await;
         self.pool.close().await;
     }
 
@@ -313,7 +313,7 @@ impl Database for SqliteDb {
         let now = Utc::now();
         // `begin immediate` takes the write lock first: a deferred transaction that reads and then
         // writes fails at once (no busy wait) when another writer got in between.
-        let mut tx = self.ingest.begin_with("begin immediate").await?;
+        let mut tx = self.writer.begin_with("begin immediate").await?;
         check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
         insert_logs(&mut tx, source, &batch.logs).await?;
         let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
@@ -507,7 +507,7 @@ impl Database for SqliteDb {
         }
 
         // `begin immediate`: the write lock first, so nothing moves between the checks and the writes.
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let mut tx = self.writer.begin_with("begin immediate").await?;
         check_lease(&mut tx, PROFILER_LEASE_SOURCE, holder, now).await?;
         let stored: Option<(String,)> = sqlx::query_as("select value from state where key = ?")
             .bind(PROFILER_CURSOR_KEY)
@@ -698,7 +698,7 @@ impl Database for SqliteDb {
     async fn add_observations(&self, observations: &[Observation]) -> DbResult<ObservationsStored> {
         let now = Utc::now();
         let columns: Vec<ObservationColumns<'_>> = observations.iter().map(ObservationColumns::new).collect();
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let mut tx = self.writer.begin_with("begin immediate").await?;
         let mut stored = 0;
         for rows in row_sets(&columns, MAX_ROWS_PER_INSERT, usize::MAX, ObservationColumns::size) {
             // Row by row: a record whose id or evidence key is held, by the table or by an earlier

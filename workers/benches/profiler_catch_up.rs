@@ -6,8 +6,9 @@
 //!
 //!     cargo bench -p svc-workers --bench profiler_catch_up
 //!
-//! Measured on the shared 2-core build machine: 200,000 rows in 4.9–5.3 s, 38–41k rows/s. The fold
-//! itself is under a tenth of that (see `profiler_fold`): reading pages and committing dominate.
+//! Measured on the 2-core build machine (quiet): 200,000 rows in 3.2–3.4 s, 59–62k rows/s. The fold
+//! itself is under a tenth of that (see `profiler_fold`): reading pages (about 40%) and committing
+//! (about 45%, mostly writing pages) dominate.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
