@@ -472,6 +472,59 @@ async fn observations_from_the_bus_are_validated_and_stored() {
     bus.close().await;
 }
 
+#[tokio::test]
+async fn a_flood_of_observations_is_stored_whole_and_counted_exactly() {
+    let nats = Nats::start();
+    let backend = TestDb::sqlite();
+    let db = backend.open().await;
+    let bus = Bus::connect(Some(&nats.url()), "profiler-test").await;
+    // Once a row is folded, the profiler holds the lease, and its intake stores what arrives.
+    Writer::new(&db).await.write(&[log("203.0.113.7", "ssh-01", "ssh", "connection", json!({}), secs(1))]).await;
+    let profiler = Profiler::start(&config(&backend), &db, bus.clone());
+    caught_up(&db).await;
+    let attacker = uuid::Uuid::new_v4().to_string();
+    let record = |n: usize, confidence: f64| {
+        let payload = json!({
+            "primitive": "motor.keystroke_cadence",
+            "value": "steady",
+            "confidence": confidence,
+            "window": {"start_ts": 1_800_000_000.0 + n as f64, "end_ts": 1_800_000_001.0 + n as f64},
+            "source": "sensor/test",
+            "id": uuid::Uuid::from_u128(n as u128 + 1).to_string(),
+            "identity_ref": attacker,
+            "evidence_ref": format!("shard:ssh-01/ssh/flood.cast#{n}"),
+            "v": 1,
+        });
+        Event::new("attacker.observation.motor.keystroke_cadence", "motor.keystroke_cadence", payload)
+    };
+    // 2,000 records as fast as they go, every hundredth sent twice and every 250th invalid.
+    let (mut valid, mut duplicates, mut invalid) = (0, 0, 0);
+    for n in 0..2_000 {
+        if n % 250 == 0 {
+            bus.publish(&record(n, 1.5)).await.unwrap();
+            invalid += 1;
+            continue;
+        }
+        bus.publish(&record(n, 0.5)).await.unwrap();
+        valid += 1;
+        if n % 100 == 1 {
+            bus.publish(&record(n, 0.5)).await.unwrap();
+            duplicates += 1;
+        }
+    }
+    eventually("every record is handled", || async {
+        profiler.counter("observations_stored") == valid
+            && profiler.counter("observations_duplicate") == duplicates
+            && profiler.counter("observations_rejected") == invalid
+    })
+    .await;
+    assert_eq!(profiler.counter("observations_failed"), 0);
+    let stored = db.attacker_observations(attacker.parse().unwrap(), 5_000).await.unwrap();
+    assert_eq!(stored.len() as u64, valid, "each valid record stored once");
+    profiler.stop().await;
+    bus.close().await;
+}
+
 /// The next event on `subscriber` whose topic is not an observation's.
 async fn next_profile_event(subscriber: &mut async_nats::Subscriber) -> Event {
     loop {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use svc::bus::{Event, topics};
 use svc::observation::{self, Observation};
 use svc::startup::WorkerContext;
@@ -53,41 +53,63 @@ pub fn read(body: &[u8]) -> Intake {
 }
 
 /// Stores what arrives while `leading` (this process holds the profiler lease) until cancelled.
+/// What has arrived already is stored together, up to [`BATCH`] records a transaction: one record
+/// a transaction would fall behind a flood, while a lone record still goes in at once.
 pub async fn run(ctx: WorkerContext, leading: Arc<AtomicBool>) {
     let Some(mut messages) = ctx.bus.subscribe(topics::ALL_ATTACKER_OBSERVATIONS.to_string()).await else {
         return;
     };
     let mut rejections = RejectionLog::default();
+    let mut batch = Vec::with_capacity(BATCH);
     loop {
         let message = tokio::select! {
             () = ctx.cancel.cancelled() => return,
             message = messages.next() => message,
         };
-        let Some(message) = message else { return };
-        if !leading.load(Ordering::Relaxed) {
-            continue;
+        let Some(mut message) = message else { return };
+        loop {
+            if leading.load(Ordering::Relaxed) {
+                match read(&message.payload) {
+                    Intake::Valid(observation) => batch.push(observation),
+                    Intake::Own => {}
+                    Intake::Rejected(reason) => {
+                        ctx.counters.add("observations_rejected", 1);
+                        rejections.note(&message.subject, &reason);
+                    }
+                }
+            }
+            if batch.len() >= BATCH {
+                break;
+            }
+            match messages.next().now_or_never() {
+                Some(Some(next)) => message = next,
+                // Nothing more has arrived, or the subscription ended (seen on the next turn).
+                _ => break,
+            }
         }
-        let observation = match read(&message.payload) {
-            Intake::Valid(observation) => observation,
-            Intake::Own => continue,
-            Intake::Rejected(reason) => {
-                ctx.counters.add("observations_rejected", 1);
-                rejections.note(&message.subject, &reason);
-                continue;
-            }
-        };
-        match ctx.db.add_observations(std::slice::from_ref(&observation)).await {
-            Ok(stored) => {
-                ctx.counters.add("observations_stored", stored.stored);
-                ctx.counters.add("observations_duplicate", stored.duplicates);
-            }
-            Err(err) => {
-                // The bus is best-effort: a record lost to a database outage is not retried.
-                ctx.counters.add("observations_failed", 1);
-                tracing::warn!(primitive = %observation.primitive, error = %err, "Could not store an observation");
-            }
+        store(&ctx, &mut batch).await;
+    }
+}
+
+/// Observations stored in one transaction at most.
+const BATCH: usize = 500;
+
+async fn store(ctx: &WorkerContext, batch: &mut Vec<Observation>) {
+    if batch.is_empty() {
+        return;
+    }
+    match ctx.db.add_observations(batch).await {
+        Ok(stored) => {
+            ctx.counters.add("observations_stored", stored.stored);
+            ctx.counters.add("observations_duplicate", stored.duplicates);
+        }
+        Err(err) => {
+            // The bus is best-effort: records lost to a database outage are counted, not retried.
+            ctx.counters.add("observations_failed", batch.len() as u64);
+            tracing::warn!(records = batch.len(), error = %err, "Could not store observations from the bus");
         }
     }
+    batch.clear();
 }
 
 /// Logs rejections without flooding: one line per second at most, with a count.
