@@ -299,6 +299,10 @@ async fn commands_are_stored_once_counted_exactly_and_paged_newest_first() {
         assert_eq!(ssh.rows.iter().map(|c| c.log_id).collect::<Vec<_>>(), [1], "{name}");
         assert_eq!(db.attacker_commands(uuid, Some("ss"), 3, 0).await.unwrap().total, 0, "{name}");
         assert_eq!(db.attacker_commands(Uuid::new_v4(), None, 3, 0).await.unwrap().total, 0, "{name}");
+        let ran = db.services_with_commands(uuid, &strings(&["http", "ssh", "ftp", "ss"])).await.unwrap();
+        assert_eq!(ran, strings(&["ssh", "ftp"]), "{name}: in the order given, exact names only");
+        let ran = db.services_with_commands(bystander.uuid, &strings(&["ftp", "ssh"])).await.unwrap();
+        assert_eq!(ran, strings(&["ssh"]), "{name}");
 
         // The profiler folds rows 4..=8 again after a restart (its tally counts them twice): the
         // stored rows are kept, the new ones added, and the count is the rows'.

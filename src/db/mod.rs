@@ -307,8 +307,12 @@ pub trait Database: Send + Sync + 'static {
     /// `NotFound` when no profile has this uuid.
     async fn attacker(&self, uuid: Uuid) -> DbResult<AttackerProfile>;
 
+    /// Those of `services` the attacker ran commands on, in the order given.
+    async fn services_with_commands(&self, attacker: Uuid, services: &[String]) -> DbResult<Vec<String>>;
+
     /// The attacker's commands, newest first (timestamp, then log id, descending), optionally of
-    /// one service, with the total that match. Paged in SQL.
+    /// one service, with the total that match. Paged in SQL; the total of all of them is the
+    /// profile's `command_count`, which every commit keeps exact, so no count walks the list.
     async fn attacker_commands(
         &self,
         attacker: Uuid,

@@ -709,10 +709,34 @@ impl Database for MysqlDb {
         select.push(" offset ").push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
         let rows: Vec<CommandRow> = select.build_query_as().fetch_all(&self.pool).await?;
 
-        let mut count = QueryBuilder::<MySql>::new("select count(*) from attacker_commands");
-        filter(&mut count);
-        let (total,): (i64,) = count.build_query_as().fetch_one(&self.pool).await?;
-        Ok(Page { total: total.max(0) as u64, rows: convert(rows)? })
+        let total: Option<(i64,)> = if service.is_some() {
+            let mut count = QueryBuilder::<MySql>::new("select count(*) from attacker_commands");
+            filter(&mut count);
+            count.build_query_as().fetch_optional(&self.pool).await?
+        } else {
+            sqlx::query_as("select command_count from attackers where uuid = ?")
+                .bind(attacker.to_string())
+                .fetch_optional(&self.pool)
+                .await?
+        };
+        Ok(Page { total: total.map_or(0, |(total,)| total.max(0) as u64), rows: convert(rows)? })
+    }
+
+    async fn services_with_commands(&self, attacker: Uuid, services: &[String]) -> DbResult<Vec<String>> {
+        let mut found = Vec::new();
+        // One indexed probe a service: an attacker is seen on a handful.
+        for service in services {
+            let ran: Option<(i64,)> =
+                sqlx::query_as("select 1 from attacker_commands where attacker_uuid = ? and service = ? limit 1")
+                    .bind(attacker.to_string())
+                    .bind(indexed(service))
+                    .fetch_optional(&self.pool)
+                    .await?;
+            if ran.is_some() {
+                found.push(service.clone());
+            }
+        }
+        Ok(found)
     }
 
     async fn add_observations(&self, observations: &[Observation]) -> DbResult<ObservationsStored> {

@@ -352,13 +352,9 @@ pub async fn attacker_detail(
     let db = &state.db;
     let profile = db.attacker(uuid).await.map_err(attacker_not_found)?;
     let commands = db.attacker_commands(uuid, None, DETAIL_COMMANDS, 0).await?;
-    let mut activity = ServiceActivity { interacted: Vec::new(), scanned: Vec::new() };
-    for service in &profile.services {
-        // One indexed count per service; an attacker is seen on a handful.
-        let ran = db.attacker_commands(uuid, Some(service), 1, 0).await?.total > 0;
-        let bucket = if ran { &mut activity.interacted } else { &mut activity.scanned };
-        bucket.push(service.clone());
-    }
+    let interacted = db.services_with_commands(uuid, &profile.services).await?;
+    let scanned = profile.services.iter().filter(|service| !interacted.contains(service)).cloned().collect();
+    let activity = ServiceActivity { interacted, scanned };
     let leaks_filter =
         BountyFilter { bounty_type: Some("ip_leak".into()), attacker_ip: Some(profile.ip.clone()), search: None };
     let leaks = db.bounties(&leaks_filter, DETAIL_IP_LEAKS, 0).await?;
