@@ -28,7 +28,7 @@ pub struct AttackerProfile {
     pub credential_count: i64,
     /// A JSON array text: the payload of every `fingerprint` bounty of this address.
     pub fingerprints: String,
-    /// Rows in the attacker's command list.
+    /// Rows in the attacker's command list, kept by the repository (a commit ignores this value).
     pub command_count: i64,
     /// A JSON object text: the `behavior` the API shows (behaviour class, timing, phases).
     pub behavior: String,

@@ -292,8 +292,9 @@ pub trait Database: Send + Sync + 'static {
 
     /// In one transaction: checks that `holder` holds the lease `profiler` (the ingest lease table,
     /// source [`PROFILER_LEASE_SOURCE`]) and that the profiler cursor is still `expected_cursor`, then
-    /// upserts the profiles by uuid (every column replaced), inserts the commands (skipping log ids
-    /// stored already), recounts `command_count` of the attackers concerned from the stored commands,
+    /// upserts the profiles by uuid (every column but `command_count` replaced), inserts the commands
+    /// (skipping log ids stored already), adds to each attacker's `command_count` the rows it gained
+    /// (the caller's tally is ignored, so the count is always the rows'),
     /// upserts the observations by (`evidence_ref`, `primitive`) and moves the cursor to
     /// `batch.last_log_id`. `Conflict`, with nothing stored, when the lease or the cursor moved
     /// meanwhile, or when a profile's address is stored under another uuid (someone else profiled
