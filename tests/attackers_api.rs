@@ -20,20 +20,14 @@ const PROFILER: &str = "test-profiler";
 
 fn profile(ip: &str, events: i64, deckies: &[&str], services: &[&str], last_minute: i64) -> AttackerProfile {
     AttackerProfile {
-        uuid: Uuid::new_v4(),
-        ip: ip.into(),
-        first_seen: at(0),
         last_seen: at(last_minute),
         event_count: events,
         services: services.iter().map(|s| s.to_string()).collect(),
         deckies: deckies.iter().map(|s| s.to_string()).collect(),
-        bounty_count: 0,
-        credential_count: 0,
         fingerprints: json!([{"fingerprint_type": "ja3", "ja3": "abc"}]).to_string(),
-        command_count: 0,
         behavior: json!({"behavior_class": "scanning", "beacon_interval_s": null}).to_string(),
         fold_state: json!({"private": true}).to_string(),
-        updated_at: at(last_minute),
+        ..AttackerProfile::new(ip, at(0), at(last_minute))
     }
 }
 

@@ -29,20 +29,11 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// A profile of `ip`, last seen `minutes` after the test epoch.
 fn profile(ip: &str, minutes: i64, event_count: i64, services: &[&str], deckies: &[&str]) -> AttackerProfile {
     AttackerProfile {
-        uuid: Uuid::new_v4(),
-        ip: ip.into(),
-        first_seen: at(0),
         last_seen: at(minutes),
         event_count,
         services: strings(services),
         deckies: strings(deckies),
-        bounty_count: 0,
-        credential_count: 0,
-        fingerprints: "[]".into(),
-        command_count: 0,
-        behavior: "{}".into(),
-        fold_state: "{}".into(),
-        updated_at: at(minutes),
+        ..AttackerProfile::new(ip, at(0), at(minutes))
     }
 }
 

@@ -39,6 +39,26 @@ pub struct AttackerProfile {
 }
 
 impl AttackerProfile {
+    /// A new attacker at `ip`, first and last seen at `first_seen`, with nothing folded in yet.
+    pub fn new(ip: &str, first_seen: DateTime<Utc>, now: DateTime<Utc>) -> AttackerProfile {
+        AttackerProfile {
+            uuid: Uuid::new_v4(),
+            ip: ip.to_string(),
+            first_seen,
+            last_seen: first_seen,
+            event_count: 0,
+            services: Vec::new(),
+            deckies: Vec::new(),
+            bounty_count: 0,
+            credential_count: 0,
+            fingerprints: "[]".into(),
+            command_count: 0,
+            behavior: "{}".into(),
+            fold_state: "{}".into(),
+            updated_at: now,
+        }
+    }
+
     pub fn service_count(&self) -> i64 {
         self.services.len() as i64
     }

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use svc::db::{AttackerCommand, AttackerEvidence, AttackerProfile, LogRecord};
 use svc::observation::Observation;
-use uuid::Uuid;
 
 use super::classify::{self, BehaviorClass, Timing};
 use super::shell::{self, ShellTally};
@@ -115,22 +114,7 @@ pub fn fold(
 ) -> Option<Folded> {
     let mut rows = rows.iter().copied().filter(|row| counts(row)).peekable();
     let first = rows.peek()?.timestamp;
-    let mut profile = stored.cloned().unwrap_or_else(|| AttackerProfile {
-        uuid: Uuid::new_v4(),
-        ip: ip.to_string(),
-        first_seen: first,
-        last_seen: first,
-        event_count: 0,
-        services: Vec::new(),
-        deckies: Vec::new(),
-        bounty_count: 0,
-        credential_count: 0,
-        fingerprints: "[]".into(),
-        command_count: 0,
-        behavior: "{}".into(),
-        fold_state: "{}".into(),
-        updated_at: now,
-    });
+    let mut profile = stored.cloned().unwrap_or_else(|| AttackerProfile::new(ip, first, now));
     // A state that does not parse (hand-edited, or from a future build) starts over rather than
     // stopping the profiler; counts and first/last seen live in the profile itself.
     let mut state: FoldState = serde_json::from_str(&profile.fold_state).unwrap_or_default();
