@@ -1,12 +1,19 @@
-//! What the profiler stores and the attacker views read: one profile per source address, the
-//! commands seen from it, and observations. Domain types only; each backend owns its SQL.
+//! Attackers: one profile per source address as the profiler folds the logs in, the commands seen
+//! from it, the evidence (bounties, credentials) read for each fold, and the attacker views. The
+//! statements are written once in `sql.rs`: where the dialects differ (MySQL's indexed columns cut
+//! to their width and compared in any letter case, its row locks) they differ through the
+//! [`Dialect`](super::dialect::Dialect) hooks only.
 
+mod sql;
+
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::{DbResult, Page};
 use crate::observation::Observation;
 
-/// The ingest lease source (see `Database::acquire_ingest_lease`) the profiler holds: only its
+/// The ingest lease source (see `IngestStore::acquire_ingest_lease`) the profiler holds: only its
 /// holder may commit profiles.
 pub const PROFILER_LEASE_SOURCE: &str = "profiler";
 
@@ -143,10 +150,47 @@ pub struct ProfilerBatch {
     pub observations: Vec<Observation>,
 }
 
-/// What storing observations did: every record offered is one of these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct ObservationsStored {
-    pub stored: u64,
-    /// Already held: same `id`, or same (`evidence_ref`, `primitive`).
-    pub duplicates: u64,
+#[async_trait]
+pub trait AttackerStore {
+    /// The highest log id the profiler has folded in, 0 before its first batch.
+    async fn profiler_cursor(&self) -> DbResult<i64>;
+
+    /// The stored profiles of these addresses; addresses without one are left out.
+    async fn attackers_by_ip(&self, ips: &[String]) -> DbResult<Vec<AttackerProfile>>;
+
+    /// Bounty and credential tallies of these addresses, one entry per address asked for (zero
+    /// counts and no fingerprints when nothing is stored).
+    async fn attacker_evidence(&self, ips: &[String]) -> DbResult<Vec<AttackerEvidence>>;
+
+    /// In one transaction: checks that `holder` holds the lease `profiler` (the ingest lease table,
+    /// source [`PROFILER_LEASE_SOURCE`]) and that the profiler cursor is still `expected_cursor`, then
+    /// upserts the profiles by uuid (every column but `command_count` replaced), inserts the commands
+    /// (skipping log ids stored already), adds to each attacker's `command_count` the rows it gained
+    /// (the caller's tally is ignored, so the count is always the rows'),
+    /// upserts the observations by (`evidence_ref`, `primitive`) and moves the cursor to
+    /// `batch.last_log_id`. `Conflict`, with nothing stored, when the lease or the cursor moved
+    /// meanwhile, or when a profile's address is stored under another uuid (someone else profiled
+    /// it meanwhile: read `attackers_by_ip` again). Two profiles of one address in a batch are an
+    /// error.
+    async fn commit_profiles(&self, holder: &str, expected_cursor: i64, batch: &ProfilerBatch) -> DbResult<()>;
+
+    /// One page of profiles in the filter's order, with the total that match.
+    async fn attackers(&self, filter: &AttackerFilter, limit: u32, offset: u64) -> DbResult<Page<AttackerProfile>>;
+
+    /// `NotFound` when no profile has this uuid.
+    async fn attacker(&self, uuid: Uuid) -> DbResult<AttackerProfile>;
+
+    /// Those of `services` the attacker ran commands on, in the order given.
+    async fn services_with_commands(&self, attacker: Uuid, services: &[String]) -> DbResult<Vec<String>>;
+
+    /// The attacker's commands, newest first (timestamp, then log id, descending), optionally of
+    /// one service, with the total that match. Paged in SQL; the total of all of them is the
+    /// profile's `command_count`, which every commit keeps exact, so no count walks the list.
+    async fn attacker_commands(
+        &self,
+        attacker: Uuid,
+        service: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> DbResult<Page<AttackerCommand>>;
 }

@@ -1,0 +1,2 @@
+//! Temporary: replaced by the config tree.
+pub use crate::config::DatabaseConfig;

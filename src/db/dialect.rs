@@ -1,0 +1,126 @@
+//! How the two SQL dialects differ, in one place, and the macro that writes a verb once for both.
+//!
+//! Every verb of every area is written once, inside [`both_backends!`], which expands it for
+//! [`SqliteDb`](super::sqlite::SqliteDb) with `Sql = sqlx::Sqlite` and for
+//! [`MysqlDb`](super::mysql::MysqlDb) with `Sql = sqlx::MySql`. Statements are the same text on
+//! both wherever the dialects agree (placeholders are `?` on both, identifiers quoted with
+//! backticks where they must be). Where they differ, the statement takes the difference from a
+//! [`Dialect`] hook (here: syntax every area meets) or from an area's own hook trait (its
+//! `sqlite.rs` and `mysql.rs`). Supported servers: sqlite 3.35 and later (bundled), MySQL 8.0 and
+//! MariaDB 10.11; no statement uses what only one of MySQL and MariaDB has.
+
+use std::future::Future;
+
+use super::DbResult;
+
+/// The width of the indexed text columns on MySQL (`varchar(255)`).
+pub(super) const INDEXED_CHARS: usize = 255;
+
+pub(super) trait Dialect {
+    type Sql: sqlx::Database;
+
+    /// Bytes of values per multi-row insert: MySQL bounds one statement with its values by
+    /// `max_allowed_packet` (16 MiB by default on MariaDB); sqlite has no such bound.
+    const MAX_BYTES_PER_INSERT: usize;
+
+    /// The start of an insert that skips rows whose unique key is held (`insert ignore` on MySQL,
+    /// whose values are cut to their columns first so that nothing else is ignored), and its end
+    /// (sqlite's `on conflict do nothing`).
+    const INSERT_OR_SKIP: &'static str;
+    const SKIP_HELD: &'static str;
+
+    /// Locks the rows a read in a transaction returns until it ends (MySQL); sqlite's writer holds
+    /// the whole database from `begin immediate` on.
+    const FOR_UPDATE: &'static str;
+
+    /// The `escape` clause of a [`contains_pattern`](super::codec::contains_pattern) match (a
+    /// backslash is itself escaped in MySQL's string literals).
+    const LIKE_ESCAPE: &'static str;
+
+    /// The larger of two values.
+    const GREATEST: &'static str;
+
+    /// Compares a text column byte for byte (MySQL's collation ignores letter case).
+    const EXACT: &'static str;
+
+    /// The update clause of an upsert on the unique key `key`: sqlite names the key, MySQL takes
+    /// whichever unique key conflicts.
+    fn on_conflict_update(key: &str) -> String;
+
+    /// The value the insert offered for `column`, inside an upsert's update clause.
+    fn incoming(column: &str) -> String;
+
+    /// An upsert's update clause on `key` that replaces `columns` with the values offered.
+    fn replace(key: &str, columns: &[&str]) -> String {
+        let set: Vec<String> = columns.iter().map(|c| format!("{c} = {}", Self::incoming(c))).collect();
+        format!("{}{}", Self::on_conflict_update(key), set.join(", "))
+    }
+
+    /// `text` as a column of `max_chars` characters stores it: MySQL in strict mode fails a whole
+    /// batch, at every retry, for one over-long value; sqlite has no widths.
+    fn clip(text: &str, max_chars: usize) -> &str;
+
+    /// `text` as an indexed text column stores it.
+    fn indexed(text: &str) -> &str {
+        Self::clip(text, INDEXED_CHARS)
+    }
+
+    /// `text` as an indexed column compares it: two texts with one key are the same value.
+    fn compared(text: &str) -> String;
+
+    /// The text at `$."key"` of the JSON column `column`.
+    fn json_text(column: &str, key: &str) -> String;
+
+    /// A transaction of the batch writers: it holds the write lock (sqlite) or takes row locks as
+    /// it goes (MySQL).
+    fn begin_write(&self) -> impl Future<Output = DbResult<sqlx::Transaction<'static, Self::Sql>>> + Send;
+}
+
+/// `text` cut to `max_chars` characters, kept whole.
+pub(super) fn clip_chars(text: &str, max_chars: usize) -> &str {
+    if text.len() <= max_chars {
+        return text;
+    }
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// Writes the items once for each backend: inside, `Backend` is the backend's type and `Sql` its
+/// sqlx database. Items are private to their expansion.
+macro_rules! both_backends {
+    ($($item:item)*) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::db::dialect::Dialect as _;
+            type Backend = $crate::db::sqlite::SqliteDb;
+            #[allow(dead_code)]
+            type Sql = ::sqlx::Sqlite;
+            $($item)*
+        };
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::db::dialect::Dialect as _;
+            type Backend = $crate::db::mysql::MysqlDb;
+            #[allow(dead_code)]
+            type Sql = ::sqlx::MySql;
+            $($item)*
+        };
+    };
+}
+pub(super) use both_backends;
+
+#[cfg(test)]
+mod tests {
+    use super::clip_chars;
+
+    #[test]
+    fn clip_counts_characters_and_keeps_them_whole() {
+        assert_eq!(clip_chars("abc", 5), "abc");
+        assert_eq!(clip_chars("abcdef", 3), "abc");
+        assert_eq!(clip_chars("ééé", 2), "éé");
+        assert_eq!(clip_chars("éé", 2), "éé");
+        assert_eq!(clip_chars("", 0), "");
+    }
+}

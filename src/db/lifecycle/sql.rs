@@ -1,0 +1,98 @@
+//! The lifecycle records' statements, the same on both backends.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::QueryBuilder;
+use uuid::Uuid;
+
+use super::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
+use crate::db::codec::{convert, millis, parse_uuid, time};
+use crate::db::dialect::both_backends;
+use crate::db::{DbError, DbResult};
+
+#[derive(sqlx::FromRow)]
+struct LifecycleRow {
+    id: String,
+    decky_name: String,
+    host_uuid: Option<String>,
+    operation: String,
+    status: String,
+    error: Option<String>,
+    started_at: i64,
+    updated_at: i64,
+    completed_at: Option<i64>,
+}
+
+impl TryFrom<LifecycleRow> for DeckyLifecycle {
+    type Error = DbError;
+
+    fn try_from(row: LifecycleRow) -> Result<Self, DbError> {
+        Ok(DeckyLifecycle {
+            id: parse_uuid(&row.id)?,
+            decky_name: row.decky_name,
+            host_uuid: row.host_uuid,
+            operation: row.operation,
+            status: row.status.parse()?,
+            error: row.error,
+            started_at: time(row.started_at)?,
+            updated_at: time(row.updated_at)?,
+            completed_at: row.completed_at.map(time).transpose()?,
+        })
+    }
+}
+
+both_backends! {
+    #[async_trait]
+    impl LifecycleStore for Backend {
+        async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()> {
+            sqlx::query(
+                "insert into decky_lifecycle \
+                 (id, decky_name, host_uuid, operation, status, error, started_at, updated_at, completed_at) \
+                 values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(record.id.to_string())
+            .bind(&record.decky_name)
+            .bind(&record.host_uuid)
+            .bind(&record.operation)
+            .bind(record.status.as_str())
+            .bind(&record.error)
+            .bind(millis(record.started_at))
+            .bind(millis(record.updated_at))
+            .bind(record.completed_at.map(millis))
+            .execute(&self.pool)
+            .await?;
+            Ok(())
+        }
+
+        async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>> {
+            if ids.is_empty() {
+                return Ok(vec![]);
+            }
+            let mut query = QueryBuilder::<Sql>::new("select * from decky_lifecycle where id in (");
+            let mut list = query.separated(", ");
+            for id in ids {
+                list.push_bind(id.to_string());
+            }
+            query.push(") order by started_at, id");
+            let rows: Vec<LifecycleRow> = query.build_query_as().fetch_all(&self.pool).await?;
+            convert(rows)
+        }
+
+        async fn fail_stranded_lifecycles(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> DbResult<u64> {
+            let done = sqlx::query(
+                "update decky_lifecycle set status = ?, error = ?, updated_at = ?, completed_at = ? \
+                 where status in (?, ?) and started_at < ?",
+            )
+            .bind(LifecycleStatus::Failed.as_str())
+            .bind(STRANDED_LIFECYCLE_ERROR)
+            .bind(millis(now))
+            .bind(millis(now))
+            .bind(LifecycleStatus::Pending.as_str())
+            .bind(LifecycleStatus::Running.as_str())
+            .bind(millis(cutoff))
+            .execute(&self.pool)
+            .await?;
+            Ok(done.rows_affected())
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The log views: log rows, bounties and credentials as the dashboard pages, searches, streams
+//! and counts them. The statements are written once in `sql.rs`; the dialects differ only in the
+//! index each view must walk, which MySQL/MariaDB must be told (`mysql.rs`: with the limit a
+//! placeholder and lagging statistics it was seen to scan and sort instead) and sqlite must be
+//! kept from a column index when it follows the ids (`sqlite.rs`).
+
+mod mysql;
+mod search;
+mod sql;
+mod sqlite;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+pub use search::{LogColumn, SearchTerm, parse_search};
+
+use super::{DbResult, Page};
+
+/// A stored log row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Increases with every row stored: the stream's resume point.
+    pub id: i64,
+    pub timestamp: DateTime<Utc>,
+    pub decky: String,
+    pub service: String,
+    pub event_type: String,
+    pub attacker_ip: String,
+    pub raw_line: String,
+    pub fields: String,
+    pub msg: Option<String>,
+    pub trace_id: Option<String>,
+    pub span_id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BountyRecord {
+    pub id: i64,
+    pub timestamp: DateTime<Utc>,
+    pub decky: String,
+    pub service: String,
+    pub attacker_ip: String,
+    pub bounty_type: String,
+    pub payload: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialRecord {
+    pub id: i64,
+    pub attacker_ip: String,
+    pub decky: String,
+    pub service: String,
+    pub secret_kind: String,
+    pub secret_sha256: String,
+    pub principal: Option<String>,
+    pub secret_printable: String,
+    pub secret_b64: String,
+    pub outcome: Option<String>,
+    pub attempt_count: u64,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+}
+
+/// Which log rows a view shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogFilter {
+    pub terms: Vec<SearchTerm>,
+    /// Inclusive bounds on the log's timestamp.
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// Which bounties a view shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BountyFilter {
+    pub bounty_type: Option<String>,
+    /// Only this attacker address, exactly.
+    pub attacker_ip: Option<String>,
+    /// A substring of the decky, service, attacker IP or payload.
+    pub search: Option<String>,
+}
+
+/// Log rows counted per time bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistogramBucket {
+    pub start: DateTime<Utc>,
+    pub count: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    pub total_logs: u64,
+    /// Distinct attacker addresses in the logs.
+    pub unique_attackers: u64,
+}
+
+#[async_trait]
+pub trait LogStore {
+    /// Newest first (timestamp, then id, descending), with the total that match.
+    async fn logs(&self, filter: &LogFilter, limit: u32, offset: u64) -> DbResult<Page<LogRecord>>;
+
+    /// Rows with an id above `after_id` that match, oldest first (id ascending), at most `limit`.
+    async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>>;
+
+    /// The highest log id stored, 0 when there is none.
+    async fn last_log_id(&self) -> DbResult<i64>;
+
+    /// Matching rows counted per bucket of `bucket_minutes`, buckets aligned to the epoch, oldest
+    /// first, empty buckets left out.
+    async fn log_histogram(&self, filter: &LogFilter, bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>>;
+
+    async fn log_stats(&self) -> DbResult<LogStats>;
+
+    /// Newest first (timestamp, then id, descending), with the total that match.
+    async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>>;
+
+    /// Most recently seen first, at most `limit`.
+    async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>>;
+}

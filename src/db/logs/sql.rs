@@ -1,0 +1,296 @@
+//! The log views' statements, written once for both backends.
+
+use async_trait::async_trait;
+use sqlx::QueryBuilder;
+
+use super::search::field_key;
+use super::{
+    BountyFilter, BountyRecord, CredentialRecord, HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore,
+    SearchTerm,
+};
+use crate::db::codec::{contains_pattern, convert, count, millis, offset, time};
+use crate::db::dialect::both_backends;
+use crate::db::{DbError, DbResult, Page};
+use crate::logline::UNKNOWN_IP;
+
+const LOG_COLUMNS: &str =
+    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
+
+/// The sum of a counter column as a BIGINT (MySQL's `sum` is a DECIMAL).
+const TOTAL: &str = "cast(coalesce(sum(total), 0) as signed integer)";
+
+#[derive(sqlx::FromRow)]
+struct LogRow {
+    id: i64,
+    timestamp: i64,
+    decky: String,
+    service: String,
+    event_type: String,
+    attacker_ip: String,
+    raw_line: String,
+    fields: String,
+    msg: Option<String>,
+    trace_id: Option<String>,
+    span_id: Option<String>,
+}
+
+impl TryFrom<LogRow> for LogRecord {
+    type Error = DbError;
+
+    fn try_from(row: LogRow) -> Result<Self, DbError> {
+        Ok(LogRecord {
+            id: row.id,
+            timestamp: time(row.timestamp)?,
+            decky: row.decky,
+            service: row.service,
+            event_type: row.event_type,
+            attacker_ip: row.attacker_ip,
+            raw_line: row.raw_line,
+            fields: row.fields,
+            msg: row.msg,
+            trace_id: row.trace_id,
+            span_id: row.span_id,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct BountyRow {
+    id: i64,
+    timestamp: i64,
+    decky: String,
+    service: String,
+    attacker_ip: String,
+    bounty_type: String,
+    payload: String,
+}
+
+impl TryFrom<BountyRow> for BountyRecord {
+    type Error = DbError;
+
+    fn try_from(row: BountyRow) -> Result<Self, DbError> {
+        Ok(BountyRecord {
+            id: row.id,
+            timestamp: time(row.timestamp)?,
+            decky: row.decky,
+            service: row.service,
+            attacker_ip: row.attacker_ip,
+            bounty_type: row.bounty_type,
+            payload: row.payload,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct CredentialRow {
+    id: i64,
+    attacker_ip: String,
+    decky: String,
+    service: String,
+    secret_kind: String,
+    secret_sha256: String,
+    principal: Option<String>,
+    secret_printable: String,
+    secret_b64: String,
+    outcome: Option<String>,
+    attempt_count: i64,
+    first_seen: i64,
+    last_seen: i64,
+}
+
+impl TryFrom<CredentialRow> for CredentialRecord {
+    type Error = DbError;
+
+    fn try_from(row: CredentialRow) -> Result<Self, DbError> {
+        Ok(CredentialRecord {
+            id: row.id,
+            attacker_ip: row.attacker_ip,
+            decky: row.decky,
+            service: row.service,
+            secret_kind: row.secret_kind,
+            secret_sha256: row.secret_sha256,
+            principal: row.principal,
+            secret_printable: row.secret_printable,
+            secret_b64: row.secret_b64,
+            outcome: row.outcome,
+            attempt_count: u64::try_from(row.attempt_count)
+                .map_err(|_| DbError::Other(anyhow::anyhow!("negative attempt count {}", row.attempt_count)))?,
+            first_seen: time(row.first_seen)?,
+            last_seen: time(row.last_seen)?,
+        })
+    }
+}
+
+/// Whether `filter` keeps every row: then a total is the stored counter, not a count.
+fn is_unfiltered(filter: &LogFilter) -> bool {
+    filter.terms.is_empty() && filter.since.is_none() && filter.until.is_none()
+}
+
+fn column_name(column: LogColumn) -> &'static str {
+    match column {
+        LogColumn::Decky => "decky",
+        LogColumn::Service => "service",
+        LogColumn::EventType => "event_type",
+        LogColumn::AttackerIp => "attacker_ip",
+    }
+}
+
+both_backends! {
+    #[async_trait]
+    impl LogStore for Backend {
+        async fn logs(&self, filter: &LogFilter, limit: u32, offset_rows: u64) -> DbResult<Page<LogRecord>> {
+            let by_column = filter.terms.iter().any(|term| matches!(term, SearchTerm::Column(..)));
+            let hint = if by_column { "" } else { Backend::LOGS_BY_TIME };
+            let mut select = QueryBuilder::<Sql>::new(format!("select {LOG_COLUMNS} from logs{hint}"));
+            push_log_filter(&mut select, filter, None);
+            select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
+            select.push(" offset ").push_bind(offset(offset_rows));
+            let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+            let (total,): (i64,) = if is_unfiltered(filter) {
+                sqlx::query_as(&format!("select {TOTAL} from log_totals")).fetch_one(&self.pool).await?
+            } else {
+                let mut count_query = QueryBuilder::<Sql>::new("select count(*) from logs");
+                push_log_filter(&mut count_query, filter, None);
+                count_query.build_query_as().fetch_one(&self.pool).await?
+            };
+            Ok(Page { total: count(total), rows: convert(rows)? })
+        }
+
+        async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>> {
+            let mut select =
+                QueryBuilder::<Sql>::new(format!("select {LOG_COLUMNS} from logs{}", Backend::LOGS_BY_ID));
+            push_log_filter(&mut select, filter, Some(after_id));
+            select.push(" order by id limit ").push_bind(i64::from(limit));
+            let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
+            convert(rows)
+        }
+
+        async fn last_log_id(&self) -> DbResult<i64> {
+            let (id,): (i64,) = sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&self.pool).await?;
+            Ok(id)
+        }
+
+        async fn log_histogram(&self, filter: &LogFilter, bucket_minutes: u32) -> DbResult<Vec<HistogramBucket>> {
+            let width = i64::from(bucket_minutes.max(1)) * 60_000;
+            let mut select = if is_unfiltered(filter) {
+                // Whole minutes add up to any bucket aligned to the epoch.
+                let mut select = QueryBuilder::<Sql>::new("select minute - minute % ");
+                select.push_bind(width).push(" as bucket, cast(sum(total) as signed integer) from log_minutes");
+                select
+            } else {
+                let mut select = QueryBuilder::<Sql>::new("select timestamp - timestamp % ");
+                select.push_bind(width).push(" as bucket, count(*) from logs");
+                push_log_filter(&mut select, filter, None);
+                select
+            };
+            select.push(" group by bucket order by bucket");
+            let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
+            rows.into_iter().map(|(start, n)| Ok(HistogramBucket { start: time(start)?, count: count(n) })).collect()
+        }
+
+        async fn log_stats(&self) -> DbResult<LogStats> {
+            let (total_logs, unique_attackers): (i64, i64) = sqlx::query_as(&format!(
+                "select (select {TOTAL} from log_totals), \
+                 (select count(*) from log_attackers where attacker_ip <> ?)"
+            ))
+            .bind(UNKNOWN_IP)
+            .fetch_one(&self.pool)
+            .await?;
+            Ok(LogStats { total_logs: count(total_logs), unique_attackers: count(unique_attackers) })
+        }
+
+        async fn bounties(&self, filter: &BountyFilter, limit: u32, offset_rows: u64) -> DbResult<Page<BountyRecord>> {
+            let narrowed = filter.bounty_type.is_some() || filter.attacker_ip.is_some();
+            let hint = if narrowed { "" } else { Backend::BOUNTIES_BY_TIME };
+            let mut select = QueryBuilder::<Sql>::new(format!(
+                "select id, timestamp, decky, service, attacker_ip, bounty_type, payload from bounty{hint}"
+            ));
+            push_bounty_filter(&mut select, filter);
+            select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
+            select.push(" offset ").push_bind(offset(offset_rows));
+            let rows: Vec<BountyRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+            let mut count_query = QueryBuilder::<Sql>::new("select count(*) from bounty");
+            push_bounty_filter(&mut count_query, filter);
+            let (total,): (i64,) = count_query.build_query_as().fetch_one(&self.pool).await?;
+            Ok(Page { total: count(total), rows: convert(rows)? })
+        }
+
+        async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>> {
+            let rows: Vec<CredentialRow> = sqlx::query_as(&format!(
+                "select id, attacker_ip, decky, service, secret_kind, secret_sha256, principal, secret_printable, \
+                 secret_b64, outcome, attempt_count, first_seen, last_seen \
+                 from credentials{} order by last_seen desc, id desc limit ?",
+                Backend::CREDENTIALS_BY_LAST_SEEN
+            ))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+            convert(rows)
+        }
+    }
+
+    /// Appends the `where` clause of `filter` (and of `id > after_id`), if it has any condition.
+    fn push_log_filter(query: &mut QueryBuilder<'_, Sql>, filter: &LogFilter, after_id: Option<i64>) {
+        let mut joiner = " where ";
+        let mut next = |query: &mut QueryBuilder<'_, Sql>| {
+            query.push(joiner);
+            joiner = " and ";
+        };
+        if let Some(after_id) = after_id {
+            next(query);
+            query.push("id > ").push_bind(after_id);
+        }
+        for term in &filter.terms {
+            next(query);
+            match term {
+                SearchTerm::Column(column, value) => {
+                    query.push(column_name(*column)).push(" = ").push_bind(value.clone());
+                }
+                SearchTerm::Field(key, value) => {
+                    // The key is reduced to [A-Za-z0-9_] here too, whoever built the term: nothing else
+                    // may reach the quoted JSON path.
+                    query.push(Backend::json_text("fields", &field_key(key))).push(" = ").push_bind(value.clone());
+                }
+                SearchTerm::Text(text) => {
+                    let pattern = contains_pattern(text);
+                    query.push("(raw_line like ").push_bind(pattern.clone());
+                    for column in ["decky", "service", "attacker_ip"] {
+                        query.push(Backend::LIKE_ESCAPE).push(" or ").push(column).push(" like ");
+                        query.push_bind(pattern.clone());
+                    }
+                    query.push(Backend::LIKE_ESCAPE).push(")");
+                }
+            }
+        }
+        if let Some(since) = filter.since {
+            next(query);
+            query.push("timestamp >= ").push_bind(millis(since));
+        }
+        if let Some(until) = filter.until {
+            next(query);
+            query.push("timestamp <= ").push_bind(millis(until));
+        }
+    }
+
+    fn push_bounty_filter(query: &mut QueryBuilder<'_, Sql>, filter: &BountyFilter) {
+        let mut joiner = " where ";
+        if let Some(bounty_type) = &filter.bounty_type {
+            query.push(joiner).push("bounty_type = ").push_bind(bounty_type.clone());
+            joiner = " and ";
+        }
+        if let Some(attacker_ip) = &filter.attacker_ip {
+            query.push(joiner).push("attacker_ip = ").push_bind(attacker_ip.clone());
+            joiner = " and ";
+        }
+        if let Some(search) = &filter.search {
+            let pattern = contains_pattern(search);
+            query.push(joiner).push("(decky like ").push_bind(pattern.clone());
+            for column in ["service", "attacker_ip", "payload"] {
+                query.push(Backend::LIKE_ESCAPE).push(" or ").push(column).push(" like ").push_bind(pattern.clone());
+            }
+            query.push(Backend::LIKE_ESCAPE).push(")");
+        }
+    }
+}
