@@ -19,6 +19,12 @@ pub(super) const INDEXED_CHARS: usize = 255;
 pub(super) trait Dialect {
     type Sql: sqlx::Database;
 
+    /// `sqlite` or `mysql`.
+    const NAME: &'static str;
+
+    /// The backend's schema, `migrations/<NAME>`.
+    const MIGRATOR: &'static sqlx::migrate::Migrator;
+
     /// Bytes of values per multi-row insert: MySQL bounds one statement with its values by
     /// `max_allowed_packet` (16 MiB by default on MariaDB); sqlite has no such bound.
     const MAX_BYTES_PER_INSERT: usize;
@@ -70,6 +76,9 @@ pub(super) trait Dialect {
 
     /// The text at `$."key"` of the JSON column `column`.
     fn json_text(column: &str, key: &str) -> String;
+
+    /// What must exist before the migrations run: the file's directory, the server's database.
+    fn prepare(&self) -> impl Future<Output = DbResult<()>> + Send;
 
     /// A transaction of the batch writers: it holds the write lock (sqlite) or takes row locks as
     /// it goes (MySQL).

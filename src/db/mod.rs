@@ -24,6 +24,7 @@ pub mod users;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use dialect::both_backends;
 
 pub use attackers::{
     AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore,
@@ -100,6 +101,30 @@ pub trait Database:
 
     /// Closes the pool, waiting for connections in use to be returned.
     async fn close(&self);
+}
+
+both_backends! {
+    #[async_trait]
+    impl Database for Backend {
+        fn backend(&self) -> &'static str {
+            Backend::NAME
+        }
+
+        async fn migrate(&self) -> DbResult<()> {
+            self.prepare().await?;
+            Ok(Backend::MIGRATOR.run(&self.pool).await?)
+        }
+
+        async fn ping(&self) -> DbResult<()> {
+            sqlx::query("select 1").execute(&self.pool).await?;
+            Ok(())
+        }
+
+        async fn close(&self) {
+            self.writer.close().await;
+            self.pool.close().await;
+        }
+    }
 }
 
 /// Opens the configured backend without touching the server: a failure to reach it shows up on

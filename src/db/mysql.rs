@@ -4,15 +4,14 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::MySql;
-use sqlx::migrate::MigrateDatabase;
+use sqlx::migrate::{MigrateDatabase, Migrator};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use super::dialect::{Dialect, clip_chars};
-use super::{Database, DbResult};
+use super::DbResult;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
+static MIGRATOR: Migrator = sqlx::migrate!("migrations/mysql");
 
 /// How long to wait for the server to answer a new connection. A host that accepts TCP but never
 /// speaks MySQL would otherwise stall startup forever.
@@ -34,39 +33,11 @@ impl MysqlDb {
     }
 }
 
-#[async_trait]
-impl Database for MysqlDb {
-    fn backend(&self) -> &'static str {
-        "mysql"
-    }
-
-    async fn migrate(&self) -> DbResult<()> {
-        // A fresh server has no database yet; creating it saves the operator a manual step. These
-        // calls open connections of their own, outside the pool and its timeout.
-        let ensure_database = async {
-            if !MySql::database_exists(&self.url).await? {
-                MySql::create_database(&self.url).await?;
-            }
-            Ok::<_, sqlx::Error>(())
-        };
-        tokio::time::timeout(CONNECT_TIMEOUT, ensure_database)
-            .await
-            .map_err(|_| anyhow::anyhow!("the server did not answer within {}s", CONNECT_TIMEOUT.as_secs()))??;
-        Ok(MIGRATOR.run(&self.pool).await?)
-    }
-
-    async fn ping(&self) -> DbResult<()> {
-        sqlx::query("select 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn close(&self) {
-        self.pool.close().await;
-    }
-}
-
 impl Dialect for MysqlDb {
     type Sql = MySql;
+
+    const NAME: &'static str = "mysql";
+    const MIGRATOR: &'static Migrator = &MIGRATOR;
 
     const MAX_BYTES_PER_INSERT: usize = 4 << 20;
     const INSERT_OR_SKIP: &'static str = "insert ignore";
@@ -96,6 +67,21 @@ impl Dialect for MysqlDb {
 
     fn json_text(column: &str, key: &str) -> String {
         format!("json_unquote(json_extract({column}, '$.\"{key}\"'))")
+    }
+
+    async fn prepare(&self) -> DbResult<()> {
+        // A fresh server has no database yet; creating it saves the operator a manual step. These
+        // calls open connections of their own, outside the pool and its timeout.
+        let ensure_database = async {
+            if !MySql::database_exists(&self.url).await? {
+                MySql::create_database(&self.url).await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, ensure_database)
+            .await
+            .map_err(|_| anyhow::anyhow!("the server did not answer within {}s", CONNECT_TIMEOUT.as_secs()))??;
+        Ok(())
     }
 
     async fn begin_write(&self) -> DbResult<sqlx::Transaction<'static, MySql>> {

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 use super::dialect::Dialect;
-use super::{Database, DbResult};
+use super::DbResult;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 
 pub struct SqliteDb {
     path: PathBuf,
@@ -23,7 +23,7 @@ pub struct SqliteDb {
 }
 
 impl SqliteDb {
-    /// Touches nothing yet: [`Database::migrate`] creates the directory and the file.
+    /// Touches nothing yet: [`Database::migrate`](super::Database::migrate) creates the directory and the file.
     pub fn open(path: &Path) -> DbResult<Self> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
@@ -52,34 +52,11 @@ impl SqliteDb {
     }
 }
 
-#[async_trait]
-impl Database for SqliteDb {
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
-
-    async fn migrate(&self) -> DbResult<()> {
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot create the database directory {}: {e}", parent.display()))?;
-        }
-        Ok(MIGRATOR.run(&self.pool).await?)
-    }
-
-    async fn ping(&self) -> DbResult<()> {
-        sqlx::query("select 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn close(&self) {
-        self.writer.close().await;
-        self.pool.close().await;
-    }
-}
-
 impl Dialect for SqliteDb {
     type Sql = sqlx::Sqlite;
+
+    const NAME: &'static str = "sqlite";
+    const MIGRATOR: &'static Migrator = &MIGRATOR;
 
     const MAX_BYTES_PER_INSERT: usize = usize::MAX;
     const INSERT_OR_SKIP: &'static str = "insert";
@@ -107,6 +84,15 @@ impl Dialect for SqliteDb {
 
     fn json_text(column: &str, key: &str) -> String {
         format!("json_extract({column}, '$.\"{key}\"')")
+    }
+
+    async fn prepare(&self) -> DbResult<()> {
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create the database directory {}: {e}", parent.display()))?;
+        }
+        Ok(())
     }
 
     async fn begin_write(&self) -> DbResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
