@@ -15,6 +15,9 @@ apt_install_missing() {
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "==> installing ${missing[*]}"
+    # A half-configured package (seen: a systemd upgrade) makes every install fail with "Unmet
+    # dependencies" until it is finished.
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -f install -y -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 }
