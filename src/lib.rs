@@ -1,6 +1,9 @@
 //! svc, the control plane of a honeypot fleet: everything the API, the workers and the `svc` command
 //! share. The binary (`bin/`) parses the command line and calls in here; workers (`workers/`) build on
 //! this crate and never the other way round.
+//!
+//! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
+//! `logline`, `observation` and `systemd` never reach up into them, so a worker needs no API.
 
 pub mod auth;
 pub mod bus;
@@ -14,3 +17,4 @@ pub mod signals;
 pub mod startup;
 pub mod systemd;
 pub mod time;
+pub mod worker;

@@ -1,8 +1,8 @@
 //! The API's lifespan: the spec's startup steps 1–9, one named function each and called in the
 //! spec's order by [`Lifespan::start`], and the shutdown that undoes them ([`Lifespan::serve`]).
+//! The top of the library: it builds the HTTP state over the database, the bus and the rest, and
+//! embeds the workers it is given ([`crate::worker`]) in step 8.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use crate::db::{self, Db, DbError, NewUser, Role};
 use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots};
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
+use crate::worker::{WorkerBody, WorkerContext};
 
 /// Below this soft open-file limit a busy API runs out of sockets.
 pub const MIN_OPEN_FILES: u64 = 4096;
@@ -30,37 +31,6 @@ pub const DB_INIT_PAUSE: Duration = Duration::from_millis(500);
 const DB_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 /// Lifecycle rows older than this, still pending or running at startup, were stranded by a restart.
 pub const STRANDED_CUTOFF: chrono::Duration = chrono::Duration::hours(1);
-
-/// What an embedded worker receives: what it needs to work, and when to stop.
-#[derive(Clone)]
-pub struct WorkerContext {
-    pub config: Arc<Config>,
-    pub db: Db,
-    pub bus: Bus,
-    /// Reported in the worker's heartbeat when it runs as its own process.
-    pub counters: Counters,
-    pub cancel: CancellationToken,
-}
-
-type WorkerFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
-/// A worker's work, run until its context's token is cancelled (then it finishes the batch in hand
-/// and returns). The API runs some in-process (step 8; the `svc api` command decides which), and
-/// `svc worker` runs one as its own process under the runner.
-pub struct WorkerBody {
-    pub name: &'static str,
-    pub run: Box<dyn FnOnce(WorkerContext) -> WorkerFuture + Send>,
-}
-
-impl WorkerBody {
-    pub fn new<F, Fut>(name: &'static str, run: F) -> Self
-    where
-        F: FnOnce(WorkerContext) -> Fut + Send + 'static,
-        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
-    {
-        WorkerBody { name, run: Box::new(move |ctx| Box::pin(run(ctx))) }
-    }
-}
 
 /// A started API: its state, and every task it must stop on shutdown.
 pub struct Lifespan {
@@ -227,13 +197,12 @@ impl Lifespan {
             return;
         }
         for worker in workers {
-            let ctx = WorkerContext {
-                config: self.state.config.clone(),
-                db: self.state.db.clone(),
-                bus: self.state.bus.clone(),
-                counters: Counters::default(),
-                cancel: self.cancel.child_token(),
-            };
+            let ctx = WorkerContext::new(
+                self.state.config.clone(),
+                self.state.db.clone(),
+                self.state.bus.clone(),
+                self.cancel.child_token(),
+            );
             let name = worker.name;
             tracing::info!(worker = name, "Starting embedded worker");
             let registry = self.state.workers.clone();

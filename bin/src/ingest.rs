@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use svc::bus::{Bus, Counters};
+use svc::bus::Bus;
 use svc::config::Config;
-use svc::startup::WorkerContext;
+use svc::worker::WorkerContext;
 
 pub async fn replay(file: &Path, config: Config) -> anyhow::Result<()> {
     let cancel = svc::signals::stop_on_signal()?;
@@ -14,13 +14,7 @@ pub async fn replay(file: &Path, config: Config) -> anyhow::Result<()> {
     db.migrate().await.context("applying migrations")?;
     // Streams on the API are told about each batch when a bus is configured.
     let bus = Bus::connect(config.nats_url.as_deref(), "svc-ingest-replay").await;
-    let ctx = WorkerContext {
-        config: Arc::new(config),
-        db: db.clone(),
-        bus: bus.clone(),
-        counters: Counters::default(),
-        cancel,
-    };
+    let ctx = WorkerContext::new(Arc::new(config), db.clone(), bus.clone(), cancel);
     let result = svc_workers::ingest::replay(ctx, file).await;
     bus.close().await;
     db.close().await;

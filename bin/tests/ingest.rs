@@ -18,7 +18,7 @@ use store::TestDb;
 use svc::bus::{Bus, Counters};
 use svc::config::Config;
 use svc::db::{Db, LogFilter, LogRecord};
-use svc::startup::WorkerContext;
+use svc::worker::WorkerContext;
 use tokio_util::sync::CancellationToken;
 
 /// An auth attempt numbered `seq` (the number is in the `seq` field).
@@ -83,14 +83,9 @@ struct Ingest {
 
 impl Ingest {
     fn start(config: &Config, db: &Db) -> Ingest {
-        let (cancel, counters) = (CancellationToken::new(), Counters::default());
-        let ctx = WorkerContext {
-            config: Arc::new(config.clone()),
-            db: db.clone(),
-            bus: Bus::absent(),
-            counters: counters.clone(),
-            cancel: cancel.clone(),
-        };
+        let cancel = CancellationToken::new();
+        let ctx = WorkerContext::new(Arc::new(config.clone()), db.clone(), Bus::absent(), cancel.clone());
+        let counters = ctx.counters.clone();
         let body = svc_workers::ingest::body();
         Ingest { cancel, task: tokio::spawn((body.run)(ctx)), counters }
     }

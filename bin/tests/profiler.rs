@@ -20,7 +20,7 @@ use store::logs::{LogWriter, at};
 use svc::bus::{Bus, Counters, Event};
 use svc::config::Config;
 use svc::db::{AttackerProfile, Db, NewBounty, NewCredential, NewLog};
-use svc::startup::WorkerContext;
+use svc::worker::WorkerContext;
 use tokio_util::sync::CancellationToken;
 
 /// Stores rows the way the ingester does, with their bounties and credentials.
@@ -125,14 +125,9 @@ struct Profiler {
 
 impl Profiler {
     fn start(config: &Config, db: &Db, bus: Bus) -> Profiler {
-        let (cancel, counters) = (CancellationToken::new(), Counters::default());
-        let ctx = WorkerContext {
-            config: Arc::new(config.clone()),
-            db: db.clone(),
-            bus,
-            counters: counters.clone(),
-            cancel: cancel.clone(),
-        };
+        let cancel = CancellationToken::new();
+        let ctx = WorkerContext::new(Arc::new(config.clone()), db.clone(), bus, cancel.clone());
+        let counters = ctx.counters.clone();
         let body = svc_workers::profiler::body();
         Profiler { cancel, task: tokio::spawn((body.run)(ctx)), counters }
     }

@@ -104,7 +104,9 @@ impl Validate for CommandsQuery {
 /// outside sources (GeoIP, ASN, RPKI, reverse DNS, IPv6 leaks) is not collected here: those fields are
 /// present and null (or zero) so a dashboard reading them finds them.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AttackerRow {
+// The OpenAPI document keeps publishing the name clients were generated from.
+#[schema(as = AttackerRow)]
+pub struct AttackerSummary {
     pub uuid: Uuid,
     pub ip: String,
     pub identity_id: Option<String>,
@@ -151,7 +153,7 @@ pub struct AttackerRow {
     pub behavior: Option<Value>,
 }
 
-impl From<AttackerProfile> for AttackerRow {
+impl From<AttackerProfile> for AttackerSummary {
     fn from(profile: AttackerProfile) -> Self {
         let behavior = match serde_json::from_str::<Value>(&profile.behavior) {
             Ok(Value::Object(mut behavior)) => {
@@ -161,7 +163,7 @@ impl From<AttackerProfile> for AttackerRow {
             }
             _ => None,
         };
-        AttackerRow {
+        AttackerSummary {
             uuid: profile.uuid,
             identity_id: None,
             first_seen: format_utc(profile.first_seen),
@@ -206,11 +208,13 @@ pub struct AttackersResponse {
     pub total: u64,
     pub limit: u32,
     pub offset: u64,
-    pub data: Vec<AttackerRow>,
+    pub data: Vec<AttackerSummary>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CommandRow {
+// The OpenAPI document keeps publishing the name clients were generated from.
+#[schema(as = CommandRow)]
+pub struct CommandEntry {
     pub service: String,
     pub decky: String,
     pub command: String,
@@ -218,9 +222,9 @@ pub struct CommandRow {
     pub timestamp: String,
 }
 
-impl From<AttackerCommand> for CommandRow {
+impl From<AttackerCommand> for CommandEntry {
     fn from(command: AttackerCommand) -> Self {
-        CommandRow {
+        CommandEntry {
             service: command.service,
             decky: command.decky,
             command: command.command,
@@ -235,7 +239,7 @@ pub struct CommandsResponse {
     pub total: u64,
     pub limit: u32,
     pub offset: u64,
-    pub data: Vec<CommandRow>,
+    pub data: Vec<CommandEntry>,
 }
 
 /// Which services the attacker did more than knock on.
@@ -249,7 +253,9 @@ pub struct ServiceActivity {
 
 /// An observation as the detail shows it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ObservationRow {
+// The OpenAPI document keeps publishing the name clients were generated from.
+#[schema(as = ObservationRow)]
+pub struct ObservationEntry {
     pub primitive: String,
     #[schema(value_type = Object)]
     pub value: Value,
@@ -263,9 +269,9 @@ pub struct ObservationRow {
     pub evidence_ref: Option<String>,
 }
 
-impl From<Observation> for ObservationRow {
+impl From<Observation> for ObservationEntry {
     fn from(observation: Observation) -> Self {
-        ObservationRow {
+        ObservationEntry {
             primitive: observation.primitive,
             value: observation.value,
             confidence: observation.confidence,
@@ -281,16 +287,16 @@ impl From<Observation> for ObservationRow {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AttackerDetail {
     #[serde(flatten)]
-    pub attacker: AttackerRow,
+    pub attacker: AttackerSummary,
     /// The newest commands (at most 50), newest first.
-    pub commands: Vec<CommandRow>,
+    pub commands: Vec<CommandEntry>,
     pub service_activity: ServiceActivity,
     /// The newest `ip_leak` bounties (at most 10), payload decoded.
     #[schema(value_type = Vec<Object>)]
     pub ip_leaks: Vec<Value>,
     pub ip_leaks_total: u64,
     /// Newest first (window end), at most 200.
-    pub observations: Vec<ObservationRow>,
+    pub observations: Vec<ObservationEntry>,
 }
 
 /// One page of attacker profiles.
@@ -325,7 +331,7 @@ pub async fn list_attackers(
         total: page.total,
         limit,
         offset,
-        data: page.rows.into_iter().map(AttackerRow::from).collect(),
+        data: page.rows.into_iter().map(AttackerSummary::from).collect(),
     }))
 }
 
@@ -360,12 +366,12 @@ pub async fn attacker_detail(
     let leaks = db.bounties(&leaks_filter, DETAIL_IP_LEAKS, 0).await?;
     let observations = db.attacker_observations(uuid, DETAIL_OBSERVATIONS).await?;
     Ok(Json(AttackerDetail {
-        attacker: AttackerRow::from(profile),
-        commands: commands.rows.into_iter().map(CommandRow::from).collect(),
+        attacker: AttackerSummary::from(profile),
+        commands: commands.rows.into_iter().map(CommandEntry::from).collect(),
         service_activity: activity,
         ip_leaks: leaks.rows.into_iter().map(|leak| decoded(leak.payload)).collect(),
         ip_leaks_total: leaks.total,
-        observations: observations.into_iter().map(ObservationRow::from).collect(),
+        observations: observations.into_iter().map(ObservationEntry::from).collect(),
     }))
 }
 
@@ -398,7 +404,7 @@ pub async fn attacker_commands(
         total: page.total,
         limit,
         offset,
-        data: page.rows.into_iter().map(CommandRow::from).collect(),
+        data: page.rows.into_iter().map(CommandEntry::from).collect(),
     }))
 }
 

@@ -41,7 +41,9 @@ impl Validate for BountyQuery {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BountyRow {
+// The OpenAPI document keeps publishing the name clients were generated from.
+#[schema(as = BountyRow)]
+pub struct BountyEntry {
     pub id: i64,
     /// RFC 3339, UTC, milliseconds.
     pub timestamp: String,
@@ -54,10 +56,10 @@ pub struct BountyRow {
     pub payload: serde_json::Value,
 }
 
-impl From<BountyRecord> for BountyRow {
+impl From<BountyRecord> for BountyEntry {
     fn from(bounty: BountyRecord) -> Self {
         let payload = decoded(bounty.payload);
-        BountyRow {
+        BountyEntry {
             id: bounty.id,
             timestamp: format_utc(bounty.timestamp),
             decky: bounty.decky,
@@ -75,7 +77,7 @@ pub struct BountyResponse {
     pub total: u64,
     pub limit: u32,
     pub offset: u64,
-    pub data: Vec<BountyRow>,
+    pub data: Vec<BountyEntry>,
 }
 
 /// One page of captured bounties, newest first.
@@ -110,7 +112,7 @@ pub async fn list_bounties(
         total: page.total,
         limit,
         offset,
-        data: page.rows.into_iter().map(BountyRow::from).collect(),
+        data: page.rows.into_iter().map(BountyEntry::from).collect(),
     }))
 }
 

@@ -1,21 +1,28 @@
-//! The HTTP error contract: one error type for every handler, mapped to a status and a body in one
-//! place. Internal failures never show their cause to the client: the body carries an `error_id`,
-//! and one middleware logs the cause under the same id (adding it to the body in developer mode).
+//! The HTTP error contract: one error type for every handler, with a named variant per kind of
+//! failure, each mapped to its status and body here and nowhere else (handlers and extractors say
+//! what went wrong, never which status that is; only success statuses such as 202 stay with their
+//! route). The validation failures `extract` classifies ([`Rejection`]), the request timeout and a
+//! panicking handler get theirs here too. Internal failures never show their cause to the client:
+//! the body carries an `error_id`, and one middleware logs the cause under the same id (adding it to
+//! the body in developer mode).
 
 use std::any::Any;
 use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
+use tower_http::timeout::TimeoutLayer;
 use uuid::Uuid;
 
 use super::AppState;
-use super::extract::Rejection;
+use super::extract::STRUCTURAL_DETAIL;
+use super::health::HealthResponse;
 use crate::db::DbError;
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -24,18 +31,43 @@ pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 /// or a tool goes in `Internal` or `DataConsistency`, whose cause only the server log sees.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// A status with `{"detail": …}`.
-    #[error("{1}")]
-    Status(StatusCode, Cow<'static, str>),
+    /// 404 with `{"detail": …}`: no such resource (or route).
+    #[error("{0}")]
+    NotFound(Cow<'static, str>),
+    /// 403 with `{"detail": …}`: not allowed for this user.
+    #[error("{0}")]
+    Forbidden(Cow<'static, str>),
+    /// 409 with `{"detail": …}`: the change clashes with what is stored.
+    #[error("{0}")]
+    Conflict(Cow<'static, str>),
+    /// 401 with `{"detail": …}` and no challenge: a credential in the body was wrong.
+    #[error("{0}")]
+    Unauthorized(Cow<'static, str>),
     /// 401 with `WWW-Authenticate: Bearer`, so clients know to (re)authenticate.
     #[error("{0}")]
     Unauthenticated(&'static str),
-    /// 400, 409 or 422 from request validation, already decided by the error contract (`extract`).
+    /// 400, 409 or 422 from request validation, as `extract` classified it.
     #[error("invalid request")]
     Invalid(Rejection),
+    /// 415 in plain text: a write under `/api/` whose body is not declared JSON.
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
+    /// A request body that could not be read: 413 when over the body limit, otherwise the status
+    /// axum gives the failure (400).
+    #[error("unreadable request body")]
+    UnreadableBody(BytesRejection),
     /// 429: `limit` in words ("10 per 5 minute"), and when a retry can succeed.
     #[error("rate limit exceeded")]
     RateLimited { limit: &'static str, retry_after: Duration },
+    /// 429: the user already holds every event stream `SVC_SSE_MAX_PER_USER` allows.
+    #[error("SSE connection limit ({max_per_user}) reached")]
+    TooManyStreams { max_per_user: u32 },
+    /// 503: a message the route exists to publish could not go out on the bus.
+    #[error("bus unavailable")]
+    BusUnavailable,
+    /// 503 with the whole health report: a required component is failing.
+    #[error("a required component is failing")]
+    Unhealthy(HealthResponse),
     /// Stored data that no longer fits the model: 422, cause logged.
     #[error(transparent)]
     DataConsistency(anyhow::Error),
@@ -49,19 +81,50 @@ pub const INVALID_CREDENTIALS: &str = "Could not validate credentials";
 
 impl ApiError {
     pub fn not_found(detail: impl Into<Cow<'static, str>>) -> Self {
-        ApiError::Status(StatusCode::NOT_FOUND, detail.into())
+        ApiError::NotFound(detail.into())
     }
 
     pub fn forbidden(detail: impl Into<Cow<'static, str>>) -> Self {
-        ApiError::Status(StatusCode::FORBIDDEN, detail.into())
+        ApiError::Forbidden(detail.into())
     }
 
     pub fn conflict(detail: impl Into<Cow<'static, str>>) -> Self {
-        ApiError::Status(StatusCode::CONFLICT, detail.into())
+        ApiError::Conflict(detail.into())
     }
 
     pub fn unauthorized(detail: impl Into<Cow<'static, str>>) -> Self {
-        ApiError::Status(StatusCode::UNAUTHORIZED, detail.into())
+        ApiError::Unauthorized(detail.into())
+    }
+}
+
+/// A request that failed validation, in the class the contract in `extract::reject` put it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rejection {
+    /// The request's shape is wrong (wrong type, extra or missing field, invalid length): 400 with
+    /// [`STRUCTURAL_DETAIL`].
+    Structural,
+    /// One of the INI configuration conflicts: 409 with this detail.
+    Conflict(&'static str),
+    /// Any other invalid input: 422 with this detail (generic words, or the error list in developer
+    /// mode).
+    Unprocessable(Value),
+}
+
+impl Rejection {
+    /// The status and body this rejection is answered with.
+    pub fn answer(self) -> (StatusCode, Value) {
+        match self {
+            Rejection::Structural => (StatusCode::BAD_REQUEST, json!({"detail": STRUCTURAL_DETAIL})),
+            Rejection::Conflict(detail) => (StatusCode::CONFLICT, json!({"detail": detail})),
+            Rejection::Unprocessable(detail) => (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": detail})),
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let (status, body) = self.answer();
+        (status, Json(body)).into_response()
     }
 }
 
@@ -81,13 +144,29 @@ fn detail(status: StatusCode, detail: &str) -> Response {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
-            ApiError::Status(status, text) => detail(status, &text),
+            ApiError::NotFound(text) => detail(StatusCode::NOT_FOUND, &text),
+            ApiError::Forbidden(text) => detail(StatusCode::FORBIDDEN, &text),
+            ApiError::Conflict(text) => detail(StatusCode::CONFLICT, &text),
+            ApiError::Unauthorized(text) => detail(StatusCode::UNAUTHORIZED, &text),
             ApiError::Unauthenticated(text) => {
                 let mut response = detail(StatusCode::UNAUTHORIZED, text);
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 response
             }
             ApiError::Invalid(rejection) => rejection.into_response(),
+            ApiError::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type — Content-Type must be application/json")
+                    .into_response()
+            }
+            ApiError::UnreadableBody(rejection) => {
+                let status = rejection.status();
+                let text = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "Request body too large"
+                } else {
+                    "Unreadable request body"
+                };
+                detail(status, text)
+            }
             ApiError::RateLimited { limit, retry_after } => {
                 // Whole seconds, rounded up, so a client that waits exactly this long is let in.
                 let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
@@ -98,6 +177,11 @@ impl IntoResponse for ApiError {
                 (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, seconds.to_string())], Json(body))
                     .into_response()
             }
+            ApiError::TooManyStreams { max_per_user } => {
+                detail(StatusCode::TOO_MANY_REQUESTS, &format!("SSE connection limit ({max_per_user}) reached"))
+            }
+            ApiError::BusUnavailable => detail(StatusCode::SERVICE_UNAVAILABLE, "bus unavailable"),
+            ApiError::Unhealthy(report) => (StatusCode::SERVICE_UNAVAILABLE, Json(report)).into_response(),
             ApiError::DataConsistency(err) => {
                 tracing::error!(error = %format!("{err:#}"), "Stored data failed validation");
                 let body = json!({"detail": "Internal data consistency error", "type": "internal_validation_error"});
@@ -129,6 +213,11 @@ impl IntoResponse for InternalFailure {
         response.extensions_mut().insert(self);
         response
     }
+}
+
+/// The timeout every request runs under: one still unanswered after `limit` gets an empty 408.
+pub fn request_timeout(limit: Duration) -> TimeoutLayer {
+    TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limit)
 }
 
 /// For `CatchPanicLayer`: a panicking handler becomes an ordinary internal failure.
@@ -167,4 +256,59 @@ pub async fn report_internal_failures(State(state): State<AppState>, request: Re
 /// Unknown routes answer like every other 404.
 pub async fn not_found() -> ApiError {
     ApiError::not_found("Not Found")
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+    use crate::http::health::OverallStatus;
+
+    /// Status, `Content-Type` and body text of `error`'s response.
+    async fn answer(error: ApiError) -> (StatusCode, String, String) {
+        let response = error.into_response();
+        let status = response.status();
+        let kind = response.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_string());
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, kind.unwrap_or_default(), String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn each_kind_of_failure_gets_its_status_and_body() {
+        let json = "application/json".to_string();
+        let cases = [
+            (ApiError::not_found("No such thing"), StatusCode::NOT_FOUND, r#"{"detail":"No such thing"}"#),
+            (ApiError::forbidden("Nope"), StatusCode::FORBIDDEN, r#"{"detail":"Nope"}"#),
+            (ApiError::conflict("Taken"), StatusCode::CONFLICT, r#"{"detail":"Taken"}"#),
+            (ApiError::unauthorized("Wrong"), StatusCode::UNAUTHORIZED, r#"{"detail":"Wrong"}"#),
+            (
+                ApiError::TooManyStreams { max_per_user: 5 },
+                StatusCode::TOO_MANY_REQUESTS,
+                r#"{"detail":"SSE connection limit (5) reached"}"#,
+            ),
+            (ApiError::BusUnavailable, StatusCode::SERVICE_UNAVAILABLE, r#"{"detail":"bus unavailable"}"#),
+            (ApiError::Invalid(Rejection::Conflict("Clash")), StatusCode::CONFLICT, r#"{"detail":"Clash"}"#),
+        ];
+        for (error, status, body) in cases {
+            assert_eq!(answer(error).await, (status, json.clone(), body.to_string()));
+        }
+        let unhealthy = HealthResponse { status: OverallStatus::Unhealthy, components: Default::default() };
+        assert_eq!(
+            answer(ApiError::Unhealthy(unhealthy)).await,
+            (StatusCode::SERVICE_UNAVAILABLE, json, r#"{"status":"unhealthy","components":{}}"#.to_string())
+        );
+        assert_eq!(
+            answer(ApiError::UnsupportedMediaType).await,
+            (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "text/plain; charset=utf-8".to_string(),
+                "Unsupported Media Type — Content-Type must be application/json".to_string()
+            )
+        );
+        let challenged = ApiError::Unauthenticated(INVALID_CREDENTIALS).into_response();
+        assert_eq!(challenged.headers().get(header::WWW_AUTHENTICATE).unwrap(), "Bearer");
+        let plain = ApiError::unauthorized("Wrong").into_response();
+        assert!(plain.headers().get(header::WWW_AUTHENTICATE).is_none());
+    }
 }

@@ -1,19 +1,20 @@
 //! The request half of the error contract: JSON bodies, query strings and path parameters are parsed
-//! and validated here, and every failure is turned into the status the spec orders — structural
-//! problems 400 first, then the three INI conflicts 409, then 422 — in [`reject`], the one place that
-//! decides. Also the 415 gate for JSON write routes ([`require_json`]).
+//! and validated here, and every failure is classified in the order the spec gives — structural
+//! problems first, then the three INI conflicts, then everything else — in [`reject`], the one place
+//! that decides the class ([`Rejection`]; `error` gives each class its status: 400, 409, 422). Also
+//! the gate that refuses JSON write routes a body not declared JSON ([`require_json`]).
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::error::Rejection;
 use super::{ApiError, AppState};
 use crate::auth::password::{self, PolicyError};
 use crate::auth::username::{UsernameError, check_username};
@@ -120,29 +121,15 @@ pub fn check_datetime(field: &str, value: Option<&str>, errors: &mut Vec<FieldEr
     }
 }
 
-/// A decided validation failure: status and body.
-#[derive(Debug)]
-pub struct Rejection {
-    status: StatusCode,
-    body: Value,
-}
-
-impl IntoResponse for Rejection {
-    fn into_response(self) -> Response {
-        (self.status, Json(self.body)).into_response()
-    }
-}
-
 /// The contract, in the spec's order. `path` picks the deploy route's wording; developer mode shows
-/// the error list instead of the generic 422 detail.
+/// the error list instead of the generic detail.
 pub fn reject(errors: &[FieldError], path: &str, developer: bool) -> Rejection {
-    let rejection = |status, body| Rejection { status, body };
     if errors.iter().any(|e| STRUCTURAL.contains(&e.kind) || e.msg.contains("must be a string")) {
-        return rejection(StatusCode::BAD_REQUEST, json!({"detail": STRUCTURAL_DETAIL}));
+        return Rejection::Structural;
     }
     for (needle, detail) in INI_CONFLICTS {
         if errors.iter().any(|e| e.msg.contains(needle)) {
-            return rejection(StatusCode::CONFLICT, json!({"detail": detail}));
+            return Rejection::Conflict(detail);
         }
     }
     let detail = if developer {
@@ -152,7 +139,7 @@ pub fn reject(errors: &[FieldError], path: &str, developer: bool) -> Rejection {
     } else {
         json!("Invalid request parameters")
     };
-    rejection(StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": detail}))
+    Rejection::Unprocessable(detail)
 }
 
 fn rejection_for(errors: &[FieldError], path: &str, state: &AppState) -> ApiError {
@@ -207,15 +194,7 @@ impl<T: DeserializeOwned + Validate> FromRequest<AppState> for ValidJson<T> {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let path = request.uri().path().to_string();
-        let body = Bytes::from_request(request, state).await.map_err(|rejection| {
-            let status = rejection.status();
-            let text = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "Request body too large"
-            } else {
-                "Unreadable request body"
-            };
-            ApiError::Status(status, text.into())
-        })?;
+        let body = Bytes::from_request(request, state).await.map_err(ApiError::UnreadableBody)?;
         parse_json(&body).map(ValidJson).map_err(|errors| rejection_for(&errors, &path, state))
     }
 }
@@ -257,7 +236,7 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ValidPath<T> {
     }
 }
 
-/// 415 for a POST, PUT or PATCH under `/api/` that carries a body which is not declared JSON.
+/// Refuses (415) a POST, PUT or PATCH under `/api/` that carries a body which is not declared JSON.
 /// Bodiless requests pass (logout takes none), and so do the multipart upload routes.
 pub async fn require_json(request: Request, next: Next) -> Response {
     let writes = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH);
@@ -273,11 +252,7 @@ pub async fn require_json(request: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
         if !is_json {
-            return (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "Unsupported Media Type — Content-Type must be application/json",
-            )
-                .into_response();
+            return ApiError::UnsupportedMediaType.into_response();
         }
     }
     next.run(request).await
@@ -295,6 +270,8 @@ fn has_body(request: &Request) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     fn kinds(errors: &[FieldError]) -> Vec<&'static str> {
@@ -308,11 +285,11 @@ mod tests {
             FieldError::new("value_error", &["body", "ini"], "INI content is empty"),
             FieldError::new("missing", &["body", "b"], "Field required"),
         ];
-        let rejection = reject(&errors, "/api/v1/deckies/deploy", false);
-        assert_eq!(rejection.status, StatusCode::BAD_REQUEST);
-        assert_eq!(rejection.body, json!({"detail": STRUCTURAL_DETAIL}));
+        let (status, body) = reject(&errors, "/api/v1/deckies/deploy", false).answer();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body, json!({"detail": STRUCTURAL_DETAIL}));
         let must_be_string = [FieldError::new("value_error", &["body"], "value must be a string")];
-        assert_eq!(reject(&must_be_string, "/x", false).status, StatusCode::BAD_REQUEST);
+        assert_eq!(reject(&must_be_string, "/x", false).answer().0, StatusCode::BAD_REQUEST);
     }
 
     /// The deploy validator arrives later; its messages already map to the right conflicts.
@@ -325,29 +302,29 @@ mod tests {
         ];
         for (message, detail) in cases {
             let rejection = reject(&[FieldError::new("value_error", &["body", "ini_content"], message)], "/any", true);
-            assert_eq!(rejection.status, StatusCode::CONFLICT, "{message}");
-            assert_eq!(rejection.body, json!({"detail": detail}));
+            let (status, body) = rejection.answer();
+            assert_eq!(status, StatusCode::CONFLICT, "{message}");
+            assert_eq!(body, json!({"detail": detail}));
         }
         let both = [
             FieldError::new("value_error", &["body"], "at least one section"),
             FieldError::new("value_error", &["body"], "INI content is empty"),
         ];
-        assert_eq!(reject(&both, "/any", false).body["detail"], "Configuration conflict: INI content is empty.");
+        assert_eq!(reject(&both, "/any", false).answer().1["detail"], "Configuration conflict: INI content is empty.");
     }
 
     #[test]
     fn other_errors_are_422_worded_by_path_and_mode() {
         let errors = [FieldError::new("string_too_long", &["body", "password"], "at most 72 bytes")];
-        let plain = reject(&errors, "/api/v1/config/users", false);
         assert_eq!(
-            (plain.status, plain.body),
+            reject(&errors, "/api/v1/config/users", false).answer(),
             (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": "Invalid request parameters"}))
         );
-        let deploy = reject(&errors, "/api/v1/deckies/deploy", false);
-        assert_eq!(deploy.body, json!({"detail": "Invalid INI config"}));
-        let developer = reject(&errors, "/api/v1/config/users", true);
-        assert_eq!(developer.body["detail"][0]["type"], "string_too_long");
-        assert_eq!(developer.body["detail"][0]["loc"], json!(["body", "password"]));
+        let (_, deploy) = reject(&errors, "/api/v1/deckies/deploy", false).answer();
+        assert_eq!(deploy, json!({"detail": "Invalid INI config"}));
+        let (_, developer) = reject(&errors, "/api/v1/config/users", true).answer();
+        assert_eq!(developer["detail"][0]["type"], "string_too_long");
+        assert_eq!(developer["detail"][0]["loc"], json!(["body", "password"]));
     }
 
     #[derive(Debug, serde::Deserialize)]

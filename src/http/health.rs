@@ -1,21 +1,21 @@
 //! `GET /health`: unauthenticated (probes and load balancers call it), generic details only.
-//! A failing required component makes the service `unhealthy` (503); a failing optional one only
-//! `degraded`. A worker counts as up when it runs embedded in this process or its heartbeat on the
-//! bus is fresh, so a deployment whose workers run as their own processes reads `healthy`.
+//! A failing required component makes the service `unhealthy` (answered as [`ApiError::Unhealthy`],
+//! 503); a failing optional one only `degraded`. A worker counts as up when it runs embedded in this
+//! process or its heartbeat on the bus is fresh, so a deployment whose workers run as their own
+//! processes reads `healthy`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use tokio::sync::Mutex;
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::{ApiError, AppState, Result};
 use crate::db::Db;
 
 /// A probe result is reused this long, so a flood of health calls costs one query a second.
@@ -150,7 +150,7 @@ fn overall(components: &[Component]) -> OverallStatus {
         (status = 503, description = "A required component is failing", body = HealthResponse),
     )
 )]
-pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
+pub async fn health(State(state): State<AppState>) -> Result<Json<HealthResponse>> {
     let components = components(&state).await;
     let status = overall(&components);
     let body = HealthResponse {
@@ -163,8 +163,7 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthRe
             })
             .collect(),
     };
-    let code = if status == OverallStatus::Unhealthy { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
-    (code, Json(body))
+    if status == OverallStatus::Unhealthy { Err(ApiError::Unhealthy(body)) } else { Ok(Json(body)) }
 }
 
 #[cfg(test)]

@@ -85,7 +85,9 @@ impl Validate for LogsQuery {
 
 /// A stored log line. `fields` is the JSON object as text, which DECNET's dashboard decodes itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct LogRow {
+// The OpenAPI document keeps publishing the name clients were generated from.
+#[schema(as = LogRow)]
+pub struct LogEntry {
     pub id: i64,
     /// RFC 3339, UTC, milliseconds.
     pub timestamp: String,
@@ -101,9 +103,9 @@ pub struct LogRow {
     pub span_id: Option<String>,
 }
 
-impl From<LogRecord> for LogRow {
+impl From<LogRecord> for LogEntry {
     fn from(log: LogRecord) -> Self {
-        LogRow {
+        LogEntry {
             id: log.id,
             timestamp: format_utc(log.timestamp),
             decky: log.decky,
@@ -125,7 +127,7 @@ pub struct LogsResponse {
     pub total: u64,
     pub limit: u32,
     pub offset: u64,
-    pub data: Vec<LogRow>,
+    pub data: Vec<LogEntry>,
 }
 
 /// One page of log rows, newest first.
@@ -152,7 +154,12 @@ pub async fn list_logs(
     let offset = query.offset.unwrap_or(0) as u64;
     let filter = log_filter(&query.search, &query.start_time, &query.end_time);
     let page = state.db.logs(&filter, limit, offset).await?;
-    Ok(Json(LogsResponse { total: page.total, limit, offset, data: page.rows.into_iter().map(LogRow::from).collect() }))
+    Ok(Json(LogsResponse {
+        total: page.total,
+        limit,
+        offset,
+        data: page.rows.into_iter().map(LogEntry::from).collect(),
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -1,5 +1,8 @@
 //! The HTTP API: one module per resource, each exposing `router()`, merged under `/api/v1` with every
-//! layer added in one place by [`router`].
+//! layer added in one place by [`router`]. What every handler can reach is [`AppState`] (`state`);
+//! how each failure is answered is decided in `error`; the live log stream, its SSE framing and the
+//! log tail it waits on sit together under `stream`. Response types are named for what the client
+//! sees (`…Entry`, `…Summary`, `…Response`); `…Row` is the database's word for what it stores.
 
 pub mod attackers;
 pub mod auth;
@@ -10,71 +13,39 @@ pub mod extract;
 pub mod guard;
 pub mod health;
 pub mod limit;
-pub mod log_tail;
 pub mod logs;
 pub mod profile;
 mod serve;
-pub mod sse;
+pub mod state;
 pub mod stats;
 pub mod stream;
 pub mod system;
 pub mod users;
 pub mod workers;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
-use tokio_util::sync::CancellationToken;
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
-use crate::auth::hashing::HashPool;
-use crate::auth::session::Sessions;
-use crate::bus::{Bus, WorkerRegistry};
 use crate::config::Config;
-use crate::db::Db;
-use crate::systemd::UnitListing;
 
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
 pub use limit::RateLimits;
-pub use log_tail::LogTail;
 pub use serve::{HEADER_READ_TIMEOUT, serve};
-pub use sse::SseSlots;
+pub use state::AppState;
+pub use stream::{LogTail, SseSlots};
 
 /// Every request finishes or is answered 408 within this, so a graceful shutdown drains.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request body accepted (a deploy INI is at most 512 KiB).
 const BODY_LIMIT: usize = 1024 * 1024;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub config: Arc<Config>,
-    pub db: Db,
-    pub database: Arc<DatabaseHealth>,
-    pub sessions: Arc<Sessions>,
-    pub passwords: Arc<HashPool>,
-    pub limits: Arc<RateLimits>,
-    pub bus: Bus,
-    pub workers: Arc<WorkerRegistry>,
-    pub units: Arc<UnitListing>,
-    /// The newest committed log id, which log streams wait on.
-    pub log_tail: LogTail,
-    /// Open event streams per user (`SVC_SSE_MAX_PER_USER`).
-    pub sse: Arc<SseSlots>,
-    /// The statistics log streams share.
-    pub summaries: Arc<stream::Summaries>,
-    /// Cancelled when the server starts shutting down: event streams end, so draining does not
-    /// wait on them.
-    pub closing: CancellationToken,
-}
 
 /// The body of routes that only confirm: `{"message": …}`.
 #[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -116,7 +87,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let mut app = routes
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(error::request_timeout(REQUEST_TIMEOUT))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), error::report_internal_failures));
     if state.config.profile_requests {

@@ -99,7 +99,7 @@ pub async fn stop_worker(
         Err(BusError::BadSubject(_)) => Err(unknown()),
         Err(err) => {
             tracing::warn!(worker = %name, error = %err, "Stop intent not published");
-            Err(ApiError::Status(StatusCode::SERVICE_UNAVAILABLE, "bus unavailable".into()))
+            Err(ApiError::BusUnavailable)
         }
     }
 }

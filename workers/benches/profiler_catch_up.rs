@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use svc::bus::{Bus, Counters};
+use svc::bus::Bus;
 use svc::config::Config;
 use svc::db::{self, IngestBatch, IngestCursor, NewLog};
-use svc::startup::WorkerContext;
+use svc::worker::WorkerContext;
 use tokio_util::sync::CancellationToken;
 
 const ADDRESSES: usize = 1_000;
@@ -96,13 +96,7 @@ async fn main() {
     println!("stored {total} rows from {ADDRESSES} addresses in {:.1} s", started.elapsed().as_secs_f64());
 
     let cancel = CancellationToken::new();
-    let ctx = WorkerContext {
-        config: Arc::new(config),
-        db: db.clone(),
-        bus: Bus::absent(),
-        counters: Counters::default(),
-        cancel: cancel.clone(),
-    };
+    let ctx = WorkerContext::new(Arc::new(config), db.clone(), Bus::absent(), cancel.clone());
     let started = Instant::now();
     let task = tokio::spawn((svc_workers::profiler::body().run)(ctx));
     while db.profiler_cursor().await.unwrap() < last {

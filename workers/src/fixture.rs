@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use svc::startup::{WorkerBody, WorkerContext};
+use svc::worker::{WorkerBody, WorkerContext};
 
 /// The names the fixture answers to: two, so tests can tell workers apart.
 pub fn bodies() -> Vec<WorkerBody> {

@@ -9,7 +9,7 @@ pub mod lease;
 pub mod profiler;
 pub mod runner;
 
-pub use svc::startup::WorkerBody;
+pub use svc::worker::WorkerBody;
 
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {

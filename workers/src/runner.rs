@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use futures::StreamExt;
-use svc::bus::{self, Bus, ControlRequest, Counters};
+use svc::bus::{self, Bus, ControlRequest};
 use svc::config::Config;
-use svc::startup::{WorkerBody, WorkerContext};
+use svc::worker::{WorkerBody, WorkerContext};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -21,13 +21,8 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
     let name = body.name;
     let config = Arc::new(config);
     let bus = Bus::connect(config.nats_url.as_deref(), &format!("svc-worker-{name}")).await;
-    let ctx = WorkerContext {
-        db: svc::db::connect(&config.database).context("opening the database")?,
-        bus: bus.clone(),
-        counters: Counters::default(),
-        cancel: cancel.child_token(),
-        config: config.clone(),
-    };
+    let db = svc::db::connect(&config.database).context("opening the database")?;
+    let ctx = WorkerContext::new(config.clone(), db, bus.clone(), cancel.child_token());
 
     // The heartbeat and the control listener stop with their own token, after the body is done,
     // so the worker stays visible while it finishes its batch.

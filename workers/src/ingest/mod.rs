@@ -15,7 +15,7 @@ use anyhow::Context;
 use chrono::Utc;
 use svc::bus::logs::{self as log_notices, BatchCommitted};
 use svc::db::{DbError, IngestBatch, IngestCursor, NewLog};
-use svc::startup::{WorkerBody, WorkerContext};
+use svc::worker::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
 

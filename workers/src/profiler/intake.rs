@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, StreamExt};
 use svc::bus::{Event, topics};
 use svc::observation::{self, Observation};
-use svc::startup::WorkerContext;
+use svc::worker::WorkerContext;
 
 use super::shell;
 

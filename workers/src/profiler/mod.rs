@@ -23,7 +23,7 @@ use futures::StreamExt;
 use svc::bus::logs::BatchCommitted;
 use svc::bus::{Event, topics};
 use svc::db::{AttackerEvidence, AttackerProfile, DbError, LogFilter, LogRecord, PROFILER_LEASE_SOURCE, ProfilerBatch};
-use svc::startup::{WorkerBody, WorkerContext};
+use svc::worker::{WorkerBody, WorkerContext};
 
 use crate::lease::{Held, Lease};
 

@@ -1,5 +1,5 @@
-//! The highest committed log id, shared by every log stream of this process, so that a new row
-//! reaches connected clients within a second of its commit without each stream polling.
+//! [`LogTail`]: the highest committed log id, shared by every log stream of this process, so that a
+//! new row reaches connected clients within a second of its commit without each stream polling.
 //!
 //! One task ([`LogTail::run`], started by the lifespan) keeps it current: while the bus is up it
 //! follows the ingester's `system.log` `batch_committed` notices (from any replica's ingester);

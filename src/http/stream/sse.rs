@@ -1,6 +1,7 @@
-//! What every event-stream route shares: the per-user connection cap (`SVC_SSE_MAX_PER_USER`),
-//! checked before a response starts so an over-cap client gets a real 429, and the response itself
-//! (headers, the 15 s keepalive comment).
+//! The event-stream framing every stream route shares: the response itself (headers, the 15 s
+//! keepalive comment, see [`response`]) and the per-user connection cap (`SVC_SSE_MAX_PER_USER`,
+//! [`SseSlots`]), checked before a response starts so an over-cap client gets a real 429
+//! ([`ApiError::TooManyStreams`]).
 //!
 //! A slot is an RAII guard the stream holds: however the stream ends (the client goes away, an
 //! error frame, server shutdown) dropping the stream drops the slot and frees it.
@@ -10,13 +11,13 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use uuid::Uuid;
 
-use super::ApiError;
+use crate::http::ApiError;
 
 /// A comment line this often keeps proxies and browsers from closing an idle stream.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
@@ -38,10 +39,7 @@ impl SseSlots {
         let mut open = self.open.lock().expect("slot lock");
         let count = open.entry(user).or_insert(0);
         if *count >= self.max_per_user {
-            return Err(ApiError::Status(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("SSE connection limit ({}) reached", self.max_per_user).into(),
-            ));
+            return Err(ApiError::TooManyStreams { max_per_user: self.max_per_user });
         }
         *count += 1;
         Ok(SseSlot { slots: self.clone(), user })
@@ -95,8 +93,8 @@ mod tests {
         let first = slots.acquire(alice).unwrap();
         let second = slots.acquire(alice).unwrap();
         let refused = slots.acquire(alice).unwrap_err();
-        assert!(matches!(&refused, ApiError::Status(StatusCode::TOO_MANY_REQUESTS, detail)
-            if detail == "SSE connection limit (2) reached"));
+        assert!(matches!(refused, ApiError::TooManyStreams { max_per_user: 2 }));
+        assert_eq!(refused.to_string(), "SSE connection limit (2) reached");
         let _other = slots.acquire(bob).expect("another user has slots of its own");
         drop(first);
         assert_eq!(slots.open(alice), 1);

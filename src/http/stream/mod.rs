@@ -3,14 +3,22 @@
 //! carries `id: <its last row id>`, and a client that reconnects with `Last-Event-ID` (or the
 //! dashboard's `?lastEventId=`) gets every row it missed before the live ones.
 //!
-//! Each stream waits on the process's [`LogTail`](super::log_tail::LogTail) and reads rows only when
-//! a commit moved it; statistics and the histogram are re-sent after rows (at most once a second)
-//! and otherwise every 10 s. A database failure ends the stream with an `error` frame; server
-//! shutdown ends it at once, so the drain does not wait on open streams.
+//! Each stream waits on the process's [`LogTail`] and reads rows only when a commit moved it;
+//! statistics and the histogram are re-sent after rows (at most once a second) and otherwise every
+//! 10 s. A database failure ends the stream with an `error` frame; server shutdown ends it at once,
+//! so the drain does not wait on open streams.
+//!
+//! This module owns the route, its query and `Last-Event-ID` parsing, and each stream's feed; the
+//! rest of the stream sits beside it: [`sse`] (the event-stream response and the per-user cap),
+//! [`log_tail`] (the newest committed log id every stream waits on) and [`summaries`] (the
+//! statistics and histogram the streams share).
+
+pub mod log_tail;
+pub mod sse;
+pub mod summaries;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,13 +35,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use utoipa::IntoParams;
 
+use self::sse::SseSlot;
+use self::summaries::histogram;
 use super::extract::{FieldError, ValidQuery, Validate, check_range, reject};
 use super::guard::StreamViewer;
-use super::logs::{DEFAULT_INTERVAL_MINUTES, HistogramPoint, LogRow, check_filter, log_filter};
-use super::sse::{self, SseSlot};
-use super::stats::{self, StatsResponse};
+use super::logs::{LogEntry, check_filter, log_filter};
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, DbResult, LogFilter};
+
+pub use log_tail::LogTail;
+pub use sse::SseSlots;
+pub use summaries::Summaries;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/stream", get(stream))
@@ -45,8 +57,6 @@ pub const BATCH: u32 = 50;
 const SUMMARY_AFTER_ROWS: Duration = Duration::from_secs(1);
 /// Without rows, statistics are refreshed this often.
 const SUMMARY_IDLE: Duration = Duration::from_secs(10);
-/// Unfiltered statistics and histogram are computed at most this often for all streams together.
-const SUMMARY_REUSE: Duration = Duration::from_secs(1);
 
 const RESUME_HEADER: &str = "last-event-id";
 
@@ -235,7 +245,7 @@ impl LogFeed {
         let rows = self.db.logs_after(cursor, &self.filter, BATCH).await?;
         let full = rows.len() == BATCH as usize;
         if let Some(last) = rows.last().map(|row| row.id) {
-            let rows: Vec<LogRow> = rows.into_iter().map(LogRow::from).collect();
+            let rows: Vec<LogEntry> = rows.into_iter().map(LogEntry::from).collect();
             self.ready.push_back(message(&json!({"type": "logs", "data": rows})).id(last.to_string()));
             self.cursor = Some(last);
             self.rows_since_summary = true;
@@ -279,53 +289,4 @@ impl LogFeed {
 
 fn message(data: &serde_json::Value) -> Event {
     Event::default().event("message").data(data.to_string())
-}
-
-async fn histogram(db: &Db, filter: &LogFilter) -> DbResult<Vec<HistogramPoint>> {
-    let buckets = db.log_histogram(filter, DEFAULT_INTERVAL_MINUTES as u32).await?;
-    Ok(buckets.into_iter().map(HistogramPoint::from).collect())
-}
-
-/// The unfiltered statistics and histogram every stream sends, computed at most once a second for
-/// all of them: both read the whole log table.
-#[derive(Debug, Default)]
-pub struct Summaries {
-    stats: Reused<StatsResponse>,
-    histogram: Reused<Vec<HistogramPoint>>,
-}
-
-impl Summaries {
-    async fn stats(&self, db: &Db) -> DbResult<StatsResponse> {
-        self.stats.get(stats::summary(db)).await
-    }
-
-    async fn histogram(&self, db: &Db) -> DbResult<Vec<HistogramPoint>> {
-        self.histogram.get(histogram(db, &LogFilter::default())).await
-    }
-}
-
-/// A value reused for [`SUMMARY_REUSE`]; concurrent callers wait for one computation.
-#[derive(Debug)]
-struct Reused<T> {
-    value: tokio::sync::Mutex<Option<(Instant, T)>>,
-}
-
-impl<T> Default for Reused<T> {
-    fn default() -> Self {
-        Reused { value: tokio::sync::Mutex::new(None) }
-    }
-}
-
-impl<T: Clone> Reused<T> {
-    async fn get(&self, compute: impl Future<Output = DbResult<T>>) -> DbResult<T> {
-        let mut value = self.value.lock().await;
-        if let Some((at, value)) = value.as_ref()
-            && at.elapsed() < SUMMARY_REUSE
-        {
-            return Ok(value.clone());
-        }
-        let fresh = compute.await?;
-        *value = Some((Instant::now(), fresh.clone()));
-        Ok(fresh)
-    }
 }

@@ -1,0 +1,39 @@
+//! [`AppState`]: what every handler of the HTTP API can reach. The API's lifespan (`startup`) builds
+//! it once over the database, the bus and the rest, and every route shares clones of it.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::health::DatabaseHealth;
+use super::limit::RateLimits;
+use super::stream::{LogTail, SseSlots, Summaries};
+use crate::auth::hashing::HashPool;
+use crate::auth::session::Sessions;
+use crate::bus::{Bus, WorkerRegistry};
+use crate::config::Config;
+use crate::db::Db;
+use crate::systemd::UnitListing;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub db: Db,
+    pub database: Arc<DatabaseHealth>,
+    pub sessions: Arc<Sessions>,
+    pub passwords: Arc<HashPool>,
+    pub limits: Arc<RateLimits>,
+    pub bus: Bus,
+    pub workers: Arc<WorkerRegistry>,
+    pub units: Arc<UnitListing>,
+    /// The newest committed log id, which log streams wait on.
+    pub log_tail: LogTail,
+    /// Open event streams per user (`SVC_SSE_MAX_PER_USER`).
+    pub sse: Arc<SseSlots>,
+    /// The statistics log streams share.
+    pub summaries: Arc<Summaries>,
+    /// Cancelled when the server starts shutting down: event streams end, so draining does not
+    /// wait on them.
+    pub closing: CancellationToken,
+}
