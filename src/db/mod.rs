@@ -3,6 +3,7 @@
 //! [`connect`]; nothing above this module sees a sqlx type.
 
 mod attackers;
+mod config;
 mod logs;
 mod mysql;
 mod rows;
@@ -14,13 +15,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::config::DatabaseConfig;
 use crate::observation::Observation;
 
 pub use attackers::{
     AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, MAX_PROFILE_FINGERPRINTS,
     ObservationsStored, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
+pub use config::DatabaseConfig;
 pub use logs::{
     BountyFilter, BountyRecord, Committed, CredentialRecord, HistogramBucket, IngestBatch, IngestCursor, LogColumn,
     LogFilter, LogRecord, LogStats, NewBounty, NewCredential, NewLog, Page, SearchTerm, parse_search,

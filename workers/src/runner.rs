@@ -20,9 +20,9 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
 
     let name = body.name;
     let config = Arc::new(config);
-    let bus = Bus::connect(config.nats_url.as_deref(), &format!("svc-worker-{name}")).await;
+    let bus = Bus::connect(config.bus.nats_url.as_deref(), &format!("svc-worker-{name}")).await;
     let ctx = WorkerContext {
-        db: svc::db::connect(&config.database).context("opening the database")?,
+        db: svc::db::connect(&config.db).context("opening the database")?,
         bus: bus.clone(),
         counters: Counters::default(),
         cancel: cancel.child_token(),
@@ -36,7 +36,7 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
     tasks.spawn(bus::heartbeat::run(
         bus.clone(),
         name.to_string(),
-        config.heartbeat_interval,
+        config.bus.heartbeat_interval,
         ctx.counters.clone(),
         helpers.clone(),
     ));
