@@ -64,7 +64,7 @@ async fn main() {
             vars.push(("SVC_DB_PATH".into(), dir.path().join("svc.db").display().to_string()));
         }
     }
-    let db = db::connect(&Config::from_vars(vars).unwrap().database).unwrap();
+    let db = db::connect(&Config::from_vars(vars).unwrap().db).unwrap();
     db.migrate().await.unwrap();
     println!("{} backend, {total} rows in batches of {batch_size}, spread attackers: {spread}", db.backend());
 

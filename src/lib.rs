@@ -13,6 +13,7 @@ pub mod http;
 pub mod logging;
 pub mod logline;
 pub mod observation;
+pub mod secret;
 pub mod signals;
 pub mod startup;
 pub mod systemd;

@@ -1,5 +1,6 @@
 //! The API's lifespan: the spec's startup steps 1–9, one named function each and called in the
-//! spec's order by [`Lifespan::start`], and the shutdown that undoes them ([`Lifespan::serve`]).
+//! spec's order by [`Lifespan::start`] (except that steps 2–4, which only judge the configuration,
+//! come before step 1's warning), and the shutdown that undoes them ([`Lifespan::serve`]).
 //! The top of the library: it builds the HTTP state over the database, the bus and the rest, and
 //! embeds the workers it is given ([`crate::worker`]) in step 8.
 
@@ -16,7 +17,7 @@ use crate::auth::hashing::HashPool;
 use crate::auth::session::Sessions;
 use crate::auth::token::TokenKeys;
 use crate::bus::{self, Bus, Counters, WorkerRegistry};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, Db, DbError, NewUser, Role};
 use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots};
 use crate::systemd::UnitListing;
@@ -41,31 +42,37 @@ pub struct Lifespan {
 
 impl Lifespan {
     /// Runs startup steps 1–9. Steps 2–4 refuse to start; the later ones degrade instead.
-    pub async fn start(config: Config, workers: Vec<WorkerBody>) -> anyhow::Result<Lifespan> {
+    ///
+    /// Takes a `Config`, or the environment as `svc api` read it, whose problems are then reported
+    /// together with the API's rules.
+    pub async fn start(config: impl Into<Reading>, workers: Vec<WorkerBody>) -> anyhow::Result<Lifespan> {
+        let config = check_configuration(config.into())?;
         warn_on_low_open_file_limit();
-        validate_public_binding(&config)?;
-        enforce_master_mode(&config)?;
-        check_jwt_secret(&config)?;
+        warn_on_public_binding_without_limiter(&config);
 
         let config = Arc::new(config);
-        let db = db::connect(&config.database).context("opening the database")?;
-        let secret = config.jwt_secret.as_ref().context("SVC_JWT_SECRET is not set")?;
-        let keys = TokenKeys::new(secret.expose().as_bytes(), chrono::Duration::minutes(config.jwt_exp_minutes.into()));
+        let db = db::connect(&config.db).context("opening the database")?;
+        let secret = config.api.jwt_secret.as_ref().context("SVC_JWT_SECRET is not set")?;
+        let keys =
+            TokenKeys::new(secret.expose().as_bytes(), chrono::Duration::minutes(config.api.jwt_exp_minutes.into()));
         // Bounded: an unreachable bus costs startup at most a couple of seconds, then is retried
         // in the background (step 9 only needs the handle).
-        let bus = Bus::connect(config.nats_url.as_deref(), "svc-api").await;
+        let bus = Bus::connect(config.bus.nats_url.as_deref(), "svc-api").await;
         let cancel = CancellationToken::new();
         let lifespan = Lifespan {
             state: AppState {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
                 passwords: Arc::new(HashPool::default()),
-                limits: Arc::new(RateLimits::new(config.limiter_enabled)),
+                limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
                 db,
-                workers: Arc::new(WorkerRegistry::new(config.worker_stale_after)),
-                units: Arc::new(UnitListing::new(UnitSource::detect(config.unit_dirs.as_deref()), config.unit_cache)),
+                workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
+                units: Arc::new(UnitListing::new(
+                    UnitSource::detect(config.api.unit_dirs.as_deref()),
+                    config.api.unit_cache,
+                )),
                 log_tail: LogTail::default(),
-                sse: Arc::new(SseSlots::new(config.sse_max_per_user)),
+                sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
                 closing: cancel.child_token(),
                 bus,
@@ -184,7 +191,7 @@ impl Lifespan {
     /// Step 7: request tracing spans exist only when `SVC_DEVELOPER_TRACING` is on; otherwise no
     /// tracing layer is installed at all (see `http::with_layers`).
     fn enable_tracing(&self) {
-        if self.state.config.developer_tracing {
+        if self.state.config.api.developer_tracing {
             tracing::info!("Developer tracing on: every request is traced");
         }
     }
@@ -192,7 +199,7 @@ impl Lifespan {
     /// Step 8: embedded workers, unless in contract-test mode. Each gets a child of the lifespan's
     /// cancellation token; an error it returns is logged, a cancellation is not.
     fn start_background_workers(&self, workers: Vec<WorkerBody>) {
-        if self.state.config.contract_test {
+        if self.state.config.api.contract_test {
             tracing::info!("Contract-test mode: background workers not started");
             return;
         }
@@ -226,7 +233,7 @@ impl Lifespan {
         let heartbeat = bus::heartbeat::run(
             self.state.bus.clone(),
             "api".into(),
-            self.state.config.heartbeat_interval,
+            self.state.config.bus.heartbeat_interval,
             Counters::default(),
             self.cancel.clone(),
         );
@@ -257,27 +264,25 @@ fn warn_on_low_open_file_limit() {
     }
 }
 
-/// Step 2: refuses to start before any database, worker or bus comes up.
-fn validate_public_binding(config: &Config) -> anyhow::Result<()> {
-    ConfigError::check(config.public_binding_problems())?;
-    if !config.binds_loopback() && !config.limiter_enabled {
+/// Steps 2–4 in one pass: public binding, master mode, and the signing secret (checked eagerly, so
+/// a bad one fails at boot and not at first login), with the admin password the first admin gets.
+/// The only place the API's rules run. They are reported after whatever reading the environment
+/// found, all at once, so an operator fixes everything in one round; ahead of step 1's warning, so a
+/// refused configuration is reported alone; and before any database, worker or bus comes up.
+fn check_configuration(reading: Reading) -> Result<Config, ConfigError> {
+    reading.check_for_api()?;
+    Ok(reading.config)
+}
+
+/// Step 2's warning: on a public binding, rate limiting is what stands between login and brute force.
+fn warn_on_public_binding_without_limiter(config: &Config) {
+    if !config.api.binds_loopback() && !config.api.limiter_enabled {
         tracing::error!(
             severity = "critical",
-            host = %config.api_host,
+            host = %config.api.host,
             "Rate limiting is disabled on a public binding: login is open to brute force"
         );
     }
-    Ok(())
-}
-
-/// Step 3: the master API does not run on an agent host unless explicitly allowed.
-fn enforce_master_mode(config: &Config) -> anyhow::Result<()> {
-    Ok(ConfigError::check(config.master_mode_problems())?)
-}
-
-/// Step 4: the signing secret, resolved eagerly so a bad one fails at boot, not at first login.
-fn check_jwt_secret(config: &Config) -> anyhow::Result<()> {
-    Ok(ConfigError::check(config.jwt_secret_problems())?)
 }
 
 async fn fail_stranded_lifecycles(db: &Db) {
@@ -299,8 +304,8 @@ async fn prepare_database(state: &AppState) -> anyhow::Result<()> {
 /// follows `SVC_ADMIN_PASSWORD`, so an operator who regenerates the env file can still log in.
 async fn seed_admin(state: &AppState) -> anyhow::Result<()> {
     let (db, config) = (&state.db, &state.config);
-    let Some(secret) = config.admin_password.as_ref() else { return Ok(()) };
-    let existing = match db.user_by_name(&config.admin_user).await {
+    let Some(secret) = config.api.admin_password.as_ref() else { return Ok(()) };
+    let existing = match db.user_by_name(&config.api.admin_user).await {
         Ok(user) => Some(user),
         Err(DbError::NotFound) => None,
         Err(err) => return Err(err.into()),
@@ -317,18 +322,18 @@ async fn seed_admin(state: &AppState) -> anyhow::Result<()> {
     match existing {
         Some(user) => {
             db.set_password(user.uuid, &hash, true, Utc::now()).await?;
-            tracing::info!(user = %config.admin_user, "Admin password re-synced from SVC_ADMIN_PASSWORD");
+            tracing::info!(user = %config.api.admin_user, "Admin password re-synced from SVC_ADMIN_PASSWORD");
         }
         None => {
             let new = NewUser {
-                username: config.admin_user.clone(),
+                username: config.api.admin_user.clone(),
                 password_hash: hash,
                 role: Role::Admin,
                 must_change_password: true,
             };
             match db.add_user(new, Utc::now()).await {
                 Ok(_) => tracing::info!(
-                    user = %config.admin_user,
+                    user = %config.api.admin_user,
                     "Admin user created; the password must be changed at first login"
                 ),
                 // Another replica created it first.

@@ -14,8 +14,8 @@ use chrono::{Duration, Utc};
 use common::{LogCapture, TestDb, lifecycle};
 use http_body_util::BodyExt;
 use serde_json::Value;
-use svc::config::Secret;
 use svc::db::{LifecycleStatus, Role, STRANDED_LIFECYCLE_ERROR};
+use svc::secret::Secret;
 use svc::startup::Lifespan;
 use svc::worker::WorkerBody;
 use tokio::sync::oneshot;
@@ -70,7 +70,7 @@ async fn mode_gate_refuses_an_agent_host_unless_allowed() {
         for disallow in [None, Some("true"), Some("TRUE")] {
             let mut extra = vec![("SVC_MODE", mode)];
             extra.extend(disallow.map(|d| ("SVC_DISALLOW_MASTER", d)));
-            let err = Lifespan::start(backend.unchecked_config(&extra), vec![]).await.err().expect("must refuse");
+            let err = Lifespan::start(backend.api_config(&extra), vec![]).await.err().expect("must refuse");
             assert!(err.to_string().contains("master API is master-only"), "{err}");
         }
     }
@@ -87,10 +87,10 @@ async fn mode_gate_refuses_an_agent_host_unless_allowed() {
 async fn public_binding_violation_aborts_before_the_database_is_touched() {
     let backend = TestDb::sqlite();
     let mut config = backend.api_config(&[]);
-    config.api_host = "0.0.0.0".into();
+    config.api.host = "0.0.0.0".into();
     let err = Lifespan::start(config.clone(), vec![]).await.err().expect("must refuse");
     assert!(err.to_string().contains("SVC_CORS_ORIGINS"), "{err}");
-    let svc::config::DatabaseConfig::Sqlite { path } = &config.database else { unreachable!() };
+    let svc::db::DatabaseConfig::Sqlite { path } = &config.db else { unreachable!() };
     assert!(!path.exists(), "the database must not be created");
 
     config.testing = true;
@@ -101,7 +101,7 @@ async fn public_binding_violation_aborts_before_the_database_is_touched() {
 async fn insecure_jwt_secret_fails_at_boot_without_echoing_it() {
     let backend = TestDb::sqlite();
     let mut config = backend.api_config(&[]);
-    config.jwt_secret = Some(Secret::new("changeme"));
+    config.api.jwt_secret = Some(Secret::new("changeme"));
     let err = Lifespan::start(config, vec![]).await.err().expect("must refuse");
     let text = format!("{err:#}");
     assert!(text.contains("SVC_JWT_SECRET") && !text.contains("changeme"), "{text}");
@@ -172,7 +172,7 @@ async fn the_api_heals_when_the_database_comes_back_and_then_sweeps() {
     let config = backend.api_config(&[("SVC_DB_PATH", &db_path)]);
 
     // A database holding a record stranded by a previous master…
-    let db = svc::db::connect(&config.database).unwrap();
+    let db = svc::db::connect(&config.db).unwrap();
     db.migrate().await.unwrap();
     let stale = lifecycle(LifecycleStatus::Running, Duration::hours(2));
     db.add_lifecycle(&stale).await.unwrap();
@@ -200,7 +200,7 @@ async fn the_api_heals_when_the_database_comes_back_and_then_sweeps() {
     lifespan.shutdown().await;
 
     // Recovery ran what startup could not: the admin, and the sweep.
-    let db = svc::db::connect(&config.database).unwrap();
+    let db = svc::db::connect(&config.db).unwrap();
     assert!(db.user_by_name("admin").await.unwrap().must_change_password);
     let swept = &db.lifecycles(&[stale.id]).await.unwrap()[0];
     assert_eq!((swept.status, swept.error.as_deref()), (LifecycleStatus::Failed, Some(STRANDED_LIFECYCLE_ERROR)));
@@ -457,7 +457,7 @@ async fn profiled_requests_each_write_a_flamegraph_page() {
 async fn requests_are_not_profiled_by_default() {
     let backend = TestDb::sqlite();
     let config = backend.api_config(&[]);
-    let profiles = config.profile_dir.clone();
+    let profiles = config.api.profile_dir.clone();
     let lifespan = Lifespan::start(config, vec![]).await.unwrap();
     assert_eq!(get_json(&lifespan.router(), "/api/v1/health").await.status, StatusCode::OK);
     lifespan.shutdown().await;

@@ -1,11 +1,13 @@
 //! `svc api`: binds the configured address and runs the API's lifespan until SIGTERM or SIGINT.
 
 use anyhow::Context;
-use svc::config::Config;
+use svc::config::Reading;
 use svc::startup::Lifespan;
 use tokio::net::TcpListener;
 
-pub async fn run(config: Config) -> anyhow::Result<()> {
+/// Runs the API on what `svc` read from the environment; the lifespan refuses it, with every problem
+/// reading found, if it breaks a rule.
+pub async fn run(reading: Reading) -> anyhow::Result<()> {
     let shutdown = svc::signals::stop_on_signal()?;
     let stopping = shutdown.clone();
     tokio::spawn(async move {
@@ -13,14 +15,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         svc::systemd::notify::stopping();
     });
 
-    let addr = (config.api_host.clone(), config.api_port);
+    let addr = (reading.config.api.host.clone(), reading.config.api.port);
     // Ingestion always runs in the API (spec, startup step 8); the others join here, each gated by
     // its SVC_EMBED_* flag, as they land.
     let mut workers = vec![svc_workers::ingest::body()];
-    if config.embed_profiler {
+    if reading.config.api.embed_profiler {
         workers.push(svc_workers::profiler::body());
     }
-    let lifespan = Lifespan::start(config, workers).await?;
+    let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,
         Err(err) => {

@@ -74,42 +74,49 @@ fn main() -> ExitCode {
     if let Command::Observation(observation::ObservationCommand::Validate { file }) = &cli.command {
         return observation::validate(file);
     }
-    let config = match &cli.command {
+    let reading = Config::read_env();
+    let checked = match &cli.command {
+        // The API's lifespan checks its rules itself (startup steps 2–4), reporting what reading
+        // found with them.
+        Command::Api => Ok(()),
         // The supervisor checks the API's configuration up front rather than restart a child that
         // cannot start.
-        Command::Api | Command::Supervise(_) => Config::for_api_from_env(),
+        Command::Supervise(_) => reading.check_for_api(),
         Command::Migrate
         | Command::User(_)
         | Command::Worker { .. }
         | Command::IngestReplay { .. }
         | Command::Observation(_)
-        | Command::Systemd(_) => Config::from_env(),
+        | Command::Systemd(_) => reading.check(),
     };
-    let config = match config {
-        Ok(config) => config,
-        Err(err) => return config_error(err),
-    };
-    svc::logging::init(config.log_format);
+    if let Err(err) = checked {
+        return config_error(err);
+    }
+    svc::logging::init(reading.config.log_format);
     let runtime = tokio::runtime::Runtime::new().expect("cannot start the async runtime");
     let result = runtime.block_on(async move {
         let done = match cli.command {
-            Command::Observation(command) => return observation::run(command, config).await,
-            Command::Api => api::run(config).await,
-            Command::Migrate => user::migrate(&config).await,
-            Command::User(command) => user::run(command, &config).await,
-            Command::Worker { name } => worker::run(&name, config).await,
-            Command::IngestReplay { file } => ingest::replay(&file, config).await,
-            Command::Supervise(args) => supervisor::run(args, config).await,
+            Command::Observation(command) => return observation::run(command, reading.config).await,
+            Command::Api => api::run(reading).await,
+            Command::Migrate => user::migrate(&reading.config).await,
+            Command::User(command) => user::run(command, &reading.config).await,
+            Command::Worker { name } => worker::run(&name, reading.config).await,
+            Command::IngestReplay { file } => ingest::replay(&file, reading.config).await,
+            Command::Supervise(args) => supervisor::run(args, reading.config).await,
             Command::Systemd(command) => systemd::run(command),
         };
         done.map(|()| ExitCode::SUCCESS)
     });
     match result {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("svc: {err:#}");
-            ExitCode::FAILURE
-        }
+        Err(err) => match err.downcast::<ConfigError>() {
+            // `svc api`'s lifespan refused its configuration: the same report and status as above.
+            Ok(err) => config_error(err),
+            Err(err) => {
+                eprintln!("svc: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -82,7 +82,7 @@ async fn ingest(file: &Path, config: Config) -> anyhow::Result<ExitCode> {
         Ok(input) => input,
         Err(err) => return Ok(unreadable(&err)),
     };
-    let db = svc::db::connect(&config.database).context("opening the database")?;
+    let db = svc::db::connect(&config.db).context("opening the database")?;
     db.migrate().await.context("applying migrations")?;
     let result = store(&db, file, input).await;
     db.close().await;

@@ -73,7 +73,7 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
     // Each child, with the loopback port to wait for before starting the next.
     let mut children: Vec<(ChildSpec, Option<(u16, Duration)>)> = Vec::new();
     let mut env = Vec::new();
-    if config.nats_url.is_none() {
+    if config.bus.nats_url.is_none() {
         match find_on_path("nats-server") {
             Some(nats) => {
                 let port = free_port().context("finding a free port for the private bus")?;
@@ -90,7 +90,7 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
             None => tracing::warn!("No SVC_NATS_URL and no nats-server on PATH: running without a bus"),
         }
     }
-    children.push((child_spec("api", &svc, &["api"], &env), Some((config.api_port, API_READY_WAIT))));
+    children.push((child_spec("api", &svc, &["api"], &env), Some((config.api.port, API_READY_WAIT))));
     for worker in &workers {
         children.push((child_spec(worker, &svc, &["worker", worker], &env), None));
     }

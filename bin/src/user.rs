@@ -56,7 +56,7 @@ pub async fn run(command: UserCommand, config: &Config) -> anyhow::Result<()> {
 }
 
 async fn open(config: &Config) -> anyhow::Result<Db> {
-    let db = db::connect(&config.database)?;
+    let db = db::connect(&config.db)?;
     db.migrate().await.context("applying migrations")?;
     Ok(db)
 }

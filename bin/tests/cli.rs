@@ -240,7 +240,7 @@ fn migrate_and_user_commands_work_on_the_database_directly() {
             dir.path().join("data/svc.db").display().to_string(),
         )])
         .unwrap();
-        let db = svc::db::connect(&config.database).unwrap();
+        let db = svc::db::connect(&config.db).unwrap();
         let alice = db.user_by_name("alice").await.unwrap();
         assert!(svc::auth::password::verify("a brand new password", &alice.password_hash));
         assert!(alice.tokens_valid_from.is_some());

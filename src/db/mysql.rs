@@ -8,8 +8,8 @@ use sqlx::MySql;
 use sqlx::migrate::{MigrateDatabase, Migrator};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
-use super::dialect::{Dialect, clip_chars};
 use super::DbResult;
+use super::dialect::{Dialect, clip_chars};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/mysql");
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-use super::dialect::Dialect;
 use super::DbResult;
+use super::dialect::Dialect;
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 

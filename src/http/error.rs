@@ -244,7 +244,7 @@ pub async fn report_internal_failures(State(state): State<AppState>, request: Re
         "Request failed with an internal error"
     );
     let mut body = json!({"detail": "Internal Server Error", "error_id": error_id});
-    if state.config.developer {
+    if state.config.api.developer {
         body["exception_type"] = failure.exception_type.into();
         body["traceback"] = failure.traceback.into();
     }

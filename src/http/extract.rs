@@ -143,7 +143,7 @@ pub fn reject(errors: &[FieldError], path: &str, developer: bool) -> Rejection {
 }
 
 fn rejection_for(errors: &[FieldError], path: &str, state: &AppState) -> ApiError {
-    ApiError::Invalid(reject(errors, path, state.config.developer))
+    ApiError::Invalid(reject(errors, path, state.config.api.developer))
 }
 
 /// Names a deserializer's complaint the way the contract classifies it. serde's own messages are

@@ -77,7 +77,7 @@ fn api_routes() -> Router<AppState> {
 /// The whole application.
 pub fn router(state: AppState) -> Router {
     let app = Router::new().nest("/api/v1", api_routes());
-    let app = if state.config.developer { app.merge(docs::router()) } else { app };
+    let app = if state.config.api.developer { app.merge(docs::router()) } else { app };
     with_layers(app, state)
 }
 
@@ -90,11 +90,11 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(error::request_timeout(REQUEST_TIMEOUT))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), error::report_internal_failures));
-    if state.config.profile_requests {
-        let profiler = profile::RequestProfiler::new(state.config.profile_dir.clone());
+    if state.config.api.profile_requests {
+        let profiler = profile::RequestProfiler::new(state.config.api.profile_dir.clone());
         app = app.layer(axum::middleware::from_fn_with_state(profiler, profile::profile_request));
     }
-    if state.config.developer_tracing {
+    if state.config.api.developer_tracing {
         // At INFO, so the default log filter shows every request with its status and latency.
         let trace = TraceLayer::new_for_http()
             .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
@@ -106,7 +106,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 
 /// CORS exactly as the spec says: listed origins only, no credentials.
 fn cors(config: &Config) -> CorsLayer {
-    let origins: Vec<HeaderValue> = config.cors_origins.iter().filter_map(|o| o.parse().ok()).collect();
+    let origins: Vec<HeaderValue> = config.api.cors_origins.iter().filter_map(|o| o.parse().ok()).collect();
     CorsLayer::new()
         .allow_origin(AllowOrigin::list(origins))
         .allow_credentials(false)

@@ -77,7 +77,7 @@ pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> R
         deployment_limit: DEPLOYMENT_LIMIT,
         global_mutation_interval: GLOBAL_MUTATION_INTERVAL.into(),
         users,
-        developer_mode: (is_admin && state.config.developer).then_some(true),
+        developer_mode: (is_admin && state.config.api.developer).then_some(true),
     }))
 }
 

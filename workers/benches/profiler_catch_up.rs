@@ -76,7 +76,7 @@ async fn main() {
         vars.push(("SVC_DB_URL".into(), url));
     }
     let config = Config::from_vars(vars).unwrap();
-    let db = db::connect(&config.database).unwrap();
+    let db = db::connect(&config.db).unwrap();
     db.migrate().await.unwrap();
 
     let started = Instant::now();

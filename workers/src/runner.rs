@@ -20,8 +20,8 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
 
     let name = body.name;
     let config = Arc::new(config);
-    let bus = Bus::connect(config.nats_url.as_deref(), &format!("svc-worker-{name}")).await;
-    let db = svc::db::connect(&config.database).context("opening the database")?;
+    let bus = Bus::connect(config.bus.nats_url.as_deref(), &format!("svc-worker-{name}")).await;
+    let db = svc::db::connect(&config.db).context("opening the database")?;
     let ctx = WorkerContext::new(config.clone(), db, bus.clone(), cancel.child_token());
 
     // The heartbeat and the control listener stop with their own token, after the body is done,
@@ -31,7 +31,7 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
     tasks.spawn(bus::heartbeat::run(
         bus.clone(),
         name.to_string(),
-        config.heartbeat_interval,
+        config.bus.heartbeat_interval,
         ctx.counters.clone(),
         helpers.clone(),
     ));

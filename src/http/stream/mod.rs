@@ -110,7 +110,7 @@ impl FromRequestParts<AppState> for LastEventId {
                     &["header", "Last-Event-ID"],
                     "Input should be a non-negative integer (a log id)",
                 );
-                Err(ApiError::Invalid(reject(&[error], parts.uri.path(), state.config.developer)))
+                Err(ApiError::Invalid(reject(&[error], parts.uri.path(), state.config.api.developer)))
             }
         }
     }

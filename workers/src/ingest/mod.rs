@@ -34,7 +34,7 @@ pub fn body() -> WorkerBody {
 }
 
 async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
-    let Some(path) = ctx.config.ingest_log_file.clone() else {
+    let Some(path) = ctx.config.ingest.log_file.clone() else {
         tracing::warn!("SVC_INGEST_LOG_FILE is empty: log ingestion is off");
         ctx.cancel.cancelled().await;
         return Ok(());
@@ -58,7 +58,7 @@ pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
             anyhow::bail!(
                 "another ingester is reading {} (its lease lasts {} s after it stops)",
                 path.display(),
-                ingester.ctx.config.ingest_lease.as_secs_f64()
+                ingester.ctx.config.ingest.lease.as_secs_f64()
             );
         }
         let (pending, progress) = ingester.collect(true).await?;
@@ -159,7 +159,7 @@ struct Ingester {
 impl Ingester {
     fn new(ctx: WorkerContext, path: &Path) -> Ingester {
         let source = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
-        let lease = Lease::new(source, ctx.config.ingest_lease);
+        let lease = Lease::new(source, ctx.config.ingest.lease);
         Ingester { ctx, path: path.to_path_buf(), lease, follower: None, committed: None }
     }
 
@@ -187,7 +187,7 @@ impl Ingester {
     /// One batch, or a look at the lease; returns how long to wait before the next step.
     async fn step(&mut self) -> anyhow::Result<Option<Duration>> {
         if !self.hold_lease().await? {
-            return Ok(Some(self.ctx.config.ingest_lease / 3));
+            return Ok(Some(self.ctx.config.ingest.lease / 3));
         }
         let (pending, _) = self.collect(false).await?;
         let moved = self.follower.as_ref().and_then(Follower::cursor) != self.committed;
@@ -206,7 +206,7 @@ impl Ingester {
             self.follower = Some(Follower::new(self.path.clone(), cursor.clone(), MAX_LINE_BYTES));
             self.committed = cursor;
         }
-        let (size, wait) = (self.ctx.config.ingest_batch_size, self.ctx.config.ingest_batch_wait);
+        let (size, wait) = (self.ctx.config.ingest.batch_size, self.ctx.config.ingest.batch_wait);
         let mut pending = Pending::default();
         loop {
             let room = size - pending.tally.lines() as usize;

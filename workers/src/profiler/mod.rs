@@ -77,7 +77,7 @@ struct Profiler {
 
 impl Profiler {
     fn new(ctx: WorkerContext, leading: Arc<AtomicBool>) -> Profiler {
-        let lease = Lease::new(PROFILER_LEASE_SOURCE, ctx.config.ingest_lease);
+        let lease = Lease::new(PROFILER_LEASE_SOURCE, ctx.config.ingest.lease);
         Profiler { ctx, lease, cursor: None, caught_up: false, leading }
     }
 
@@ -88,8 +88,8 @@ impl Profiler {
         while !self.ctx.cancel.is_cancelled() {
             let wait = match self.step().await {
                 Ok(Step::More) => continue,
-                Ok(Step::CaughtUp) => self.ctx.config.profiler_poll,
-                Ok(Step::StandingBy) => self.ctx.config.ingest_lease / 3,
+                Ok(Step::CaughtUp) => self.ctx.config.profiler.poll,
+                Ok(Step::StandingBy) => self.ctx.config.ingest.lease / 3,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "Profiling failed; retrying");
                     self.cursor = None;

@@ -1,0 +1,109 @@
+//! `ApiConfig`: what the master API (`svc api`) reads: where it listens, who may call it from a
+//! browser, how it signs tokens, the first admin, its limits and developer aids, which workers it
+//! embeds. The rules it must satisfy before it starts are `rules::for_api`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::env::Env;
+use super::rules;
+use crate::secret::Secret;
+
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// `SVC_API_HOST`, default `127.0.0.1`; loopback or not decides the public-binding rules.
+    pub host: String,
+    /// `SVC_API_PORT`, default 8000.
+    pub port: u16,
+    /// `SVC_CORS_ORIGINS`; by default the dashboard on `http://localhost:$SVC_WEB_PORT`.
+    pub cors_origins: Vec<String>,
+    /// `SVC_JWT_SECRET`: required by the API, so `None` only until the rules refuse it.
+    pub jwt_secret: Option<Secret>,
+    /// `SVC_JWT_EXP_MINUTES`, default 240.
+    pub jwt_exp_minutes: u32,
+    /// `SVC_ADMIN_USER`, default `admin`.
+    pub admin_user: String,
+    /// `SVC_ADMIN_PASSWORD`: required by the API, like the JWT secret.
+    pub admin_password: Option<Secret>,
+    /// `SVC_DISALLOW_MASTER`, default true: the API refuses to start on an agent host.
+    pub disallow_master: bool,
+    /// `SVC_DEVELOPER`: interactive docs and exception details in 500 bodies.
+    pub developer: bool,
+    /// `SVC_DEVELOPER_TRACING`: a span for every request.
+    pub developer_tracing: bool,
+    /// `SVC_EMBED_PROFILER`: the attacker profiler runs inside the API.
+    pub embed_profiler: bool,
+    /// `SVC_LIMITER_ENABLED`, default true.
+    pub limiter_enabled: bool,
+    /// `SVC_CONTRACT_TEST`: the API starts no background worker.
+    pub contract_test: bool,
+    /// `SVC_CANARY_HTTP_BASE`; only the public-binding rule reads it so far.
+    pub canary_http_base: Option<String>,
+    /// `SVC_PROFILE_REQUESTS`: one flamegraph page per request, written to `profile_dir`.
+    pub profile_requests: bool,
+    /// `SVC_PROFILE_DIR`, default `$SVC_DATA_DIR/profiles`.
+    pub profile_dir: PathBuf,
+    /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`, default 5).
+    pub sse_max_per_user: u32,
+    /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`,
+    /// default 30).
+    pub unit_cache: Duration,
+    /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
+    pub unit_dirs: Option<Vec<PathBuf>>,
+}
+
+impl ApiConfig {
+    pub(super) fn read(env: &mut Env, data_dir: &Path) -> ApiConfig {
+        // The dashboard's port matters only as the default CORS origin.
+        let web_port = env.port("SVC_WEB_PORT", 8080);
+        let cors_origins = cors_origins(env, web_port);
+        let jwt_exp_minutes = match env.get("SVC_JWT_EXP_MINUTES") {
+            None => 240,
+            Some(v) => match v.trim().parse::<u32>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    env.report("SVC_JWT_EXP_MINUTES", "must be a positive whole number of minutes");
+                    240
+                }
+            },
+        };
+        ApiConfig {
+            cors_origins,
+            jwt_exp_minutes,
+            disallow_master: env.flag("SVC_DISALLOW_MASTER", true),
+            jwt_secret: env.secret("SVC_JWT_SECRET"),
+            admin_user: env.non_empty("SVC_ADMIN_USER").unwrap_or_else(|| "admin".into()),
+            admin_password: env.secret("SVC_ADMIN_PASSWORD"),
+            host: env.non_empty("SVC_API_HOST").unwrap_or_else(|| "127.0.0.1".into()),
+            port: env.port("SVC_API_PORT", 8000),
+            developer: env.flag("SVC_DEVELOPER", false),
+            developer_tracing: env.flag("SVC_DEVELOPER_TRACING", false),
+            embed_profiler: env.flag("SVC_EMBED_PROFILER", false),
+            limiter_enabled: env.flag("SVC_LIMITER_ENABLED", true),
+            contract_test: env.flag("SVC_CONTRACT_TEST", false),
+            canary_http_base: env.non_empty("SVC_CANARY_HTTP_BASE"),
+            profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
+            profile_dir: env.get("SVC_PROFILE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("profiles")),
+            unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
+            unit_dirs: env
+                .non_empty("SVC_UNIT_DIRS")
+                .map(|dirs| dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).collect()),
+            sse_max_per_user: env.count("SVC_SSE_MAX_PER_USER", 5, 1..=10_000) as u32,
+        }
+    }
+
+    pub fn binds_loopback(&self) -> bool {
+        rules::is_loopback_host(&self.host)
+    }
+}
+
+/// The listed origins without a trailing `/`; a refused `*` is left out.
+fn cors_origins(env: &mut Env, web_port: u16) -> Vec<String> {
+    let Some(raw) = env.get("SVC_CORS_ORIGINS") else {
+        return vec![format!("http://localhost:{web_port}")];
+    };
+    let origins: Vec<String> =
+        raw.split(',').map(|o| o.trim().trim_end_matches('/').to_string()).filter(|o| !o.is_empty()).collect();
+    env.report_all(rules::cors_origins(&origins));
+    origins.into_iter().filter(|o| o != "*").collect()
+}

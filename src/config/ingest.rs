@@ -1,0 +1,39 @@
+//! `IngestConfig`: what the ingest worker reads: the log file it tails, how it batches the lines into
+//! transactions, and how long its lease on the file lasts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::env::Env;
+
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    /// `SVC_INGEST_LOG_FILE`, default `$SVC_DATA_DIR/ingest.log`; `None` when set to the empty
+    /// string: ingestion is then off.
+    pub log_file: Option<PathBuf>,
+    /// Lines stored per transaction at most (`SVC_INGEST_BATCH_SIZE`, default 20000).
+    pub batch_size: usize,
+    /// How long a started batch may wait for more lines while the file keeps growing
+    /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`, default 250).
+    pub batch_wait: Duration,
+    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`,
+    /// default 15): the longest a standby waits after the holder died. The profiler's lease lasts as
+    /// long.
+    pub lease: Duration,
+}
+
+impl IngestConfig {
+    pub(super) fn read(env: &mut Env, data_dir: &Path) -> IngestConfig {
+        let log_file = match env.get("SVC_INGEST_LOG_FILE") {
+            None => Some(data_dir.join("ingest.log")),
+            Some(v) if v.trim().is_empty() => None,
+            Some(v) => Some(PathBuf::from(v)),
+        };
+        IngestConfig {
+            log_file,
+            batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),
+            batch_wait: env.millis("SVC_INGEST_BATCH_MAX_WAIT_MS", 250, 1..=60_000),
+            lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
+        }
+    }
+}

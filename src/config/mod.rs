@@ -1,0 +1,207 @@
+//! The one typed `Config`, read once from the `SVC_*` environment (`env.rs`): a few settings every
+//! process shares, then a section per part that reads its own variables (`api`, `db`, `bus`,
+//! `ingest`, `profiler`). A new worker adds its section here, named after it, as the ingester and
+//! the profiler did. Reading collects every problem instead of stopping at the first, so an operator
+//! fixes a bad configuration in one round; every rule beyond a value's type is in `rules.rs`, and no
+//! message ever contains the value of a secret.
+
+mod api;
+mod bus;
+mod db;
+mod env;
+mod ingest;
+mod profiler;
+mod rules;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use api::ApiConfig;
+pub use bus::BusConfig;
+pub use ingest::IngestConfig;
+pub use profiler::ProfilerConfig;
+
+use crate::db::DatabaseConfig;
+use env::Env;
+
+/// The role this host plays in the fleet (`SVC_MODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Master,
+    Agent,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Master => "master",
+            Mode::Agent => "agent",
+        }
+    }
+
+    fn read(env: &mut Env) -> Mode {
+        match env.get("SVC_MODE").map(|v| v.trim().to_ascii_lowercase()) {
+            None => Mode::Master,
+            Some(v) if v == "master" => Mode::Master,
+            Some(v) if v == "agent" => Mode::Agent,
+            Some(_) => {
+                env.report("SVC_MODE", "must be `master` or `agent`");
+                Mode::Master
+            }
+        }
+    }
+}
+
+/// How log lines are written (`SVC_LOG_FORMAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    /// One JSON object per line, for journald or Loki.
+    Json,
+}
+
+impl LogFormat {
+    fn read(env: &mut Env) -> LogFormat {
+        match env.get("SVC_LOG_FORMAT").map(|v| v.trim().to_ascii_lowercase()) {
+            None => LogFormat::Text,
+            Some(v) if v == "text" => LogFormat::Text,
+            Some(v) if v == "json" => LogFormat::Json,
+            Some(_) => {
+                env.report("SVC_LOG_FORMAT", "must be `text` or `json`");
+                LogFormat::Text
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub mode: Mode,
+    /// `SVC_DATA_DIR`, default `data`: where the default paths of the sections live.
+    pub data_dir: PathBuf,
+    pub log_format: LogFormat,
+    /// `SVC_TESTING=1`: the only switch that relaxes secret strength and public-binding rules.
+    pub testing: bool,
+    pub db: DatabaseConfig,
+    pub bus: BusConfig,
+    pub api: ApiConfig,
+    // One section per worker from here on.
+    pub ingest: IngestConfig,
+    pub profiler: ProfilerConfig,
+}
+
+/// The environment as read, before anything is refused: the `Config`, with the default standing in
+/// wherever a value was bad, and every problem reading found. `svc api` hands it to the lifespan,
+/// which reports these problems together with the API's own rules.
+#[derive(Clone, Debug)]
+pub struct Reading {
+    pub config: Config,
+    pub problems: Vec<ConfigProblem>,
+}
+
+impl Reading {
+    /// What every command requires: `Ok` when reading found no problem.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        ConfigError::check(self.problems.clone())
+    }
+
+    /// What the master API requires: reading's problems, then every rule the API enforces before
+    /// it starts (`rules::for_api`), all as one error.
+    pub fn check_for_api(&self) -> Result<(), ConfigError> {
+        let mut problems = self.problems.clone();
+        problems.extend(rules::for_api(&self.config));
+        ConfigError::check(problems)
+    }
+}
+
+/// A configuration built in code (tests) has nothing left over from reading.
+impl From<Config> for Reading {
+    fn from(config: Config) -> Reading {
+        Reading { config, problems: Vec::new() }
+    }
+}
+
+impl Config {
+    /// Reads the process environment without refusing anything yet: `svc` decides, per command,
+    /// whether [`Reading::check`] or [`Reading::check_for_api`] applies.
+    pub fn read_env() -> Reading {
+        Self::read(std::env::vars())
+    }
+
+    /// Reads `vars` and refuses what every command refuses; the master API's rules are
+    /// [`Reading::check_for_api`].
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let reading = Self::read(vars);
+        reading.check().map(|()| reading.config)
+    }
+
+    /// Reads every variable, the shared settings first and then section by section, so problems
+    /// are reported in that order.
+    pub fn read(vars: impl IntoIterator<Item = (String, String)>) -> Reading {
+        let mut env = Env::new(vars);
+        let mode = Mode::read(&mut env);
+        let data_dir = PathBuf::from(env.get("SVC_DATA_DIR").unwrap_or_else(|| "data".into()));
+        let log_format = LogFormat::read(&mut env);
+        // Exactly `1`: no other spelling and no other variable may relax validation.
+        let testing = env.get("SVC_TESTING").is_some_and(|v| v.trim() == "1");
+        let config = Config {
+            mode,
+            log_format,
+            testing,
+            db: db::read(&mut env, &data_dir),
+            bus: BusConfig::read(&mut env),
+            api: ApiConfig::read(&mut env, &data_dir),
+            ingest: IngestConfig::read(&mut env, &data_dir),
+            profiler: ProfilerConfig::read(&mut env),
+            data_dir,
+        };
+        Reading { config, problems: env.into_problems() }
+    }
+}
+
+/// One thing wrong with the configuration, naming the variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigProblem {
+    pub var: &'static str,
+    pub message: String,
+}
+
+impl ConfigProblem {
+    pub fn new(var: &'static str, message: impl Into<String>) -> ConfigProblem {
+        ConfigProblem { var, message: message.into() }
+    }
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.var, self.message)
+    }
+}
+
+/// Every problem found, reported together.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError(pub Vec<ConfigProblem>);
+
+impl ConfigError {
+    /// `Ok` when there is no problem, else every problem as one error.
+    pub fn check(problems: Vec<ConfigProblem>) -> Result<(), ConfigError> {
+        if problems.is_empty() { Ok(()) } else { Err(ConfigError(problems)) }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration ({} problem", self.0.len())?;
+        if self.0.len() != 1 {
+            f.write_str("s")?;
+        }
+        f.write_str("):")?;
+        for problem in &self.0 {
+            write!(f, "\n  - {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
