@@ -5,8 +5,8 @@
 //! [`MysqlDb`](super::mysql::MysqlDb) with `Sql = sqlx::MySql`. Statements are the same text on
 //! both wherever the dialects agree (placeholders are `?` on both, identifiers quoted with
 //! backticks where they must be). Where they differ, the statement takes the difference from a
-//! [`Dialect`] hook (here: syntax every area meets) or from an area's own hook trait (its
-//! `sqlite.rs` and `mysql.rs`). Supported servers: sqlite 3.35 and later (bundled), MySQL 8.0 and
+//! [`Dialect`] hook (here: syntax every area meets) or from an area's own hooks, items each
+//! backend defines under the same name in the area's `sqlite.rs` and `mysql.rs`. Supported servers: sqlite 3.35 and later (bundled), MySQL 8.0 and
 //! MariaDB 10.11; no statement uses what only one of MySQL and MariaDB has.
 
 use std::future::Future;
