@@ -1,6 +1,7 @@
 //! `svc`: one binary for every part of the honeypot fleet's control plane.
 
 mod api;
+mod decky;
 mod ingest;
 mod observation;
 mod supervisor;
@@ -59,6 +60,11 @@ enum Command {
     /// Run everything on this host: a private nats-server (when SVC_NATS_URL is unset), the API and
     /// the chosen workers, restarting any that crash. Stops them all on SIGTERM or SIGINT.
     Supervise(supervisor::SuperviseArgs),
+    /// Run a decky's decoy services (SSH, HTTP, HTTPS, telnet, FTP, SMTP) in this process, each
+    /// logging every connection, credential and command as an RFC 5424 line on stdout.
+    ///
+    /// Needs no configuration, database or bus: this is what runs inside a decky's container.
+    Decky(decky::DeckyArgs),
     /// Install svc as systemd units.
     #[command(subcommand)]
     Systemd(systemd::SystemdCommand),
@@ -74,6 +80,18 @@ fn main() -> ExitCode {
     if let Command::Observation(observation::ObservationCommand::Validate { file }) = &cli.command {
         return observation::validate(file);
     }
+    // A decky runs on its own: its lines are its output, and it reads no SVC_* configuration.
+    if let Command::Decky(args) = cli.command {
+        svc::logging::init(svc::config::LogFormat::Text);
+        let runtime = tokio::runtime::Runtime::new().expect("cannot start the async runtime");
+        return match runtime.block_on(decky::run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("svc decky: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let reading = Config::read_env();
     let checked = match &cli.command {
         // The API's lifespan checks its rules itself (startup steps 2–4), reporting what reading
@@ -88,6 +106,7 @@ fn main() -> ExitCode {
         | Command::IngestReplay { .. }
         | Command::Observation(_)
         | Command::Systemd(_) => reading.check(),
+        Command::Decky(_) => unreachable!("handled above"),
     };
     if let Err(err) = checked {
         return config_error(err);
@@ -104,6 +123,7 @@ fn main() -> ExitCode {
             Command::IngestReplay { file } => ingest::replay(&file, reading.config).await,
             Command::Supervise(args) => supervisor::run(args, reading.config).await,
             Command::Systemd(command) => systemd::run(command),
+            Command::Decky(_) => unreachable!("handled above"),
         };
         done.map(|()| ExitCode::SUCCESS)
     });

@@ -1,0 +1,40 @@
+//! `svc decky`: the decoy services of one decky, in this process, until SIGTERM or SIGINT.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use svc_decoy::Decky;
+use svc_decoy::emit::Emitter;
+use svc_decoy::session::{Limits, Shared};
+use svc_decoy::settings::{apply_ini_file, default_bind, parse_services};
+
+#[derive(clap::Args)]
+pub struct DeckyArgs {
+    /// The services to run, each with an optional port: `ssh,http:8080,https,telnet,ftp,smtp`.
+    #[arg(long, env = "SVC_DECKY_SERVICES")]
+    services: String,
+    /// The decky's name: every line's HOSTNAME, and the `[<name>.<service>]` INI sections read.
+    #[arg(long, env = "NODE_NAME", default_value = "decky")]
+    name: String,
+    /// The deployment INI whose `[<name>.<service>]` sections set banners, hostnames and users.
+    #[arg(long, env = "SVC_DECKY_INI")]
+    ini: Option<PathBuf>,
+    /// The address to listen on.
+    #[arg(long, env = "SVC_DECKY_BIND", default_value_t = default_bind())]
+    bind: IpAddr,
+}
+
+pub async fn run(args: DeckyArgs) -> anyhow::Result<()> {
+    let stop = svc::signals::stop_on_signal()?;
+    let mut specs = parse_services(&args.services)?;
+    if let Some(ini) = &args.ini {
+        apply_ini_file(&mut specs, &args.name, ini)?;
+    }
+    let shared = Shared::new(Emitter::stdout(&args.name), Limits::default());
+    let decky = Decky::bind(&specs, args.bind, shared).await?;
+    for (service, addr) in decky.addresses() {
+        tracing::info!(service, %addr, decky = %args.name, "Decoy listening");
+    }
+    decky.serve(stop).await;
+    Ok(())
+}
