@@ -27,9 +27,11 @@ use tokio_util::sync::CancellationToken;
 use session::{Decoy, Shared, accept_loop};
 use settings::ServiceSpec;
 
-/// The decoy for one service spec, built from its settings.
-fn build(spec: &ServiceSpec, hostname: &str) -> anyhow::Result<Arc<dyn Decoy>> {
+/// The decoy for one service spec, built from its settings. The host name it shows attackers (shell
+/// prompts, banners, certificates) is the `hostname` setting, else the decky's name.
+fn build(spec: &ServiceSpec, decky: &str) -> anyhow::Result<Arc<dyn Decoy>> {
     let settings = &spec.settings;
+    let hostname = settings.get("hostname").unwrap_or(decky);
     match spec.name {
         "ssh" => ssh::decoy(settings, hostname),
         "http" => http::decoy(settings, hostname, false),
