@@ -3,12 +3,12 @@
 //! credentials a fake shell (`shell` and `exec`) whose command lines are logged like DECNET's bash.
 //! Nothing is forwarded: port forwarding, agent, X11 and subsystems (sftp) are refused.
 
+mod tap;
+mod terminal;
+
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -17,14 +17,16 @@ use russh::keys::PrivateKey;
 use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::server::{Auth, ChannelOpenHandle, Config, Handler, Msg, PublicKeyOffer, Session as SshSession};
 use russh::{Channel, ChannelId, MethodKind, MethodSet, Preferred, Pty, SshId, cipher, compression, kex, mac};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 
 use crate::credential;
 use crate::session::{Decoy, Session};
 use crate::settings::{DEFAULT_USERS, Settings};
 use crate::shell::{FakeShell, Outcome};
+
+use tap::Tap;
+use terminal::{Terminal, line_ends};
 
 /// What the server says it is when the INI names no banner.
 const DEFAULT_BANNER: &str = "SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10";
@@ -367,290 +369,6 @@ fn refuse(channel: ChannelId, ssh: &mut SshSession) -> Result<(), russh::Error> 
     ssh.channel_failure(channel)
 }
 
-/// Output text for the client: `\r\n` line ends when a terminal is attached (its `onlcr`),
-/// as-is otherwise.
-fn line_ends(text: &str, pty: bool) -> Vec<u8> {
-    if pty { text.replace('\n', "\r\n").into_bytes() } else { text.as_bytes().to_vec() }
-}
-
-/// The shell's side of a session channel: with a pty, a line editor over keystrokes (echo,
-/// backspace, Ctrl-C, Ctrl-D, arrow keys swallowed) and a prompt; without one, plain lines read as
-/// bash reads a script.
-struct Terminal {
-    shell: FakeShell,
-    pty: bool,
-    line: Vec<u8>,
-    /// Inside an escape sequence (an arrow key, say), which is swallowed.
-    escape: Escape,
-    /// The last byte ended a line with CR, so an LF right after it is the same line end.
-    after_cr: bool,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Escape {
-    None,
-    /// After ESC.
-    Started,
-    /// After `ESC [` or `ESC O`, until the final byte.
-    Sequence,
-}
-
-/// What a batch of keystrokes produced.
-struct Typed {
-    output: Vec<u8>,
-    exit: bool,
-}
-
-impl Terminal {
-    fn new(shell: FakeShell, pty: bool) -> Terminal {
-        Terminal { shell, pty, line: Vec::new(), escape: Escape::None, after_cr: false }
-    }
-
-    fn feed(&mut self, data: &[u8], session: &Session) -> Typed {
-        let mut output = Vec::new();
-        for &byte in data {
-            let after_cr = std::mem::replace(&mut self.after_cr, byte == b'\r');
-            match self.escape {
-                Escape::Started => {
-                    self.escape = if byte == b'[' || byte == b'O' { Escape::Sequence } else { Escape::None };
-                    continue;
-                }
-                Escape::Sequence => {
-                    if (0x40..=0x7e).contains(&byte) {
-                        self.escape = Escape::None;
-                    }
-                    continue;
-                }
-                Escape::None => {}
-            }
-            match byte {
-                b'\n' if after_cr => {}
-                b'\r' | b'\n' => {
-                    if self.pty {
-                        output.extend_from_slice(b"\r\n");
-                    }
-                    if self.enter(session, &mut output) {
-                        return Typed { output, exit: true };
-                    }
-                }
-                0x1b => self.escape = Escape::Started,
-                0x7f | 0x08 => {
-                    if self.erase() && self.pty {
-                        output.extend_from_slice(b"\x08 \x08");
-                    }
-                }
-                // Ctrl-C: the line is dropped.
-                0x03 if self.pty => {
-                    self.line.clear();
-                    output.extend_from_slice(format!("^C\r\n{}", self.shell.prompt()).as_bytes());
-                }
-                // Ctrl-D on an empty line logs out; elsewhere it does nothing.
-                0x04 if self.pty => {
-                    if self.line.is_empty() {
-                        output.extend_from_slice(b"logout\r\n");
-                        return Typed { output, exit: true };
-                    }
-                }
-                // Ctrl-U: the line is erased.
-                0x15 if self.pty => {
-                    while self.erase() {
-                        output.extend_from_slice(b"\x08 \x08");
-                    }
-                }
-                // Tab and other control characters: no completion, nothing shown.
-                0x00..=0x1f => {}
-                _ => {
-                    if self.line.len() < session.limits.max_line {
-                        self.line.push(byte);
-                        if self.pty {
-                            output.push(byte);
-                        }
-                    }
-                }
-            }
-        }
-        Typed { output, exit: false }
-    }
-
-    /// Removes the last character typed (all its UTF-8 bytes); false when the line was empty.
-    fn erase(&mut self) -> bool {
-        while let Some(byte) = self.line.pop() {
-            if byte & 0xc0 != 0x80 {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Runs the line typed, writing its output and the next prompt; true when the shell exits.
-    fn enter(&mut self, session: &Session, output: &mut Vec<u8>) -> bool {
-        let line = String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned();
-        if !line.trim().is_empty() {
-            session.shell_command(self.shell.user(), self.shell.cwd(), &line);
-            match self.shell.run(&line) {
-                Outcome::Output(text) => output.extend_from_slice(&line_ends(&text, self.pty)),
-                Outcome::Exit => {
-                    if self.pty {
-                        output.extend_from_slice(b"logout\r\n");
-                    }
-                    return true;
-                }
-            }
-        }
-        if self.pty {
-            output.extend_from_slice(self.shell.prompt().as_bytes());
-        }
-        false
-    }
-
-    /// The client sent EOF: a last line without its end still runs (a script's last line).
-    fn end_of_input(&mut self, session: &Session) -> Vec<u8> {
-        let mut output = Vec::new();
-        if !self.pty && !self.line.is_empty() {
-            self.enter(session, &mut output);
-        }
-        output
-    }
-}
-
-/// The accepted TCP stream as russh reads and writes it, with two additions: the client's first
-/// bytes are copied aside (at most its identification line and first packet) and logged as
-/// `ssh_client_banner`, and the stream fails once `stop` fires, so the russh task never outlives
-/// the session.
-struct Tap<S> {
-    inner: S,
-    capture: Option<Capture>,
-    stop: Pin<Box<WaitForCancellationFutureOwned>>,
-}
-
-impl<S> Tap<S> {
-    fn new(inner: S, session: Session, stop: WaitForCancellationFutureOwned) -> Tap<S> {
-        Tap { inner, capture: Some(Capture { session, bytes: Vec::new() }), stop: Box::pin(stop) }
-    }
-
-    fn stopped(&mut self, cx: &mut Context<'_>) -> bool {
-        self.stop.as_mut().poll(cx).is_ready()
-    }
-}
-
-fn aborted() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, "session ended")
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if this.stopped(cx) {
-            return Poll::Ready(Err(aborted()));
-        }
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let (Poll::Ready(Ok(())), Some(capture)) = (&polled, &mut this.capture)
-            && capture.add(&buf.filled()[before..])
-        {
-            capture.emit();
-            this.capture = None;
-        }
-        polled
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        // A client that stops reading must not hold the write (and the task) past the session.
-        if self.stopped(cx) {
-            return Poll::Ready(Err(aborted()));
-        }
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.stopped(cx) {
-            return Poll::Ready(Err(aborted()));
-        }
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-impl<S> Drop for Tap<S> {
-    /// A client that left (or was cut off) before its first packet was complete is still logged
-    /// with whatever it sent.
-    fn drop(&mut self) {
-        if let Some(capture) = self.capture.take()
-            && !capture.bytes.is_empty()
-        {
-            capture.emit();
-        }
-    }
-}
-
-/// The client's first bytes: its identification line, then its KEXINIT packet.
-struct Capture {
-    session: Session,
-    bytes: Vec<u8>,
-}
-
-impl Capture {
-    /// Adds bytes read; true once there is enough to log (or nothing more worth waiting for).
-    fn add(&mut self, read: &[u8]) -> bool {
-        let room = (MAX_BANNER + 4 + MAX_KEXINIT).saturating_sub(self.bytes.len());
-        self.bytes.extend_from_slice(&read[..read.len().min(room)]);
-        let Some(end) = self.bytes.iter().take(MAX_BANNER).position(|&b| b == b'\n') else {
-            // No line end within the longest banner: it is not SSH, and russh gives up too.
-            return self.bytes.len() >= MAX_BANNER;
-        };
-        if !self.bytes.starts_with(b"SSH-") {
-            return true;
-        }
-        let packet = &self.bytes[end + 1..];
-        match packet.get(..4) {
-            None => false,
-            Some(length) => {
-                let length = u32::from_be_bytes([length[0], length[1], length[2], length[3]]) as usize;
-                length > MAX_KEXINIT || packet.len() >= 4 + length
-            }
-        }
-    }
-
-    /// The identification line (or, when there is none, the first bytes) and the key exchange
-    /// methods of the client's KEXINIT in its order of preference, when it came.
-    fn banner_and_kex(&self) -> (String, Option<String>) {
-        let Some(end) = self.bytes.iter().take(MAX_BANNER).position(|&b| b == b'\n') else {
-            return (credential::printable(&self.bytes[..self.bytes.len().min(MAX_BANNER)]), None);
-        };
-        let line = &self.bytes[..end];
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        (credential::printable(line), kex_methods(&self.bytes[end + 1..]))
-    }
-
-    fn emit(&self) {
-        let (banner, kex) = self.banner_and_kex();
-        let mut fields = vec![("client_banner", banner)];
-        if let Some(kex) = kex {
-            fields.push(("kex", kex));
-        }
-        self.session.event("ssh_client_banner", fields);
-    }
-}
-
-/// The first name-list of an unencrypted KEXINIT packet (RFC 4253 §6 and §7.1): `uint32
-/// packet_length, byte padding_length, byte 20, byte[16] cookie, name-list kex_algorithms, …`.
-fn kex_methods(packet: &[u8]) -> Option<String> {
-    let length = u32::from_be_bytes(packet.get(..4)?.try_into().ok()?) as usize;
-    let payload = packet.get(5..4 + length)?;
-    if payload.first() != Some(&MSG_KEXINIT) {
-        return None;
-    }
-    let names = payload.get(17..)?;
-    let names_length = u32::from_be_bytes(names.get(..4)?.try_into().ok()?) as usize;
-    let list = names.get(4..4usize.checked_add(names_length)?)?;
-    Some(credential::printable(list))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,23 +380,5 @@ mod tests {
         assert_eq!(server_banner(Some("SSH-2.0-dropbear_2022.83")), "SSH-2.0-dropbear_2022.83");
         assert_eq!(server_banner(Some("x\r\nSSH-2.0-y")), "SSH-2.0-x  SSH-2.0-y");
         assert_eq!(server_banner(Some(&"é".repeat(300))).len(), 252);
-    }
-
-    #[test]
-    fn the_kex_list_is_read_from_the_first_packet() {
-        let names = b"curve25519-sha256,ext-info-c";
-        let mut payload = vec![MSG_KEXINIT];
-        payload.extend_from_slice(&[7; 16]);
-        payload.extend_from_slice(&(names.len() as u32).to_be_bytes());
-        payload.extend_from_slice(names);
-        payload.extend_from_slice(&[0; 40]);
-        let mut packet = ((payload.len() + 1 + 4) as u32).to_be_bytes().to_vec();
-        packet.push(4);
-        packet.extend_from_slice(&payload);
-        packet.extend_from_slice(&[0; 4]);
-        assert_eq!(kex_methods(&packet).as_deref(), Some("curve25519-sha256,ext-info-c"));
-        assert_eq!(kex_methods(&packet[..20]), None);
-        assert_eq!(kex_methods(&[0xff; 64]), None);
-        assert_eq!(kex_methods(&[]), None);
     }
 }
