@@ -1,4 +1,4 @@
-//! The dependency rule of the layout (`bin` → `workers` → `svc`; inside `svc`, `startup` and `http`
+//! The dependency rule of the layout (`bin` → `workers`, `decoy` → `svc`; inside `svc`, `startup` and `http`
 //! above everything else; the repository below the configuration), checked on the source itself so
 //! a change that breaks it fails here rather than in a later reader's head.
 
@@ -32,9 +32,12 @@ fn offenders(dir: &str, needles: &[&str], exempt: impl Fn(&Path) -> bool) -> Vec
 }
 
 #[test]
-fn workers_never_reach_into_the_api() {
+fn workers_and_decoys_never_reach_into_the_api() {
     let found = offenders("workers", &["svc::startup", "svc::http"], |_| false);
     assert!(found.is_empty(), "these worker files import the API's startup or http: {found:?}");
+    // A decky runs alone in its container: no API, no database, no configuration.
+    let found = offenders("decoy", &["svc::startup", "svc::http", "svc::db", "svc::config"], |_| false);
+    assert!(found.is_empty(), "these decoy files import the API, the repository or the configuration: {found:?}");
 }
 
 #[test]

@@ -38,7 +38,7 @@ struct Smtp {
 }
 
 pub fn decoy(settings: &Settings, hostname: &str) -> anyhow::Result<Arc<dyn Decoy>> {
-    let hostname = settings.get("hostname").unwrap_or(hostname).to_string();
+    let hostname = hostname.to_string();
     let banner = match settings.get("banner") {
         Some(b) if b.starts_with("220") => b.to_string(),
         Some(b) => format!("220 {b}"),

@@ -57,7 +57,7 @@ struct Telnet {
 pub fn decoy(settings: &Settings, hostname: &str) -> anyhow::Result<Arc<dyn Decoy>> {
     Ok(Arc::new(Telnet {
         banner: settings.get("banner").unwrap_or("Ubuntu 22.04.4 LTS").to_string(),
-        hostname: settings.get("hostname").unwrap_or(hostname).to_string(),
+        hostname: hostname.to_string(),
         users: settings.users(DEFAULT_USERS),
     }))
 }

@@ -48,10 +48,9 @@ const MAX_LOGGED_HEADERS: usize = 64;
 const MAX_LOGGED_VALUE: usize = 1024;
 
 pub fn decoy(settings: &Settings, hostname: &str, tls: bool) -> anyhow::Result<Arc<dyn Decoy>> {
-    let name = settings.get("hostname").unwrap_or(hostname);
     let server = settings.get("banner").unwrap_or(site::DEFAULT_SERVER);
-    let tls = if tls { Some(tls::acceptor(name)?) } else { None };
-    Ok(Arc::new(Web { site: Arc::new(Site::new(name, server)), tls }))
+    let tls = if tls { Some(tls::acceptor(hostname)?) } else { None };
+    Ok(Arc::new(Web { site: Arc::new(Site::new(hostname, server)), tls }))
 }
 
 struct Web {

@@ -83,7 +83,7 @@ pub fn decoy(settings: &Settings, hostname: &str) -> anyhow::Result<Arc<dyn Deco
         key: host_key()?,
         banner: server_banner(settings.get("banner")),
         users: settings.users(DEFAULT_USERS).into(),
-        hostname: settings.get("hostname").unwrap_or(hostname).into(),
+        hostname: hostname.into(),
     }))
 }
 
