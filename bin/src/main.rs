@@ -80,23 +80,13 @@ fn main() -> ExitCode {
     if let Command::Observation(observation::ObservationCommand::Validate { file }) = &cli.command {
         return observation::validate(file);
     }
-    // A decky runs on its own: its lines are its output, and it reads no SVC_* configuration.
-    if let Command::Decky(args) = cli.command {
-        svc::logging::init(svc::config::LogFormat::Text);
-        let runtime = tokio::runtime::Runtime::new().expect("cannot start the async runtime");
-        return match runtime.block_on(decky::run(args)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("svc decky: {err:#}");
-                ExitCode::FAILURE
-            }
-        };
-    }
     let reading = Config::read_env();
     let checked = match &cli.command {
         // The API's lifespan checks its rules itself (startup steps 2–4), reporting what reading
         // found with them.
         Command::Api => Ok(()),
+        // A decky needs nothing of the configuration: it runs alone in its container.
+        Command::Decky(_) => Ok(()),
         // The supervisor checks the API's configuration up front rather than restart a child that
         // cannot start.
         Command::Supervise(_) => reading.check_for_api(),
@@ -106,7 +96,6 @@ fn main() -> ExitCode {
         | Command::IngestReplay { .. }
         | Command::Observation(_)
         | Command::Systemd(_) => reading.check(),
-        Command::Decky(_) => unreachable!("handled above"),
     };
     if let Err(err) = checked {
         return config_error(err);
@@ -123,7 +112,7 @@ fn main() -> ExitCode {
             Command::IngestReplay { file } => ingest::replay(&file, reading.config).await,
             Command::Supervise(args) => supervisor::run(args, reading.config).await,
             Command::Systemd(command) => systemd::run(command),
-            Command::Decky(_) => unreachable!("handled above"),
+            Command::Decky(args) => decky::run(args).await,
         };
         done.map(|()| ExitCode::SUCCESS)
     });
