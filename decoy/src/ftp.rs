@@ -128,18 +128,7 @@ impl Control {
 
     /// `path` made absolute against the working directory, `.` and `..` resolved.
     fn resolve(&self, path: &str) -> String {
-        let joined = if path.starts_with('/') { path.to_string() } else { format!("{}/{path}", self.cwd) };
-        let mut parts: Vec<&str> = Vec::new();
-        for part in joined.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                other => parts.push(other),
-            }
-        }
-        format!("/{}", parts.join("/"))
+        crate::shell::absolute(&self.cwd, path)
     }
 
     /// Opens a passive listener on the control connection's local address.

@@ -124,22 +124,10 @@ impl FakeShell {
         }
     }
 
-    /// `path` made absolute against the working directory, `.` and `..` resolved.
+    /// `path` made absolute against the working directory, `~` as the home directory.
     fn resolve(&self, path: &str) -> String {
-        let joined = if path.starts_with('/') { path.to_string() } else { format!("{}/{path}", self.cwd) };
         let home = if self.user == "root" { "/root".to_string() } else { format!("/home/{}", self.user) };
-        let joined = joined.replacen("~", &home, 1);
-        let mut parts: Vec<&str> = Vec::new();
-        for part in joined.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                other => parts.push(other),
-            }
-        }
-        format!("/{}", parts.join("/"))
+        absolute(&self.cwd, &path.replacen('~', &home, 1))
     }
 
     fn directory(path: &str) -> Option<&'static [&'static str]> {
@@ -214,6 +202,22 @@ impl FakeShell {
             )
         }
     }
+}
+
+/// `path` made absolute against `cwd`, `.` and `..` resolved (never above `/`).
+pub fn absolute(cwd: &str, path: &str) -> String {
+    let joined = if path.starts_with('/') { path.to_string() } else { format!("{cwd}/{path}") };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
 
 #[cfg(test)]
