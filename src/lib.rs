@@ -17,5 +17,6 @@ pub mod secret;
 pub mod signals;
 pub mod startup;
 pub mod systemd;
+pub mod text;
 pub mod time;
 pub mod worker;

@@ -3,6 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use svc::text::printable;
 
 use crate::emit::Fields;
 
@@ -20,11 +21,6 @@ pub fn fields(principal: &str, secret_kind: &str, secret: &[u8], outcome: Option
         fields.push(("outcome", outcome.to_string()));
     }
     fields
-}
-
-/// Bytes as text, anything outside 0x20..0x7f as `?`.
-pub fn printable(bytes: &[u8]) -> String {
-    bytes.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '?' }).collect()
 }
 
 #[cfg(test)]

@@ -85,17 +85,6 @@ pub(super) trait Dialect {
     fn begin_write(&self) -> impl Future<Output = DbResult<sqlx::Transaction<'static, Self::Sql>>> + Send;
 }
 
-/// `text` cut to `max_chars` characters, kept whole.
-pub(super) fn clip_chars(text: &str, max_chars: usize) -> &str {
-    if text.len() <= max_chars {
-        return text;
-    }
-    match text.char_indices().nth(max_chars) {
-        Some((end, _)) => &text[..end],
-        None => text,
-    }
-}
-
 /// Writes the items once for each backend: inside, `Backend` is the backend's type and `Sql` its
 /// sqlx database. Items are private to their expansion.
 macro_rules! both_backends {
@@ -119,17 +108,3 @@ macro_rules! both_backends {
     };
 }
 pub(super) use both_backends;
-
-#[cfg(test)]
-mod tests {
-    use super::clip_chars;
-
-    #[test]
-    fn clip_counts_characters_and_keeps_them_whole() {
-        assert_eq!(clip_chars("abc", 5), "abc");
-        assert_eq!(clip_chars("abcdef", 3), "abc");
-        assert_eq!(clip_chars("ééé", 2), "éé");
-        assert_eq!(clip_chars("éé", 2), "éé");
-        assert_eq!(clip_chars("", 0), "");
-    }
-}

@@ -9,7 +9,8 @@ use sqlx::migrate::{MigrateDatabase, Migrator};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use super::DbResult;
-use super::dialect::{Dialect, clip_chars};
+use super::dialect::Dialect;
+use crate::text::prefix_chars;
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/mysql");
 
@@ -57,7 +58,7 @@ impl Dialect for MysqlDb {
     }
 
     fn clip(text: &str, max_chars: usize) -> &str {
-        clip_chars(text, max_chars)
+        prefix_chars(text, max_chars)
     }
 
     fn compared(text: &str) -> String {

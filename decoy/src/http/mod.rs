@@ -29,6 +29,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use svc::text::prefix_bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -123,7 +124,10 @@ async fn answer(request: Request<Incoming>, site: &Site, session: &Session, port
         ("headers", headers_json(&head.headers)),
     ];
     if let Some(agent) = head.headers.get(USER_AGENT) {
-        fields.push(("user_agent", cut(&String::from_utf8_lossy(agent.as_bytes()), MAX_LOGGED_VALUE).to_string()));
+        fields.push((
+            "user_agent",
+            prefix_bytes(&String::from_utf8_lossy(agent.as_bytes()), MAX_LOGGED_VALUE).to_string(),
+        ));
     }
 
     let (response, body) = match read_body(body, session).await {
@@ -218,7 +222,7 @@ fn headers_json(headers: &HeaderMap) -> String {
         }
         out.push_str(&json_string(name.as_str()));
         out.push_str(": ");
-        out.push_str(&json_string(cut(&value, MAX_LOGGED_VALUE)));
+        out.push_str(&json_string(prefix_bytes(&value, MAX_LOGGED_VALUE)));
     }
     out.push('}');
     out
@@ -227,18 +231,6 @@ fn headers_json(headers: &HeaderMap) -> String {
 fn json_string(text: &str) -> String {
     // Serialising a string cannot fail.
     serde_json::to_string(text).unwrap_or_default()
-}
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]

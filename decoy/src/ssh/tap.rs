@@ -5,10 +5,10 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use svc::text::printable;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use crate::credential;
 use crate::session::Session;
 
 use super::{MAX_BANNER, MAX_KEXINIT, MSG_KEXINIT};
@@ -120,11 +120,11 @@ impl Capture {
     /// methods of the client's KEXINIT in its order of preference, when it came.
     fn banner_and_kex(&self) -> (String, Option<String>) {
         let Some(end) = self.bytes.iter().take(MAX_BANNER).position(|&b| b == b'\n') else {
-            return (credential::printable(&self.bytes[..self.bytes.len().min(MAX_BANNER)]), None);
+            return (printable(&self.bytes[..self.bytes.len().min(MAX_BANNER)]), None);
         };
         let line = &self.bytes[..end];
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        (credential::printable(line), kex_methods(&self.bytes[end + 1..]))
+        (printable(line), kex_methods(&self.bytes[end + 1..]))
     }
 
     fn emit(&self) {
@@ -148,7 +148,7 @@ fn kex_methods(packet: &[u8]) -> Option<String> {
     let names = payload.get(17..)?;
     let names_length = u32::from_be_bytes(names.get(..4)?.try_into().ok()?) as usize;
     let list = names.get(4..4usize.checked_add(names_length)?)?;
-    Some(credential::printable(list))
+    Some(printable(list))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use svc::db::{NewBounty, NewCredential};
 use svc::logline::LogLine;
+use svc::text::{prefix_chars, printable};
 
 use super::useragent;
 
@@ -107,8 +108,8 @@ fn credential(line: &LogLine, seen_at: DateTime<Utc>) -> Option<NewCredential> {
     let principal = present(line, "principal").or_else(|| present(line, "username"));
     // Emitters always send the printable form; if one did not, derive it the way they do.
     let printable = match line.field("secret_printable") {
-        Some(printable) => cap(printable, SECRET_PRINTABLE_MAX).to_owned(),
-        None => cap(&printable_form(&secret), SECRET_PRINTABLE_MAX).to_owned(),
+        Some(printable) => prefix_chars(printable, SECRET_PRINTABLE_MAX).to_owned(),
+        None => prefix_chars(&printable(&secret), SECRET_PRINTABLE_MAX).to_owned(),
     };
     Some(NewCredential {
         seen_at,
@@ -117,9 +118,9 @@ fn credential(line: &LogLine, seen_at: DateTime<Utc>) -> Option<NewCredential> {
         service: line.service.clone(),
         secret_kind: present(line, "secret_kind").unwrap_or("plaintext").to_owned(),
         secret_sha256: hex_sha256(&secret),
-        principal: principal.map(|p| cap(p, PRINCIPAL_MAX).to_owned()),
+        principal: principal.map(|p| prefix_chars(p, PRINCIPAL_MAX).to_owned()),
         secret_printable: printable,
-        secret_b64: cap(b64, SECRET_B64_MAX).to_owned(),
+        secret_b64: prefix_chars(b64, SECRET_B64_MAX).to_owned(),
         outcome: present(line, "outcome").map(str::to_owned),
     })
 }
@@ -128,19 +129,6 @@ fn credential(line: &LogLine, seen_at: DateTime<Utc>) -> Option<NewCredential> {
 fn is_base64_text(text: &str) -> bool {
     let body = text.strip_suffix("==").or_else(|| text.strip_suffix('=')).unwrap_or(text);
     body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
-}
-
-/// The emitters' rule: bytes outside `[0x20, 0x7f)` become `?`.
-fn printable_form(secret: &[u8]) -> String {
-    secret.iter().map(|&b| if (0x20..0x7f).contains(&b) { char::from(b) } else { '?' }).collect()
-}
-
-/// The first `max` characters of `text`.
-fn cap(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    }
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {

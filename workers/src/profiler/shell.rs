@@ -26,6 +26,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use svc::observation::{ENVELOPE_VERSION, Observation, Window};
+use svc::text::prefix_bytes;
 use uuid::Uuid;
 
 /// This sensor's `source`; the intake skips records carrying it (they are stored already).
@@ -74,7 +75,7 @@ impl ShellTally {
         self.commands += 1;
         self.first_ms = Some(self.first_ms.map_or(at_ms, |t| t.min(at_ms)));
         self.last_ms = Some(self.last_ms.map_or(at_ms, |t| t.max(at_ms)));
-        for pipeline in pipelines(truncate(command, MAX_COMMAND_BYTES)) {
+        for pipeline in pipelines(prefix_bytes(command, MAX_COMMAND_BYTES)) {
             self.max_pipe_stages = self.max_pipe_stages.max(pipeline.len() as u32);
             for stage in &pipeline {
                 self.add_stage(stage);
@@ -361,17 +362,6 @@ fn is_program_name(name: &str) -> bool {
     (1..=32).contains(&name.len())
         && !name.starts_with('-')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
-}
-
-fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// Splits a command line into pipelines (separated by `;`, `&&`, `||`, `&`, newlines and
