@@ -44,16 +44,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if self.buffer.len() >= self.max_line {
                 return Err(LineError::TooLong);
             }
-            let mut chunk = [0u8; 1024];
-            let room = (self.max_line - self.buffer.len()).min(chunk.len());
-            let read = tokio::time::timeout(self.idle, self.reader.read(&mut chunk[..room]))
-                .await
-                .map_err(|_| LineError::Idle)?
-                .map_err(|_| LineError::Closed)?;
-            if read == 0 {
-                return Err(LineError::Closed);
-            }
-            self.buffer.extend_from_slice(&chunk[..read]);
+            self.fill(self.max_line - self.buffer.len()).await?;
         }
     }
 
@@ -65,18 +56,24 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Exactly `n` bytes (a body announced by its length), within the idle time per read.
     pub async fn read_exact(&mut self, n: usize) -> Result<Vec<u8>, LineError> {
         while self.buffer.len() < n {
-            let mut chunk = [0u8; 4096];
-            let room = (n - self.buffer.len()).min(chunk.len());
-            let read = tokio::time::timeout(self.idle, self.reader.read(&mut chunk[..room]))
-                .await
-                .map_err(|_| LineError::Idle)?
-                .map_err(|_| LineError::Closed)?;
-            if read == 0 {
-                return Err(LineError::Closed);
-            }
-            self.buffer.extend_from_slice(&chunk[..read]);
+            self.fill(n - self.buffer.len()).await?;
         }
         Ok(self.buffer.drain(..n).collect())
+    }
+
+    /// One read of at most `room` bytes (and at most 4 KiB) into the buffer, within the idle time.
+    async fn fill(&mut self, room: usize) -> Result<(), LineError> {
+        let mut chunk = [0u8; 4096];
+        let room = room.min(chunk.len());
+        let read = tokio::time::timeout(self.idle, self.reader.read(&mut chunk[..room]))
+            .await
+            .map_err(|_| LineError::Idle)?
+            .map_err(|_| LineError::Closed)?;
+        if read == 0 {
+            return Err(LineError::Closed);
+        }
+        self.buffer.extend_from_slice(&chunk[..read]);
+        Ok(())
     }
 
     /// The reader, for a protocol that switches to something else (TLS, raw data).
