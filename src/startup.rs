@@ -19,7 +19,9 @@ use crate::auth::token::TokenKeys;
 use crate::bus::{self, Bus, Counters, WorkerRegistry};
 use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, Db, DbError, NewUser, Role};
+use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots};
+use crate::runtime::Engine;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
 use crate::worker::{WorkerBody, WorkerContext};
@@ -32,6 +34,9 @@ pub const DB_INIT_PAUSE: Duration = Duration::from_millis(500);
 const DB_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 /// Lifecycle rows older than this, still pending or running at startup, were stranded by a restart.
 pub const STRANDED_CUTOFF: chrono::Duration = chrono::Duration::hours(1);
+
+/// How often the fleet's containers are checked against the store.
+const FLEET_RECONCILE: Duration = Duration::from_secs(60);
 
 /// A started API: its state, and every task it must stop on shutdown.
 pub struct Lifespan {
@@ -65,8 +70,8 @@ impl Lifespan {
                 passwords: Arc::new(HashPool::default()),
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
-                db,
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
+                fleet: Fleet::new(db.clone(), Arc::new(Engine::new(&config.fleet.docker_host)), config.fleet.clone()),
                 units: Arc::new(UnitListing::new(
                     UnitSource::detect(config.api.unit_dirs.as_deref()),
                     config.api.unit_cache,
@@ -75,6 +80,7 @@ impl Lifespan {
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
                 closing: cancel.child_token(),
+                db,
                 bus,
                 config,
             },
@@ -87,6 +93,7 @@ impl Lifespan {
         lifespan.start_background_workers(workers);
         lifespan.start_worker_registry();
         lifespan.start_log_tail();
+        lifespan.start_fleet_reconciler();
         Ok(lifespan)
     }
 
@@ -243,6 +250,29 @@ impl Lifespan {
 
     /// With the worker registry, in contract-test mode too: the newest committed log id, which the
     /// log streams wait on, followed on the bus (or polled without one) until shutdown.
+    /// Keeps the engine's containers matching the fleet store: at startup (a restart of svc or of
+    /// the engine leaves one set of containers, never orphans or duplicates) and every minute.
+    /// Not in contract-test mode, where nothing may touch the host.
+    fn start_fleet_reconciler(&self) {
+        if self.state.config.api.contract_test {
+            return;
+        }
+        let (fleet, cancel) = (self.state.fleet.clone(), self.cancel.clone());
+        self.tasks.spawn(async move {
+            let mut every = tokio::time::interval(FLEET_RECONCILE);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = every.tick() => {
+                        if let Err(err) = fleet.reconcile().await {
+                            tracing::debug!(error = %err, "Fleet reconcile skipped");
+                        }
+                    }
+                }
+            }
+        });
+    }
+
     fn start_log_tail(&self) {
         let (tail, db, bus, cancel) =
             (self.state.log_tail.clone(), self.state.db.clone(), self.state.bus.clone(), self.cancel.clone());

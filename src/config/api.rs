@@ -33,6 +33,8 @@ pub struct ApiConfig {
     pub developer_tracing: bool,
     /// `SVC_EMBED_PROFILER`: the attacker profiler runs inside the API.
     pub embed_profiler: bool,
+    /// `SVC_EMBED_COLLECTOR`: the container-log collector runs inside the API.
+    pub embed_collector: bool,
     /// `SVC_LIMITER_ENABLED`, default true.
     pub limiter_enabled: bool,
     /// `SVC_CONTRACT_TEST`: the API starts no background worker.
@@ -79,6 +81,7 @@ impl ApiConfig {
             developer: env.flag("SVC_DEVELOPER", false),
             developer_tracing: env.flag("SVC_DEVELOPER_TRACING", false),
             embed_profiler: env.flag("SVC_EMBED_PROFILER", false),
+            embed_collector: env.flag("SVC_EMBED_COLLECTOR", false),
             limiter_enabled: env.flag("SVC_LIMITER_ENABLED", true),
             contract_test: env.flag("SVC_CONTRACT_TEST", false),
             canary_http_base: env.non_empty("SVC_CANARY_HTTP_BASE"),

@@ -1,6 +1,6 @@
 //! The one typed `Config`, read once from the `SVC_*` environment (`env.rs`): a few settings every
 //! process shares, then a section per part that reads its own variables (`api`, `db`, `bus`,
-//! `ingest`, `profiler`). A new worker adds its section here, named after it, as the ingester and
+//! `fleet`, `ingest`, `profiler`, `collector`). A new worker adds its section here, named after it, as the ingester and
 //! the profiler did. Reading collects every problem instead of stopping at the first, so an operator
 //! fixes a bad configuration in one round; every rule beyond a value's type is in `rules.rs`, and no
 //! message ever contains the value of a secret.
@@ -9,6 +9,7 @@ mod api;
 mod bus;
 mod db;
 mod env;
+mod fleet;
 mod ingest;
 mod profiler;
 mod rules;
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 
 pub use api::ApiConfig;
 pub use bus::BusConfig;
+pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST, FleetConfig};
 pub use ingest::IngestConfig;
 pub use profiler::ProfilerConfig;
 
@@ -85,9 +87,11 @@ pub struct Config {
     pub db: DatabaseConfig,
     pub bus: BusConfig,
     pub api: ApiConfig,
+    pub fleet: FleetConfig,
     // One section per worker from here on.
     pub ingest: IngestConfig,
     pub profiler: ProfilerConfig,
+    pub collector: CollectorConfig,
 }
 
 /// The environment as read, before anything is refused: the `Config`, with the default standing in
@@ -151,8 +155,10 @@ impl Config {
             db: db::read(&mut env, &data_dir),
             bus: BusConfig::read(&mut env),
             api: ApiConfig::read(&mut env, &data_dir),
+            fleet: FleetConfig::read(&mut env),
             ingest: IngestConfig::read(&mut env, &data_dir),
             profiler: ProfilerConfig::read(&mut env),
+            collector: CollectorConfig::read(&mut env, &data_dir),
             data_dir,
         };
         Reading { config, problems: env.into_problems() }

@@ -1,5 +1,5 @@
-//! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `ingest`, `logs`,
-//! `attackers`, `observations`), each with its trait of domain verbs and its types in `mod.rs`,
+//! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
+//! `logs`, `attackers`, `observations`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -12,6 +12,7 @@ pub mod attackers;
 mod codec;
 mod config;
 mod dialect;
+pub mod fleet;
 pub mod ingest;
 pub mod lifecycle;
 pub mod logs;
@@ -32,6 +33,7 @@ pub use attackers::{
 };
 pub use codec::Page;
 pub use config::DatabaseConfig;
+pub use fleet::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
 pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use logs::{
@@ -82,6 +84,7 @@ pub trait Database:
     UserStore
     + SessionStore
     + LifecycleStore
+    + FleetStore
     + IngestStore
     + LogStore
     + AttackerStore

@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, attackers, auth, bounty, health, logs, stats, stream, system, users, workers};
+use super::{AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, workers};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -31,6 +31,10 @@ use super::{AppState, attackers, auth, bounty, health, logs, stats, stream, syst
         users::reset_password,
         workers::list_workers,
         workers::stop_worker,
+        deckies::deploy,
+        deckies::lifecycle,
+        deckies::list_deckies,
+        deckies::teardown,
         logs::list_logs,
         logs::histogram,
         stats::stats,
@@ -46,6 +50,7 @@ use super::{AppState, attackers, auth, bounty, health, logs, stats, stream, syst
         (name = "auth", description = "Login, logout, password change, stream tickets"),
         (name = "config", description = "Settings and user management"),
         (name = "workers", description = "Background workers: heartbeats and control"),
+        (name = "fleet", description = "Deckies: deploy from an INI, lifecycle polling, inventory, teardown"),
         (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
         (name = "attackers", description = "Attacker profiles, their commands and behavioural observations"),
     )

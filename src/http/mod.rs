@@ -7,6 +7,7 @@
 pub mod attackers;
 pub mod auth;
 pub mod bounty;
+pub mod deckies;
 pub mod docs;
 pub mod error;
 pub mod extract;
@@ -67,6 +68,7 @@ fn api_routes() -> Router<AppState> {
         .merge(auth::router())
         .merge(users::router())
         .merge(workers::router())
+        .merge(deckies::router())
         .merge(logs::router())
         .merge(stats::router())
         .merge(bounty::router())

@@ -13,6 +13,7 @@ use crate::auth::session::Sessions;
 use crate::bus::{Bus, WorkerRegistry};
 use crate::config::Config;
 use crate::db::Db;
+use crate::fleet::Fleet;
 use crate::systemd::UnitListing;
 
 /// What every handler can reach.
@@ -26,6 +27,8 @@ pub struct AppState {
     pub limits: Arc<RateLimits>,
     pub bus: Bus,
     pub workers: Arc<WorkerRegistry>,
+    /// The deckies: deploys, teardowns and the container runtime they run on.
+    pub fleet: Fleet,
     pub units: Arc<UnitListing>,
     /// The newest committed log id, which log streams wait on.
     pub log_tail: LogTail,

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use super::guard::Viewer;
 use super::{AppState, Result};
 use crate::db::{Db, DbResult};
+use crate::fleet::Fleet;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/stats", get(stats))
@@ -20,25 +21,20 @@ pub struct StatsResponse {
     pub total_logs: u64,
     /// Distinct attacker addresses among them.
     pub unique_attackers: u64,
-    /// Deckies running now. Always 0 until the fleet inventory lands.
+    /// Deckies whose container is running now.
     pub active_deckies: u64,
-    /// Deckies deployed, running or not. Always 0 until the fleet inventory lands.
+    /// Deckies deployed, running or not.
     pub deployed_deckies: u64,
 }
 
 /// The counters as they stand.
-pub async fn summary(db: &Db) -> DbResult<StatsResponse> {
+pub async fn summary(db: &Db, fleet: &Fleet) -> DbResult<StatsResponse> {
     let logs = db.log_stats().await?;
-    Ok(StatsResponse {
-        total_logs: logs.total_logs,
-        unique_attackers: logs.unique_attackers,
-        // The fleet (deckies, topologies) is not stored yet; DECNET counts its deckies here.
-        active_deckies: 0,
-        deployed_deckies: 0,
-    })
+    let (active_deckies, deployed_deckies) = fleet.counts().await?;
+    Ok(StatsResponse { total_logs: logs.total_logs, unique_attackers: logs.unique_attackers, active_deckies, deployed_deckies })
 }
 
-/// Log and attacker counts, and the fleet's size (the decky counts are 0 until the fleet lands).
+/// Log and attacker counts, and the fleet's size.
 #[utoipa::path(
     get,
     path = "/api/v1/stats",
@@ -51,5 +47,5 @@ pub async fn summary(db: &Db) -> DbResult<StatsResponse> {
     )
 )]
 pub async fn stats(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<StatsResponse>> {
-    Ok(Json(summary(&state.db).await?))
+    Ok(Json(summary(&state.db, &state.fleet).await?))
 }

@@ -4,6 +4,8 @@
 
 mod sql;
 
+pub(super) use sql::insert_lifecycle;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -64,6 +66,16 @@ pub const STRANDED_LIFECYCLE_ERROR: &str = "master restarted during operation";
 #[async_trait]
 pub trait LifecycleStore {
     async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()>;
+
+    /// Moves a record that is not yet terminal to `status`, with `error` when it failed; a
+    /// terminal status stamps `completed_at`. A terminal record is left as it is.
+    async fn set_lifecycle_status(
+        &self,
+        id: Uuid,
+        status: LifecycleStatus,
+        error: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> DbResult<()>;
 
     /// The records with these ids; unknown ids are left out.
     async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>>;

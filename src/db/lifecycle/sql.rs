@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
+use sqlx::query::Query;
 use uuid::Uuid;
 
 use super::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
@@ -41,24 +42,63 @@ impl TryFrom<LifecycleRow> for DeckyLifecycle {
     }
 }
 
+/// The longest error text a record keeps (DECNET's bound).
+const MAX_ERROR_CHARS: usize = 2000;
+
+/// The insert of one record, for this area and for a deploy's transaction (`fleet`).
+pub(in crate::db) fn insert_lifecycle<'q, DB>(record: &'q DeckyLifecycle) -> Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "insert into decky_lifecycle \
+         (id, decky_name, host_uuid, operation, status, error, started_at, updated_at, completed_at) \
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(record.id.to_string())
+    .bind(record.decky_name.as_str())
+    .bind(record.host_uuid.as_deref())
+    .bind(record.operation.as_str())
+    .bind(record.status.as_str())
+    .bind(record.error.as_deref())
+    .bind(millis(record.started_at))
+    .bind(millis(record.updated_at))
+    .bind(record.completed_at.map(millis))
+}
+
 both_backends! {
     #[async_trait]
     impl LifecycleStore for Backend {
         async fn add_lifecycle(&self, record: &DeckyLifecycle) -> DbResult<()> {
+            insert_lifecycle::<Sql>(record).execute(&self.pool).await?;
+            Ok(())
+        }
+
+        async fn set_lifecycle_status(
+            &self,
+            id: Uuid,
+            status: LifecycleStatus,
+            error: Option<&str>,
+            at: DateTime<Utc>,
+        ) -> DbResult<()> {
+            let completed = matches!(status, LifecycleStatus::Succeeded | LifecycleStatus::Failed).then(|| millis(at));
+            // A terminal record never changes again: a retry is a new record.
             sqlx::query(
-                "insert into decky_lifecycle \
-                 (id, decky_name, host_uuid, operation, status, error, started_at, updated_at, completed_at) \
-                 values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "update decky_lifecycle set status = ?, error = ?, updated_at = ?, completed_at = ? \
+                 where id = ? and status in (?, ?)",
             )
-            .bind(record.id.to_string())
-            .bind(&record.decky_name)
-            .bind(&record.host_uuid)
-            .bind(&record.operation)
-            .bind(record.status.as_str())
-            .bind(&record.error)
-            .bind(millis(record.started_at))
-            .bind(millis(record.updated_at))
-            .bind(record.completed_at.map(millis))
+            .bind(status.as_str())
+            .bind(error.map(|e| crate::text::prefix_chars(e, MAX_ERROR_CHARS)))
+            .bind(millis(at))
+            .bind(completed)
+            .bind(id.to_string())
+            .bind(LifecycleStatus::Pending.as_str())
+            .bind(LifecycleStatus::Running.as_str())
             .execute(&self.pool)
             .await?;
             Ok(())

@@ -42,6 +42,7 @@ use super::guard::StreamViewer;
 use super::logs::{LogEntry, check_filter, log_filter};
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, DbResult, LogFilter};
+use crate::fleet::Fleet;
 
 pub use log_tail::LogTail;
 pub use sse::SseSlots;
@@ -158,6 +159,7 @@ pub async fn stream(
 /// One stream's state: where it stands and the frames ready to go.
 struct LogFeed {
     db: Db,
+    fleet: Fleet,
     summaries: Arc<Summaries>,
     filter: LogFilter,
     /// Every row up to this id has been sent or does not match; `None` until the newest id at
@@ -179,6 +181,7 @@ impl LogFeed {
     fn new(state: &AppState, filter: LogFilter, resume: Option<i64>, slot: SseSlot) -> LogFeed {
         LogFeed {
             db: state.db.clone(),
+            fleet: state.fleet.clone(),
             summaries: state.summaries.clone(),
             filter,
             cursor: resume,
@@ -273,7 +276,7 @@ impl LogFeed {
     }
 
     async fn queue_summary(&mut self) -> DbResult<()> {
-        let stats = self.summaries.stats(&self.db).await?;
+        let stats = self.summaries.stats(&self.db, &self.fleet).await?;
         let histogram = if self.filter == LogFilter::default() {
             self.summaries.histogram(&self.db).await?
         } else {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::db::{Db, DbResult, LogFilter};
+use crate::fleet::Fleet;
 use crate::http::logs::{DEFAULT_INTERVAL_MINUTES, HistogramPoint};
 use crate::http::stats::{self, StatsResponse};
 
@@ -29,8 +30,8 @@ pub struct Summaries {
 }
 
 impl Summaries {
-    pub(super) async fn stats(&self, db: &Db) -> DbResult<StatsResponse> {
-        self.stats.get(stats::summary(db)).await
+    pub(super) async fn stats(&self, db: &Db, fleet: &Fleet) -> DbResult<StatsResponse> {
+        self.stats.get(stats::summary(db, fleet)).await
     }
 
     pub(super) async fn histogram(&self, db: &Db) -> DbResult<Vec<HistogramPoint>> {

@@ -1,0 +1,81 @@
+//! `FleetConfig`: where the container engine is, what the fleet's containers and network are
+//! called, how large a fleet may grow, and which binary the default decky image is built from.
+//! `CollectorConfig`: what the collector worker reads.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::env::Env;
+
+/// Where Docker listens when nothing else is configured.
+pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+
+#[derive(Clone, Debug)]
+pub struct FleetConfig {
+    /// `SVC_DOCKER_HOST`: the engine's API, `unix:///path` or `tcp://host:port` (default Docker's
+    /// socket; podman's is `unix:///run/podman/podman.sock`).
+    pub docker_host: String,
+    /// `SVC_FLEET_NAME`, default `svc`: the prefix of the fleet's container and network names and
+    /// the value of the `svc.fleet` label that marks them, so two fleets on one engine never touch
+    /// each other's containers.
+    pub name: String,
+    /// `SVC_DEPLOYMENT_LIMIT`, default 10: the most deckies the fleet may hold.
+    pub deployment_limit: usize,
+    /// `SVC_DECKY_BINARY`: the svc binary the default decky image carries (default: this one).
+    pub decky_binary: Option<PathBuf>,
+}
+
+impl FleetConfig {
+    pub(super) fn read(env: &mut Env) -> FleetConfig {
+        let name = env.non_empty("SVC_FLEET_NAME").unwrap_or_else(|| "svc".into());
+        if name.len() > 32 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            env.report("SVC_FLEET_NAME", "must be 1 to 32 of a-z, 0-9 and '-'");
+        }
+        FleetConfig {
+            docker_host: env.non_empty("SVC_DOCKER_HOST").unwrap_or_else(|| DEFAULT_DOCKER_HOST.into()),
+            name,
+            deployment_limit: env.count("SVC_DEPLOYMENT_LIMIT", 10, 1..=1000),
+            decky_binary: env.non_empty("SVC_DECKY_BINARY").map(PathBuf::from),
+        }
+    }
+}
+
+/// Application names whose lines the collector drops (system noise, not decoy events).
+const DROP_APPS: &str = "sshd,pam_unix,sudo,su,CRON,cron,systemd,kernel,rsyslogd,dbus-daemon";
+/// Event types the collector rate-limits per attacker, decky and service.
+const RATE_LIMITED_EVENTS: &str = "connect,disconnect,connection,accept,close";
+
+#[derive(Clone, Debug)]
+pub struct CollectorConfig {
+    /// `SVC_COLLECTOR_RECONCILE_S`, default 30: how often the engine's container list is re-read in
+    /// case an event was missed.
+    pub reconcile: Duration,
+    /// `SVC_COLLECTOR_DROP_APPS`: APP-NAMEs whose lines are dropped.
+    pub drop_apps: Vec<String>,
+    /// `SVC_COLLECTOR_RL_EVENT_TYPES`: event types kept at most once per window per
+    /// (attacker, decky, service, type).
+    pub rate_limited_events: Vec<String>,
+    /// `SVC_COLLECTOR_RL_WINDOW_SEC`, default 1.0.
+    pub rate_limit_window: Duration,
+    /// `SVC_COLLECTOR_STATE_FILE`, default `$SVC_DATA_DIR/collector.state`: how far each
+    /// container's output has been written, so a restart neither repeats nor loses a line.
+    pub state_file: PathBuf,
+}
+
+fn list(value: String) -> Vec<String> {
+    value.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+}
+
+impl CollectorConfig {
+    pub(super) fn read(env: &mut Env, data_dir: &Path) -> CollectorConfig {
+        CollectorConfig {
+            reconcile: env.seconds("SVC_COLLECTOR_RECONCILE_S", 30.0),
+            drop_apps: list(env.get("SVC_COLLECTOR_DROP_APPS").unwrap_or_else(|| DROP_APPS.into())),
+            rate_limited_events: list(env.get("SVC_COLLECTOR_RL_EVENT_TYPES").unwrap_or_else(|| RATE_LIMITED_EVENTS.into())),
+            rate_limit_window: env.seconds("SVC_COLLECTOR_RL_WINDOW_SEC", 1.0),
+            state_file: env
+                .non_empty("SVC_COLLECTOR_STATE_FILE")
+                .map_or_else(|| data_dir.join("collector.state"), PathBuf::from),
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The fleet's statements, the same on both backends.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{DeckyConfig, DeployState, Deployment, StoredFleet, FleetDecky, FleetNetwork, FleetStore};
+use crate::db::codec::{millis, time};
+use crate::db::dialect::both_backends;
+use crate::db::lifecycle::insert_lifecycle;
+use crate::db::{DbError, DbResult};
+
+#[derive(sqlx::FromRow)]
+struct NetworkRow {
+    subnet: String,
+    gateway: String,
+    interface: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct DeckyRow {
+    config: String,
+    state: String,
+    last_error: Option<String>,
+    updated_at: i64,
+}
+
+impl TryFrom<DeckyRow> for FleetDecky {
+    type Error = DbError;
+
+    fn try_from(row: DeckyRow) -> Result<Self, DbError> {
+        let config: DeckyConfig =
+            serde_json::from_str(&row.config).map_err(|e| DbError::Other(anyhow::anyhow!("stored decky: {e}")))?;
+        Ok(FleetDecky { config, state: row.state.parse()?, last_error: row.last_error, updated_at: time(row.updated_at)? })
+    }
+}
+
+fn network_driver(network: &FleetNetwork) -> &'static str {
+    if network.interface.is_some() { "macvlan" } else { "bridge" }
+}
+
+both_backends! {
+    #[async_trait]
+    impl FleetStore for Backend {
+        async fn fleet(&self) -> DbResult<StoredFleet> {
+            let network: Option<NetworkRow> =
+                sqlx::query_as("select subnet, gateway, interface from fleet_network where id = 1")
+                    .fetch_optional(&self.pool)
+                    .await?;
+            let rows: Vec<DeckyRow> =
+                sqlx::query_as("select config, state, last_error, updated_at from fleet_deckies order by name")
+                    .fetch_all(&self.pool)
+                    .await?;
+            Ok(StoredFleet {
+                network: network.map(|n| FleetNetwork { subnet: n.subnet, gateway: n.gateway, interface: n.interface }),
+                deckies: rows.into_iter().map(FleetDecky::try_from).collect::<DbResult<_>>()?,
+            })
+        }
+
+        async fn commit_deployment(&self, deployment: Deployment<'_>) -> DbResult<()> {
+            let at = millis(deployment.at);
+            let mut tx = self.begin_write().await?;
+            let network = deployment.network;
+            sqlx::query("delete from fleet_network where id = 1").execute(&mut *tx).await?;
+            sqlx::query(
+                "insert into fleet_network (id, subnet, gateway, interface, driver, updated_at) values (1, ?, ?, ?, ?, ?)",
+            )
+            .bind(&network.subnet)
+            .bind(&network.gateway)
+            .bind(&network.interface)
+            .bind(network_driver(network))
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+            if deployment.replace {
+                sqlx::query("delete from fleet_deckies").execute(&mut *tx).await?;
+            }
+            for decky in deployment.deckies {
+                let config = serde_json::to_string(decky).map_err(|e| DbError::Other(e.into()))?;
+                sqlx::query(
+                    "insert into fleet_deckies (name, host_uuid, ip, config, state, last_error, created_at, updated_at) \
+                     values (?, ?, ?, ?, ?, null, ?, ?)",
+                )
+                .bind(&decky.name)
+                .bind(&decky.host_uuid)
+                .bind(&decky.ip)
+                .bind(config)
+                .bind(DeployState::Pending.as_str())
+                .bind(at)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            for record in deployment.lifecycles {
+                insert_lifecycle::<Sql>(record).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+
+        async fn set_deploy_state(
+            &self,
+            name: &str,
+            state: DeployState,
+            error: Option<&str>,
+            at: DateTime<Utc>,
+        ) -> DbResult<()> {
+            sqlx::query("update fleet_deckies set state = ?, last_error = ?, updated_at = ? where name = ?")
+                .bind(state.as_str())
+                .bind(error)
+                .bind(millis(at))
+                .bind(name)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        }
+
+        async fn remove_decky(&self, name: &str) -> DbResult<bool> {
+            let mut tx = self.begin_write().await?;
+            let removed = sqlx::query("delete from fleet_deckies where name = ?").bind(name).execute(&mut *tx).await?;
+            let (left,): (i64,) = sqlx::query_as("select count(*) from fleet_deckies").fetch_one(&mut *tx).await?;
+            if left == 0 {
+                sqlx::query("delete from fleet_network where id = 1").execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(removed.rows_affected() > 0)
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! The fleet's routes: `POST /deckies/deploy` (a deployment INI, carried out in the background),
+//! `GET /deckies/lifecycle` (polling those deploys), `GET /deckies` (the fleet with each
+//! container's state) and `DELETE /deckies/{name}`. Shapes are DECNET's; the engine's own words
+//! never reach the client.
+
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, Uri};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::extract::{FieldError, ValidJson, ValidPath, Validate, reject};
+use super::guard::{Admin, Viewer};
+use super::{ApiError, AppState, Result};
+use crate::db::{DeckyConfig, DeckyLifecycle, LifecycleStatus};
+use crate::fleet::FleetError;
+use crate::fleet::ini::{Ini, IniSyntaxError};
+use crate::fleet::plan::is_decky_section;
+
+/// The largest INI a deploy accepts.
+const MAX_INI_BYTES: usize = 512 * 1024;
+/// The most records one lifecycle poll may ask for.
+const MAX_LIFECYCLE_IDS: usize = 200;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/deckies", get(list_deckies))
+        .route("/deckies/deploy", post(deploy))
+        .route("/deckies/lifecycle", get(lifecycle))
+        .route("/deckies/{name}", delete(teardown))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeployRequest {
+    /// The deployment INI (at most 512 KiB).
+    pub ini_content: String,
+    /// The INI is the whole fleet: deckies it does not name are removed. Default: add to the fleet.
+    #[serde(default)]
+    pub replace_fleet: bool,
+}
+
+impl Validate for DeployRequest {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        let field = ["body", "ini_content"];
+        if self.ini_content.len() > MAX_INI_BYTES {
+            errors.push(FieldError::new("string_too_long", &field, "INI content is larger than 512 KiB"));
+            return;
+        }
+        match Ini::parse(&self.ini_content) {
+            Err(err) => errors.push(FieldError::new("value_error", &field, err.to_string())),
+            Ok(ini) if !ini.sections().any(|(name, _)| is_decky_section(name)) => {
+                errors.push(FieldError::new("value_error", &field, IniSyntaxError::NoSections.to_string()))
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeployResponse {
+    pub message: String,
+    /// `unihost`: every decky runs on this host's engine.
+    pub mode: String,
+    /// One lifecycle record per decky this deploy (re)creates; poll them at `/deckies/lifecycle`.
+    pub lifecycle_ids: Vec<Uuid>,
+}
+
+/// A lifecycle record as the dashboard polls it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LifecycleEntry {
+    pub id: Uuid,
+    pub decky_name: String,
+    pub host_uuid: Option<String>,
+    pub operation: String,
+    pub status: LifecycleStatus,
+    pub error: Option<String>,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl From<DeckyLifecycle> for LifecycleEntry {
+    fn from(r: DeckyLifecycle) -> Self {
+        LifecycleEntry {
+            id: r.id,
+            decky_name: r.decky_name,
+            host_uuid: r.host_uuid,
+            operation: r.operation,
+            status: r.status,
+            error: r.error,
+            started_at: r.started_at,
+            updated_at: r.updated_at,
+            completed_at: r.completed_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LifecycleResponse {
+    /// The records asked for that exist, oldest first; unknown ids are left out.
+    pub rows: Vec<LifecycleEntry>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[allow(dead_code)]
+pub struct LifecycleQuery {
+    /// A lifecycle record's id; repeat the parameter for several (1 to 200).
+    pub ids: Vec<Uuid>,
+}
+
+/// A decky as DECNET's dashboard reads it, with what the engine says of it now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeckyEntry {
+    #[serde(flatten)]
+    pub config: DeckyConfig,
+    /// `pending` or `failed` while a deploy has not started it, else the container's state:
+    /// `running`, `exited`, `restarting`…, `missing` (gone), `unknown` (engine unreachable).
+    pub state: String,
+    /// Why its last deploy failed.
+    pub last_error: Option<String>,
+}
+
+fn fleet_error(err: FleetError) -> ApiError {
+    match err {
+        FleetError::Refused(detail) => ApiError::Conflict(detail.into()),
+        FleetError::NotFound(detail) => ApiError::NotFound(detail.into()),
+        FleetError::Runtime => ApiError::Conflict("Container runtime operation failed".into()),
+        FleetError::Store(err) => err.into(),
+    }
+}
+
+/// Deploys deckies from a deployment INI, in the background.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deckies/deploy",
+    tag = "fleet",
+    request_body = DeployRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Accepted; poll /deckies/lifecycle with the ids", body = DeployResponse),
+        (status = 400, description = "Malformed body"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 409, description = "Empty or malformed INI, no decky section, a name or address already in use, the deployment limit, or an INI the fleet cannot deploy (the detail says which)"),
+        (status = 422, description = "Invalid INI config (e.g. over 512 KiB)"),
+    )
+)]
+pub async fn deploy(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ValidJson(request): ValidJson<DeployRequest>,
+) -> Result<(StatusCode, Json<DeployResponse>)> {
+    let accepted = state.fleet.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?;
+    let message = format!(
+        "Deploy accepted ({} decky/ies, mode=unihost). Poll /deckies/lifecycle?ids=... for completion.",
+        accepted.lifecycle_ids.len()
+    );
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(DeployResponse { message, mode: "unihost".into(), lifecycle_ids: accepted.lifecycle_ids }),
+    ))
+}
+
+/// The lifecycle records of deploys, for polling until each is `succeeded` or `failed`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/deckies/lifecycle",
+    tag = "fleet",
+    params(LifecycleQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The records that exist", body = LifecycleResponse),
+        (status = 400, description = "No ids"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 422, description = "More than 200 ids, or one that is not a UUID"),
+    )
+)]
+pub async fn lifecycle(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    uri: Uri,
+    RawQuery(query): RawQuery,
+) -> Result<Json<LifecycleResponse>> {
+    let ids = lifecycle_ids(query.as_deref().unwrap_or_default())
+        .map_err(|errors| ApiError::Invalid(reject(&errors, uri.path(), state.config.api.developer)))?;
+    let rows = state.db.lifecycles(&ids).await?;
+    Ok(Json(LifecycleResponse { rows: rows.into_iter().map(LifecycleEntry::from).collect() }))
+}
+
+/// The repeated `ids` parameter: at least one, at most 200, each a UUID.
+fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|e| vec![FieldError::new("value_error", &["query"], e.to_string())])?;
+    let raw: Vec<&str> = pairs.iter().filter(|(k, _)| k == "ids").map(|(_, v)| v.as_str()).collect();
+    if raw.is_empty() {
+        return Err(vec![FieldError::new("missing", &["query", "ids"], "Field required")]);
+    }
+    if raw.len() > MAX_LIFECYCLE_IDS {
+        return Err(vec![FieldError::new(
+            "too_long",
+            &["query", "ids"],
+            format!("List should have at most {MAX_LIFECYCLE_IDS} items"),
+        )]);
+    }
+    raw.iter()
+        .map(|v| Uuid::parse_str(v.trim()).map_err(|_| FieldError::new("uuid_parsing", &["query", "ids"], "Input should be a valid UUID")))
+        .collect::<std::result::Result<Vec<Uuid>, FieldError>>()
+        .map_err(|e| vec![e])
+}
+
+/// The fleet, ordered by name, each decky with its container's state.
+#[utoipa::path(
+    get,
+    path = "/api/v1/deckies",
+    tag = "fleet",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every decky", body = [DeckyEntry]),
+        (status = 401, description = "Missing or invalid token"),
+    )
+)]
+pub async fn list_deckies(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<Vec<DeckyEntry>>> {
+    let statuses = state.fleet.statuses().await.map_err(fleet_error)?;
+    Ok(Json(
+        statuses
+            .into_iter()
+            .map(|s| DeckyEntry { config: s.config, state: s.state, last_error: s.last_error })
+            .collect(),
+    ))
+}
+
+/// A decky name as paths carry it: `^[a-z0-9-]{1,64}$`.
+#[derive(Debug)]
+pub struct DeckyName(pub String);
+
+impl<'de> Deserialize<'de> for DeckyName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        let ok = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if ok { Ok(DeckyName(name)) } else { Err(serde::de::Error::custom("String should match pattern '^[a-z0-9-]{1,64}$'")) }
+    }
+}
+
+/// Removes a decky and its container.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/deckies/{name}",
+    tag = "fleet",
+    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin"),
+        (status = 404, description = "No active deployment, or no such decky"),
+        (status = 409, description = "The container runtime failed"),
+        (status = 422, description = "The name does not match the pattern"),
+    )
+)]
+pub async fn teardown(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ValidPath(DeckyName(name)): ValidPath<DeckyName>,
+) -> Result<StatusCode> {
+    state.fleet.teardown(&name).await.map_err(fleet_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_ids_are_one_to_two_hundred_uuids() {
+        let id = Uuid::new_v4();
+        assert_eq!(lifecycle_ids(&format!("ids={id}&ids={id}")).unwrap(), [id, id]);
+        assert!(lifecycle_ids("").is_err());
+        assert_eq!(lifecycle_ids("other=1").unwrap_err()[0].kind, "missing");
+        assert_eq!(lifecycle_ids("ids=nope").unwrap_err()[0].kind, "uuid_parsing");
+        let many = (0..201).map(|_| format!("ids={id}")).collect::<Vec<_>>().join("&");
+        assert_eq!(lifecycle_ids(&many).unwrap_err()[0].kind, "too_long");
+    }
+}

@@ -1,0 +1,247 @@
+//! [`Engine`]: the [`ContainerRuntime`] over a Docker Engine API endpoint through `bollard`:
+//! Docker's socket, podman's `podman system service` socket, or a TCP address.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::container::{
+    Config, CreateContainerOptions, ListContainersOptions, LogOutput, LogsOptions, NetworkingConfig,
+    RemoveContainerOptions, StartContainerOptions,
+};
+use bollard::errors::Error as BollardError;
+use bollard::image::CreateImageOptions;
+use bollard::models::{EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum};
+use bollard::network::CreateNetworkOptions;
+use bollard::system::EventsOptions;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+
+use super::{ContainerEvent, ContainerInfo, ContainerRuntime, ContainerSpec, NetworkSpec, RuntimeError, RuntimeResult};
+
+/// Seconds any one engine request may take (streams excepted).
+const REQUEST_TIMEOUT_SECS: u64 = 120;
+
+/// A client of the engine at one address, connected on first use and again after a failed
+/// connection, so an engine that starts after svc (or restarts) is found without restarting svc.
+pub struct Engine {
+    host: String,
+    docker: Mutex<Option<Docker>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("host", &self.host).finish()
+    }
+}
+
+impl Engine {
+    /// The engine at `host`: `unix:///path`, `tcp://host:port` or `http://host:port`. Nothing is
+    /// contacted yet, so a missing engine shows in health, not at startup.
+    pub fn new(host: &str) -> Engine {
+        Engine { host: host.to_string(), docker: Mutex::new(None) }
+    }
+
+    fn docker(&self) -> RuntimeResult<Docker> {
+        let mut cached = self.docker.lock().expect("the engine client lock is never poisoned");
+        if let Some(docker) = cached.as_ref() {
+            return Ok(docker.clone());
+        }
+        let version = bollard::API_DEFAULT_VERSION;
+        let docker = if let Some(path) = self.host.strip_prefix("unix://") {
+            Docker::connect_with_unix(path, REQUEST_TIMEOUT_SECS, version)
+        } else if self.host.starts_with("tcp://") || self.host.starts_with("http://") {
+            Docker::connect_with_http(&self.host, REQUEST_TIMEOUT_SECS, version)
+        } else {
+            return Err(RuntimeError::Engine(format!("`{}` is neither unix://PATH nor tcp://HOST:PORT", self.host)));
+        }
+        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+        *cached = Some(docker.clone());
+        Ok(docker)
+    }
+}
+
+fn classify(err: BollardError) -> RuntimeError {
+    match err {
+        BollardError::DockerResponseServerError { status_code: 404, message } => RuntimeError::NotFound(message),
+        BollardError::DockerResponseServerError { status_code, message } => {
+            RuntimeError::Engine(format!("{status_code}: {message}"))
+        }
+        BollardError::SocketNotFoundError(_)
+        | BollardError::HyperResponseError { .. }
+        | BollardError::RequestTimeoutError
+        | BollardError::IOError { .. } => RuntimeError::Unavailable(err.to_string()),
+        other => RuntimeError::Engine(other.to_string()),
+    }
+}
+
+/// A removal of something already gone has done its job.
+fn absent_is_done(result: Result<(), BollardError>) -> RuntimeResult<()> {
+    match result.map_err(classify) {
+        Err(RuntimeError::NotFound(_)) => Ok(()),
+        other => other,
+    }
+}
+
+fn label_filter(key: &str, value: &str) -> HashMap<String, Vec<String>> {
+    HashMap::from([("label".to_string(), vec![format!("{key}={value}")])])
+}
+
+#[async_trait]
+impl ContainerRuntime for Engine {
+    async fn ping(&self) -> RuntimeResult<()> {
+        self.docker()?.ping().await.map(drop).map_err(classify)
+    }
+
+    async fn image_exists(&self, reference: &str) -> RuntimeResult<bool> {
+        match self.docker()?.inspect_image(reference).await.map_err(classify) {
+            Ok(_) => Ok(true),
+            Err(RuntimeError::NotFound(_)) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn import_image(&self, reference: &str, rootfs: Bytes, changes: &[String]) -> RuntimeResult<()> {
+        // The tag rides in `repo`: podman ignores a separate `tag` on import, Docker accepts both.
+        let options = CreateImageOptions::<String> {
+            from_src: "-".into(),
+            repo: reference.into(),
+            changes: changes.iter().map(String::as_str).collect(),
+            ..Default::default()
+        };
+        let mut progress = self.docker()?.create_image(Some(options), Some(rootfs), None);
+        while let Some(step) = progress.next().await {
+            let step = step.map_err(classify)?;
+            if let Some(error) = step.error {
+                return Err(RuntimeError::Engine(error));
+            }
+        }
+        Ok(())
+    }
+
+    async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()> {
+        match self.docker()?.inspect_network::<String>(&spec.name, None).await.map_err(classify) {
+            Ok(_) => return Ok(()),
+            Err(RuntimeError::NotFound(_)) => {}
+            Err(err) => return Err(err),
+        }
+        let options = spec.parent.iter().map(|parent| ("parent".to_string(), parent.clone())).collect();
+        let config = CreateNetworkOptions::<String> {
+            name: spec.name.clone(),
+            driver: spec.driver.clone(),
+            ipam: Ipam {
+                config: Some(vec![IpamConfig {
+                    subnet: Some(spec.subnet.clone()),
+                    gateway: Some(spec.gateway.clone()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            options,
+            labels: spec.labels.clone().into_iter().collect(),
+            ..Default::default()
+        };
+        self.docker()?.create_network(config).await.map(drop).map_err(classify)
+    }
+
+    async fn remove_network(&self, name: &str) -> RuntimeResult<()> {
+        absent_is_done(self.docker()?.remove_network(name).await)
+    }
+
+    async fn run(&self, spec: &ContainerSpec) -> RuntimeResult<String> {
+        self.remove(&spec.name).await?;
+        let endpoint = EndpointSettings {
+            ipam_config: Some(EndpointIpamConfig { ipv4_address: Some(spec.ip.clone()), ..Default::default() }),
+            ..Default::default()
+        };
+        let config = Config::<String> {
+            image: Some(spec.image.clone()),
+            cmd: Some(spec.cmd.clone()),
+            env: Some(spec.env.clone()),
+            hostname: Some(spec.hostname.clone()),
+            labels: Some(spec.labels.clone().into_iter().collect()),
+            host_config: Some(HostConfig {
+                network_mode: Some(spec.network.clone()),
+                restart_policy: Some(RestartPolicy {
+                    name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+                    maximum_retry_count: None,
+                }),
+                ..Default::default()
+            }),
+            networking_config: Some(NetworkingConfig { endpoints_config: HashMap::from([(spec.network.clone(), endpoint)]) }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions { name: spec.name.clone(), platform: None };
+        let created = self.docker()?.create_container(Some(options), config).await.map_err(classify)?;
+        if let Err(err) = self.start(&created.id).await {
+            // A container that cannot start is not left behind for the next deploy to trip on.
+            let _ = self.remove(&created.id).await;
+            return Err(err);
+        }
+        Ok(created.id)
+    }
+
+    async fn start(&self, name_or_id: &str) -> RuntimeResult<()> {
+        self.docker()?.start_container(name_or_id, None::<StartContainerOptions<String>>).await.map_err(classify)
+    }
+
+    async fn remove(&self, name_or_id: &str) -> RuntimeResult<()> {
+        let options = RemoveContainerOptions { force: true, v: true, ..Default::default() };
+        absent_is_done(self.docker()?.remove_container(name_or_id, Some(options)).await)
+    }
+
+    async fn list(&self, key: &str, value: &str) -> RuntimeResult<Vec<ContainerInfo>> {
+        let options = ListContainersOptions { all: true, filters: label_filter(key, value), ..Default::default() };
+        let summaries = self.docker()?.list_containers(Some(options)).await.map_err(classify)?;
+        Ok(summaries
+            .into_iter()
+            .map(|c| ContainerInfo {
+                id: c.id.unwrap_or_default(),
+                name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default().trim_start_matches('/').to_string(),
+                state: c.state.unwrap_or_default(),
+                labels: c.labels.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
+            })
+            .collect())
+    }
+
+    fn stdout(&self, id: &str, since: i64, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
+        let options = LogsOptions::<String> { follow, stdout: true, since, timestamps: true, ..Default::default() };
+        let docker = match self.docker() {
+            Ok(docker) => docker,
+            Err(err) => return stream::once(async move { Err(err) }).boxed(),
+        };
+        docker
+            .logs(id, Some(options))
+            .try_filter_map(|frame| async move {
+                Ok(match frame {
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => Some(message),
+                    LogOutput::StdErr { .. } | LogOutput::StdIn { .. } => None,
+                })
+            })
+            .map_err(classify)
+            .boxed()
+    }
+
+    fn events(&self, key: &str, value: &str) -> BoxStream<'static, RuntimeResult<ContainerEvent>> {
+        let mut filters = label_filter(key, value);
+        filters.insert("type".into(), vec!["container".into()]);
+        let options = EventsOptions::<String> { filters, ..Default::default() };
+        let docker = match self.docker() {
+            Ok(docker) => docker,
+            Err(err) => return stream::once(async move { Err(err) }).boxed(),
+        };
+        docker
+            .events(Some(options))
+            .map_err(classify)
+            .try_filter_map(|event| async move {
+                let id = event.actor.and_then(|a| a.id).unwrap_or_default();
+                Ok(match event.action.as_deref() {
+                    Some("start" | "restart") => Some(ContainerEvent::Started { id }),
+                    Some("die" | "stop" | "kill" | "destroy" | "remove") => Some(ContainerEvent::Stopped { id }),
+                    _ => None,
+                })
+            })
+            .boxed()
+    }
+}

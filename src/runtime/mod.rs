@@ -1,0 +1,119 @@
+//! The container runtime: one trait, [`ContainerRuntime`], over the Docker Engine API, answered
+//! by Docker or by podman's Docker-compatible service ([`engine::Engine`], through `bollard`), and
+//! the decky image built locally from the svc binary (`image`). The fleet deploys through it and
+//! the collector reads container output through it. Its errors carry the engine's raw text for the
+//! server log; nothing here decides what a client is told.
+
+pub mod engine;
+pub mod image;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+pub use engine::Engine;
+
+/// A shared handle to the runtime.
+pub type Runtime = Arc<dyn ContainerRuntime>;
+
+/// What went wrong talking to the engine, with its raw text (for the log only).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("container engine unreachable: {0}")]
+    Unavailable(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("container engine error: {0}")]
+    Engine(String),
+}
+
+pub type RuntimeResult<T> = Result<T, RuntimeError>;
+
+/// A network to create when it does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkSpec {
+    pub name: String,
+    /// `bridge`, or `macvlan` on `parent` (a host interface on a real LAN).
+    pub driver: String,
+    pub parent: Option<String>,
+    pub subnet: String,
+    pub gateway: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A container to run: created, started, restarted by the engine if it stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerSpec {
+    pub name: String,
+    pub image: String,
+    pub cmd: Vec<String>,
+    pub env: Vec<String>,
+    pub hostname: String,
+    pub network: String,
+    pub ip: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A container as the engine lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerInfo {
+    pub id: String,
+    pub name: String,
+    /// `running`, `exited`, `created`, `restarting`, `paused`…
+    pub state: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl ContainerInfo {
+    pub fn is_running(&self) -> bool {
+        self.state == "running"
+    }
+}
+
+/// What the engine reported of a container's life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContainerEvent {
+    Started { id: String },
+    Stopped { id: String },
+}
+
+/// The Docker Engine API as svc uses it. Every call is bounded by the engine client's timeout
+/// except the two streams, which last as long as their subject.
+#[async_trait]
+pub trait ContainerRuntime: Send + Sync {
+    async fn ping(&self) -> RuntimeResult<()>;
+
+    async fn image_exists(&self, reference: &str) -> RuntimeResult<bool>;
+
+    /// Imports `rootfs` (a tar archive) as image `reference`, with Dockerfile-style `changes`
+    /// (`ENTRYPOINT [...]`, `LABEL k=v`).
+    async fn import_image(&self, reference: &str, rootfs: Bytes, changes: &[String]) -> RuntimeResult<()>;
+
+    /// Creates the network unless one of that name exists.
+    async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()>;
+
+    /// Removes the network; one that does not exist is already removed.
+    async fn remove_network(&self, name: &str) -> RuntimeResult<()>;
+
+    /// Creates and starts a container, replacing any container of the same name; returns its id.
+    async fn run(&self, spec: &ContainerSpec) -> RuntimeResult<String>;
+
+    /// Starts an existing, stopped container.
+    async fn start(&self, name_or_id: &str) -> RuntimeResult<()>;
+
+    /// Removes a container, running or not; one that does not exist is already removed.
+    async fn remove(&self, name_or_id: &str) -> RuntimeResult<()>;
+
+    /// Every container, running or not, carrying label `key=value`.
+    async fn list(&self, key: &str, value: &str) -> RuntimeResult<Vec<ContainerInfo>>;
+
+    /// A container's stdout from `since` (epoch seconds, inclusive) as raw frames, each line
+    /// prefixed by its RFC 3339 timestamp; with `follow`, until the container stops.
+    fn stdout(&self, id: &str, since: i64, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>>;
+
+    /// Starts and stops of containers carrying label `key=value`, from now on.
+    fn events(&self, key: &str, value: &str) -> BoxStream<'static, RuntimeResult<ContainerEvent>>;
+}
