@@ -22,6 +22,13 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
     if reading.config.api.embed_profiler {
         workers.push(svc_workers::profiler::body());
     }
+    if reading.config.api.embed_collector {
+        if reading.config.ingest.log_file.is_some() {
+            workers.push(svc_workers::collector::body());
+        } else {
+            tracing::warn!("SVC_EMBED_COLLECTOR is on but SVC_INGEST_LOG_FILE is empty: the collector is not started");
+        }
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use svc_decoy::Decky;
 use svc_decoy::emit::Emitter;
 use svc_decoy::session::{Limits, Shared};
-use svc_decoy::settings::{apply_ini_file, default_bind, parse_services};
+use svc_decoy::settings::{apply_ini, apply_ini_file, default_bind, parse_services};
 
 #[derive(clap::Args)]
 pub struct DeckyArgs {
@@ -19,6 +19,9 @@ pub struct DeckyArgs {
     /// The deployment INI whose `[<name>.<service>]` sections set banners, hostnames and users.
     #[arg(long, env = "SVC_DECKY_INI")]
     ini: Option<PathBuf>,
+    /// The same sections as text (how a deployed decky's container receives them).
+    #[arg(long, env = "SVC_DECKY_INI_TEXT", conflicts_with = "ini")]
+    ini_text: Option<String>,
     /// The address to listen on.
     #[arg(long, env = "SVC_DECKY_BIND", default_value_t = default_bind())]
     bind: IpAddr,
@@ -29,6 +32,9 @@ pub async fn run(args: DeckyArgs) -> anyhow::Result<()> {
     let mut specs = parse_services(&args.services)?;
     if let Some(ini) = &args.ini {
         apply_ini_file(&mut specs, &args.name, ini)?;
+    }
+    if let Some(text) = &args.ini_text {
+        apply_ini(&mut specs, &args.name, text);
     }
     let shared = Shared::new(Emitter::stdout(&args.name), Limits::default());
     let decky = Decky::bind(&specs, args.bind, shared).await?;

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-/// Every service this build can run, with its usual port.
-pub const SERVICES: &[(&str, u16)] =
-    &[("ssh", 22), ("http", 80), ("https", 443), ("telnet", 23), ("ftp", 21), ("smtp", 25)];
+/// Every service this build can run, with its usual port: the fleet's catalog, so a deployment
+/// INI and `svc decky` agree.
+pub use svc::fleet::catalog::SERVICES;
 
 /// One service to run: its name, the port it listens on and its settings.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 
 #[cfg(feature = "test-fixture")]
 mod fixture;
+pub mod collector;
 pub mod ingest;
 pub mod lease;
 pub mod profiler;
@@ -14,7 +15,7 @@ pub use svc::worker::WorkerBody;
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = vec![ingest::body(), profiler::body()];
+    let mut bodies = vec![ingest::body(), profiler::body(), collector::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies
