@@ -45,9 +45,45 @@ ensure_rust() {
 # What building and running svc needs: a C compiler for the bundled sqlite, and nats-server; and
 # what its tests need: systemd-analyze (from the systemd package) to verify the generated units.
 ensure_build_deps() {
-    apt_install_missing build-essential pkg-config ca-certificates nats-server
+    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc
     command -v systemd-analyze >/dev/null 2>&1 || apt_install_missing systemd
     ensure_rust
+}
+
+# A container engine for the fleet: SVC_DOCKER_HOST when it answers, else Docker's socket, else a
+# podman API service of the project's own on DIR/podman.sock, configured by DIR/containers.conf
+# (runc, cgroupfs: what these kernels need), nothing written to the host's global configuration.
+# Exports SVC_DOCKER_HOST.
+ensure_container_engine() {
+    local dir=$1
+    engine_answers() { curl -sf --unix-socket "${1#unix://}" http://engine/_ping >/dev/null 2>&1; }
+    apt_install_missing curl
+    if [ -n "${SVC_DOCKER_HOST:-}" ] && engine_answers "$SVC_DOCKER_HOST"; then return 0; fi
+    if engine_answers /var/run/docker.sock; then
+        export SVC_DOCKER_HOST=unix:///var/run/docker.sock
+        return 0
+    fi
+    apt_install_missing podman runc
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    cat >"$dir/containers.conf" <<'CONF'
+[containers]
+default_ulimits = []
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+CONF
+    export SVC_DOCKER_HOST="unix://$dir/podman.sock"
+    engine_answers "$SVC_DOCKER_HOST" && return 0
+    echo "==> starting podman's Docker-compatible API on $SVC_DOCKER_HOST"
+    CONTAINERS_CONF="$dir/containers.conf" nohup podman system service --time 0 "$SVC_DOCKER_HOST" \
+        >"$dir/podman.log" 2>&1 &
+    for _ in $(seq 1 50); do
+        engine_answers "$SVC_DOCKER_HOST" && return 0
+        sleep 0.2
+    done
+    echo "podman's API service did not come up; see $dir/podman.log" >&2
+    return 1
 }
 
 # MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.

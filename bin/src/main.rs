@@ -2,6 +2,7 @@
 
 mod api;
 mod decky;
+mod deploy;
 mod ingest;
 mod observation;
 mod supervisor;
@@ -35,6 +36,9 @@ enum Command {
     Api,
     /// Apply every pending database migration and exit.
     Migrate,
+    /// Deploy deckies from a deployment INI on the container engine (SVC_DOCKER_HOST) and wait
+    /// until each has started or failed, as `POST /deckies/deploy` does.
+    Deploy(deploy::DeployArgs),
     /// Manage dashboard users directly in the database.
     #[command(subcommand)]
     User(user::UserCommand),
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         // cannot start.
         Command::Supervise(_) => reading.check_for_api(),
         Command::Migrate
+        | Command::Deploy(_)
         | Command::User(_)
         | Command::Worker { .. }
         | Command::IngestReplay { .. }
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
             Command::Observation(command) => return observation::run(command, reading.config).await,
             Command::Api => api::run(reading).await,
             Command::Migrate => user::migrate(&reading.config).await,
+            Command::Deploy(args) => deploy::run(args, reading.config).await,
             Command::User(command) => user::run(command, &reading.config).await,
             Command::Worker { name } => worker::run(&name, reading.config).await,
             Command::IngestReplay { file } => ingest::replay(&file, reading.config).await,

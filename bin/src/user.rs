@@ -55,7 +55,7 @@ pub async fn run(command: UserCommand, config: &Config) -> anyhow::Result<()> {
     result
 }
 
-async fn open(config: &Config) -> anyhow::Result<Db> {
+pub async fn open(config: &Config) -> anyhow::Result<Db> {
     let db = db::connect(&config.db)?;
     db.migrate().await.context("applying migrations")?;
     Ok(db)

@@ -71,7 +71,9 @@ impl CollectorConfig {
         CollectorConfig {
             reconcile: env.seconds("SVC_COLLECTOR_RECONCILE_S", 30.0),
             drop_apps: list(env.get("SVC_COLLECTOR_DROP_APPS").unwrap_or_else(|| DROP_APPS.into())),
-            rate_limited_events: list(env.get("SVC_COLLECTOR_RL_EVENT_TYPES").unwrap_or_else(|| RATE_LIMITED_EVENTS.into())),
+            rate_limited_events: list(
+                env.get("SVC_COLLECTOR_RL_EVENT_TYPES").unwrap_or_else(|| RATE_LIMITED_EVENTS.into()),
+            ),
             rate_limit_window: env.seconds("SVC_COLLECTOR_RL_WINDOW_SEC", 1.0),
             state_file: env
                 .non_empty("SVC_COLLECTOR_STATE_FILE")

@@ -90,7 +90,10 @@ impl Ini {
                 return Err(IniSyntaxError::Format { line: line_no, reason: "an option before any section header" });
             };
             let Some(at) = trimmed.find(['=', ':']) else {
-                return Err(IniSyntaxError::Format { line: line_no, reason: "a line that is neither a section nor `key = value`" });
+                return Err(IniSyntaxError::Format {
+                    line: line_no,
+                    reason: "a line that is neither a section nor `key = value`",
+                });
             };
             let key = trimmed[..at].trim().to_lowercase();
             if key.is_empty() {

@@ -21,10 +21,10 @@ use futures::StreamExt;
 use uuid::Uuid;
 
 use crate::config::FleetConfig;
+use crate::db::Db;
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
-use crate::db::Db;
 use crate::runtime::image::DeckyImage;
 use crate::runtime::{ContainerInfo, ContainerSpec, NetworkSpec, Runtime, RuntimeError};
 use ini::Ini;
@@ -93,13 +93,7 @@ pub struct Fleet {
 
 impl Fleet {
     pub fn new(db: Db, runtime: Runtime, settings: FleetConfig) -> Fleet {
-        Fleet {
-            db,
-            runtime,
-            settings: Arc::new(settings),
-            deciding: Arc::default(),
-            ping: Arc::default(),
-        }
+        Fleet { db, runtime, settings: Arc::new(settings), deciding: Arc::default(), ping: Arc::default() }
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -183,24 +177,29 @@ impl Fleet {
         }
         let outcome = self.prepare(&run).await;
         let count = run.deckies.len();
-        let starts: Vec<_> = run.deckies.into_iter().zip(run.lifecycles).map(|(decky, id)| {
-            let outcome = outcome.clone();
-            async move {
-                let result = match outcome {
-                    Ok(image) => self.start_decky(&decky, &image).await,
-                    Err(reason) => Err(reason),
-                };
-                let at = Utc::now();
-                let (status, state, error) = match result {
-                    Ok(()) => (LifecycleStatus::Succeeded, DeployState::Running, None),
-                    Err(reason) => (LifecycleStatus::Failed, DeployState::Failed, Some(reason)),
-                };
-                if let Err(err) = self.db.set_deploy_state(&decky.name, state, error, at).await {
-                    tracing::error!(decky = %decky.name, error = %err, "Could not record the decky's deploy state");
+        let starts: Vec<_> = run
+            .deckies
+            .into_iter()
+            .zip(run.lifecycles)
+            .map(|(decky, id)| {
+                let outcome = outcome.clone();
+                async move {
+                    let result = match outcome {
+                        Ok(image) => self.start_decky(&decky, &image).await,
+                        Err(reason) => Err(reason),
+                    };
+                    let at = Utc::now();
+                    let (status, state, error) = match result {
+                        Ok(()) => (LifecycleStatus::Succeeded, DeployState::Running, None),
+                        Err(reason) => (LifecycleStatus::Failed, DeployState::Failed, Some(reason)),
+                    };
+                    if let Err(err) = self.db.set_deploy_state(&decky.name, state, error, at).await {
+                        tracing::error!(decky = %decky.name, error = %err, "Could not record the decky's deploy state");
+                    }
+                    self.record(id, status, error).await;
                 }
-                self.record(id, status, error).await;
-            }
-        }).collect();
+            })
+            .collect();
         futures::stream::iter(starts).buffer_unordered(PARALLEL_STARTS).collect::<()>().await;
         self.remove_strays().await;
         tracing::info!(deckies = count, "Deploy finished");
@@ -258,7 +257,8 @@ impl Fleet {
             Some(reference) if decky.base_image == DEFAULT_IMAGE => reference.clone(),
             _ => decky.base_image.clone(),
         };
-        let mut env = vec![format!("NODE_NAME={}", decky.name), format!("SVC_DECKY_SERVICES={}", decky.services.join(","))];
+        let mut env =
+            vec![format!("NODE_NAME={}", decky.name), format!("SVC_DECKY_SERVICES={}", decky.services.join(","))];
         if !decky.service_config.is_empty() {
             env.push(format!("SVC_DECKY_INI_TEXT={}", service_sections(decky)));
         }

@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
+use super::DEFAULT_IMAGE;
 use super::catalog::{self, NMAP_OS_FAMILIES};
 use super::ini::{Ini, Options};
 use super::subnet::Subnet;
-use super::DEFAULT_IMAGE;
 use crate::db::{DeckyConfig, FleetNetwork};
 
 /// Why an INI cannot be deployed; the text is shown to the operator as is.
@@ -54,7 +54,9 @@ pub fn network(ini: &Ini, current: Option<&FleetNetwork>) -> Result<FleetNetwork
     let general = ini.section("general");
     let get = |key: &str| general.and_then(|g| g.get(key)).map(|v| v.trim()).filter(|v| !v.is_empty());
     let (net, gw, interface) = (get("net"), get("gw"), get("interface"));
-    if net.is_none() && gw.is_none() && interface.is_none()
+    if net.is_none()
+        && gw.is_none()
+        && interface.is_none()
         && let Some(current) = current
     {
         return Ok(current.clone());
@@ -64,7 +66,9 @@ pub fn network(ini: &Ini, current: Option<&FleetNetwork>) -> Result<FleetNetwork
         None => current.map_or(DEFAULT_SUBNET, |c| c.subnet.as_str()).parse().map_err(PlanError)?,
     };
     let gateway = match gw {
-        Some(gw) => gw.parse::<Ipv4Addr>().map_err(|_| PlanError(format!("[general] gw: `{gw}` is not an IPv4 address")))?,
+        Some(gw) => {
+            gw.parse::<Ipv4Addr>().map_err(|_| PlanError(format!("[general] gw: `{gw}` is not an IPv4 address")))?
+        }
         None => subnet.first_host(),
     };
     if !subnet.is_host(gateway) {
@@ -75,12 +79,20 @@ pub fn network(ini: &Ini, current: Option<&FleetNetwork>) -> Result<FleetNetwork
     {
         return refuse(format!("[general] interface `{interface}` is not a network interface name"));
     }
-    Ok(FleetNetwork { subnet: subnet.to_string(), gateway: gateway.to_string(), interface: interface.map(str::to_string) })
+    Ok(FleetNetwork {
+        subnet: subnet.to_string(),
+        gateway: gateway.to_string(),
+        interface: interface.map(str::to_string),
+    })
 }
 
 /// The deckies `ini` asks for on `network`, with addresses that avoid `reserved` (the rest of the
 /// fleet's, in an additive deploy).
-pub fn deckies(ini: &Ini, network: &FleetNetwork, reserved: &BTreeSet<Ipv4Addr>) -> Result<Vec<DeckyConfig>, PlanError> {
+pub fn deckies(
+    ini: &Ini,
+    network: &FleetNetwork,
+    reserved: &BTreeSet<Ipv4Addr>,
+) -> Result<Vec<DeckyConfig>, PlanError> {
     let subnet: Subnet = network.subnet.parse().map_err(PlanError)?;
     let gateway: Ipv4Addr =
         network.gateway.parse().map_err(|_| PlanError(format!("gateway `{}` is not an address", network.gateway)))?;
@@ -91,17 +103,19 @@ pub fn deckies(ini: &Ini, network: &FleetNetwork, reserved: &BTreeSet<Ipv4Addr>)
     let mut deckies: Vec<(DeckyConfig, Option<Ipv4Addr>)> = Vec::new();
     for (section, options) in ini.sections().filter(|(name, _)| is_decky_section(name)) {
         if section.starts_with("custom-") {
-            return refuse(format!("[{section}]: bring-your-own services are not supported; use image= in a decky section"));
+            return refuse(format!(
+                "[{section}]: bring-your-own services are not supported; use image= in a decky section"
+            ));
         }
         if let Some(unknown) = options.keys().find(|k| !DECKY_OPTIONS.contains(&k.as_str())) {
             return refuse(format!("[{section}] unknown option `{unknown}`; known: {}", DECKY_OPTIONS.join(", ")));
         }
         let template = decky(section, options, default_interval)?;
-        let ip = explicit_ip(section, options, subnet, gateway)?;
         let amount = amount(section, options)?;
-        if amount > 1 && ip.is_some() {
+        if amount > 1 && options.get("ip").is_some_and(|ip| !ip.trim().is_empty()) {
             return refuse(format!("[{section}] Cannot combine ip= with amount={amount}. Remove ip= or use amount=1."));
         }
+        let ip = explicit_ip(section, options, subnet, gateway)?;
         if amount == 1 {
             deckies.push((template, ip));
         } else {
@@ -128,7 +142,8 @@ pub fn deckies(ini: &Ini, network: &FleetNetwork, reserved: &BTreeSet<Ipv4Addr>)
 
 /// Decky names are what the API's paths and the containers' hostnames can carry.
 fn check_name(name: &str) -> Result<(), PlanError> {
-    let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok = (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if ok { Ok(()) } else { refuse(format!("decky name '{name}' must be 1 to 64 of a-z, 0-9 and '-'")) }
 }
 
@@ -228,7 +243,12 @@ fn amount(section: &str, options: &Options) -> Result<u32, PlanError> {
     }
 }
 
-fn explicit_ip(section: &str, options: &Options, subnet: Subnet, gateway: Ipv4Addr) -> Result<Option<Ipv4Addr>, PlanError> {
+fn explicit_ip(
+    section: &str,
+    options: &Options,
+    subnet: Subnet,
+    gateway: Ipv4Addr,
+) -> Result<Option<Ipv4Addr>, PlanError> {
     let Some(raw) = options.get("ip").map(|v| v.trim()).filter(|v| !v.is_empty()) else { return Ok(None) };
     let ip: Ipv4Addr = raw.parse().map_err(|_| PlanError(format!("[{section}] ip `{raw}` is not an IPv4 address")))?;
     if !subnet.is_host(ip) {
@@ -246,7 +266,10 @@ fn apply_service_sections(ini: &Ini, deckies: &mut [(DeckyConfig, Option<Ipv4Add
     for (section, options) in ini.sections().filter(|(name, _)| name.contains('.')) {
         let (decky_name, service) = section.rsplit_once('.').expect("the section has a dot");
         if !catalog::is_service(service) {
-            return refuse(format!("[{section}]: `{service}` is not a service; available: {}", catalog::service_names().join(", ")));
+            return refuse(format!(
+                "[{section}]: `{service}` is not a service; available: {}",
+                catalog::service_names().join(", ")
+            ));
         }
         let prefix = format!("{decky_name}-");
         let exact = deckies.iter().any(|(d, _)| d.name == decky_name);

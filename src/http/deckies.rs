@@ -206,7 +206,10 @@ fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>>
         )]);
     }
     raw.iter()
-        .map(|v| Uuid::parse_str(v.trim()).map_err(|_| FieldError::new("uuid_parsing", &["query", "ids"], "Input should be a valid UUID")))
+        .map(|v| {
+            Uuid::parse_str(v.trim())
+                .map_err(|_| FieldError::new("uuid_parsing", &["query", "ids"], "Input should be a valid UUID"))
+        })
         .collect::<std::result::Result<Vec<Uuid>, FieldError>>()
         .map_err(|e| vec![e])
 }
@@ -241,7 +244,11 @@ impl<'de> Deserialize<'de> for DeckyName {
         let name = String::deserialize(deserializer)?;
         let ok = (1..=64).contains(&name.len())
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if ok { Ok(DeckyName(name)) } else { Err(serde::de::Error::custom("String should match pattern '^[a-z0-9-]{1,64}$'")) }
+        if ok {
+            Ok(DeckyName(name))
+        } else {
+            Err(serde::de::Error::custom("String should match pattern '^[a-z0-9-]{1,64}$'"))
+        }
     }
 }
 

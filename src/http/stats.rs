@@ -31,7 +31,12 @@ pub struct StatsResponse {
 pub async fn summary(db: &Db, fleet: &Fleet) -> DbResult<StatsResponse> {
     let logs = db.log_stats().await?;
     let (active_deckies, deployed_deckies) = fleet.counts().await?;
-    Ok(StatsResponse { total_logs: logs.total_logs, unique_attackers: logs.unique_attackers, active_deckies, deployed_deckies })
+    Ok(StatsResponse {
+        total_logs: logs.total_logs,
+        unique_attackers: logs.unique_attackers,
+        active_deckies,
+        deployed_deckies,
+    })
 }
 
 /// Log and attacker counts, and the fleet's size.

@@ -13,8 +13,6 @@ use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{DbError, NewUser, Role, User};
 
-/// Used until the deployment settings routes land; they are DECNET's defaults.
-const DEPLOYMENT_LIMIT: u32 = 10;
 const GLOBAL_MUTATION_INTERVAL: &str = "30m";
 
 pub fn router() -> Router<AppState> {
@@ -74,7 +72,7 @@ pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> R
         if is_admin { Some(state.db.list_users().await?.into_iter().map(UserResponse::from).collect()) } else { None };
     Ok(Json(ConfigResponse {
         role: session.user.role,
-        deployment_limit: DEPLOYMENT_LIMIT,
+        deployment_limit: state.config.fleet.deployment_limit as u32,
         global_mutation_interval: GLOBAL_MUTATION_INTERVAL.into(),
         users,
         developer_mode: (is_admin && state.config.api.developer).then_some(true),

@@ -12,7 +12,9 @@ use bollard::container::{
 };
 use bollard::errors::Error as BollardError;
 use bollard::image::CreateImageOptions;
-use bollard::models::{EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum};
+use bollard::models::{
+    EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum,
+};
 use bollard::network::CreateNetworkOptions;
 use bollard::system::EventsOptions;
 use bytes::Bytes;
@@ -169,7 +171,9 @@ impl ContainerRuntime for Engine {
                 }),
                 ..Default::default()
             }),
-            networking_config: Some(NetworkingConfig { endpoints_config: HashMap::from([(spec.network.clone(), endpoint)]) }),
+            networking_config: Some(NetworkingConfig {
+                endpoints_config: HashMap::from([(spec.network.clone(), endpoint)]),
+            }),
             ..Default::default()
         };
         let options = CreateContainerOptions { name: spec.name.clone(), platform: None };
@@ -198,7 +202,12 @@ impl ContainerRuntime for Engine {
             .into_iter()
             .map(|c| ContainerInfo {
                 id: c.id.unwrap_or_default(),
-                name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default().trim_start_matches('/').to_string(),
+                name: c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+                    .to_string(),
                 state: c.state.unwrap_or_default(),
                 labels: c.labels.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
             })

@@ -2,9 +2,9 @@
 //! tarpit, mutator) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
 
+pub mod collector;
 #[cfg(feature = "test-fixture")]
 mod fixture;
-pub mod collector;
 pub mod ingest;
 pub mod lease;
 pub mod profiler;

@@ -117,8 +117,13 @@ pub trait FleetStore {
     async fn commit_deployment(&self, deployment: Deployment<'_>) -> DbResult<()>;
 
     /// Records how a decky's deploy ended.
-    async fn set_deploy_state(&self, name: &str, state: DeployState, error: Option<&str>, at: DateTime<Utc>)
-    -> DbResult<()>;
+    async fn set_deploy_state(
+        &self,
+        name: &str,
+        state: DeployState,
+        error: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> DbResult<()>;
 
     /// Removes a decky; `false` when there was none of that name. The last one takes the network.
     async fn remove_decky(&self, name: &str) -> DbResult<bool>;

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{DeckyConfig, DeployState, Deployment, StoredFleet, FleetDecky, FleetNetwork, FleetStore};
+use super::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
 use crate::db::codec::{millis, time};
 use crate::db::dialect::both_backends;
 use crate::db::lifecycle::insert_lifecycle;
@@ -30,7 +30,12 @@ impl TryFrom<DeckyRow> for FleetDecky {
     fn try_from(row: DeckyRow) -> Result<Self, DbError> {
         let config: DeckyConfig =
             serde_json::from_str(&row.config).map_err(|e| DbError::Other(anyhow::anyhow!("stored decky: {e}")))?;
-        Ok(FleetDecky { config, state: row.state.parse()?, last_error: row.last_error, updated_at: time(row.updated_at)? })
+        Ok(FleetDecky {
+            config,
+            state: row.state.parse()?,
+            last_error: row.last_error,
+            updated_at: time(row.updated_at)?,
+        })
     }
 }
 

@@ -46,7 +46,9 @@ impl TryFrom<LifecycleRow> for DeckyLifecycle {
 const MAX_ERROR_CHARS: usize = 2000;
 
 /// The insert of one record, for this area and for a deploy's transaction (`fleet`).
-pub(in crate::db) fn insert_lifecycle<'q, DB>(record: &'q DeckyLifecycle) -> Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+pub(in crate::db) fn insert_lifecycle<'q, DB>(
+    record: &'q DeckyLifecycle,
+) -> Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
 where
     DB: sqlx::Database,
     String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,

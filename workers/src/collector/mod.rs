@@ -155,7 +155,13 @@ fn follow(
 
 /// Reads one container's output from the second its position is in, until it stops; the writer
 /// skips the lines of that second taken before.
-async fn read_container(runtime: &Runtime, id: &str, since: i64, lines: &mpsc::Sender<Line>, counters: &svc::bus::Counters) {
+async fn read_container(
+    runtime: &Runtime,
+    id: &str,
+    since: i64,
+    lines: &mpsc::Sender<Line>,
+    counters: &svc::bus::Counters,
+) {
     let mut stream = runtime.stdout(id, since, true);
     let mut last = Position::default();
     while let Some(frame) = stream.next().await {

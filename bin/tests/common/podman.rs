@@ -1,0 +1,122 @@
+//! A container engine of the test's own: podman's Docker-compatible API service on a socket in a
+//! temporary directory, with a project-local `containers.conf` (runc, cgroupfs, no default
+//! ulimits, which this kernel needs). Installed when missing. Each test names its own fleet and
+//! subnet, and everything labelled with that fleet is removed when the test ends.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{DEADLINE, Proc, path};
+
+pub struct Podman {
+    dir: tempfile::TempDir,
+    service: Option<Proc>,
+    /// The fleet name (`SVC_FLEET_NAME`) whose containers and network this test owns.
+    pub fleet: String,
+    /// A /24 of the test's own.
+    pub subnet: String,
+}
+
+fn install() {
+    if Command::new("podman").arg("--version").env("PATH", path()).output().is_ok_and(|o| o.status.success()) {
+        return;
+    }
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "podman", "runc"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .env("PATH", path())
+        .status()
+        .expect("apt-get runs");
+    assert!(status.success(), "podman could not be installed");
+}
+
+impl Podman {
+    /// A running service for a fleet called `name`, on subnet `10.213.<octet>.0/24`.
+    pub fn start(name: &str, octet: u8) -> Podman {
+        install();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("containers.conf"),
+            "[containers]\ndefault_ulimits = []\n[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\n",
+        )
+        .unwrap();
+        let fleet = format!("t{}-{name}", std::process::id() % 100_000);
+        let mut podman = Podman { dir, service: None, fleet, subnet: format!("10.213.{octet}.0/24") };
+        podman.remove_all();
+        podman.restart();
+        podman
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("podman.sock")
+    }
+
+    /// `SVC_DOCKER_HOST` for this engine.
+    pub fn host(&self) -> String {
+        format!("unix://{}", self.socket().display())
+    }
+
+    fn podman(&self) -> Command {
+        let mut command = Command::new("podman");
+        command.env("CONTAINERS_CONF", self.dir.path().join("containers.conf")).env("PATH", path());
+        command
+    }
+
+    /// Starts the API service (again) and waits until it answers.
+    pub fn restart(&mut self) {
+        let _ = std::fs::remove_file(self.socket());
+        let mut command = self.podman();
+        command.args(["system", "service", "--time", "0", &self.host()]);
+        self.service = Some(Proc::spawn(command));
+        let deadline = Instant::now() + DEADLINE;
+        while !self.answers() {
+            assert!(Instant::now() < deadline, "podman's API service did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops the API service (the containers keep running).
+    pub fn stop(&mut self) {
+        self.service.take();
+    }
+
+    fn answers(&self) -> bool {
+        std::os::unix::net::UnixStream::connect(self.socket()).is_ok()
+    }
+
+    /// `podman ARGS`, its standard output; panics when it fails.
+    pub fn run(&self, args: &[&str]) -> String {
+        let output = self.podman().args(args).output().unwrap();
+        assert!(output.status.success(), "podman {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The ids of this fleet's containers, running or not.
+    pub fn containers(&self) -> Vec<String> {
+        self.run(&["ps", "-aq", "--filter", &format!("label=svc.fleet={}", self.fleet)])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The container `name`'s state (`running`, `exited`…), or `None` when there is none.
+    pub fn state(&self, container: &str) -> Option<String> {
+        let output = self.podman().args(["inspect", "--format", "{{.State.Status}}", container]).output().unwrap();
+        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    }
+
+    fn remove_all(&self) {
+        for id in self.containers() {
+            let _ = self.podman().args(["rm", "-f", &id]).output();
+        }
+        let _ = self.podman().args(["network", "rm", "-f", &format!("{}-fleet", self.fleet)]).output();
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        self.remove_all();
+        self.service.take();
+    }
+}

@@ -1,0 +1,259 @@
+//! The fleet on a real engine (podman's Docker-compatible service, started by the test): a deploy
+//! from INI builds the decky image from this `svc` binary, starts each decky's container on a
+//! network of the test's own and reaches `succeeded`; the deckies answer attackers and the
+//! collector carries their lines into the ingest file, exactly once even when killed again and
+//! again; a redeploy recreates containers and the collector follows the new ones; a bad image
+//! fails with a generic error; teardown removes the container; health follows the engine.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::podman::Podman;
+use common::{DEADLINE, Proc, admin_token, api_command, eventually, start_api, svc};
+use rustix::process::Signal;
+use serde_json::{Value, json};
+
+/// Building the image from a debug binary (hundreds of MB) and starting containers takes longer
+/// than an API call.
+const DEPLOY_DEADLINE: Duration = Duration::from_secs(180);
+
+struct Fleet {
+    api: Proc,
+    port: u16,
+    token: String,
+    ingest: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// `svc api` on `podman`'s engine, its fleet and ingest file the test's own; the collector
+/// embedded when `collector`.
+async fn api_on(podman: &Podman, collector: bool) -> Fleet {
+    let dir = tempfile::tempdir().unwrap();
+    let ingest = dir.path().join("ingest.log");
+    let (mut command, port) = api_command(dir.path(), None);
+    command
+        .env("SVC_DOCKER_HOST", podman.host())
+        .env("SVC_FLEET_NAME", &podman.fleet)
+        .env("SVC_DECKY_BINARY", env!("CARGO_BIN_EXE_svc"))
+        .env("SVC_INGEST_LOG_FILE", &ingest)
+        .env("SVC_EMBED_COLLECTOR", collector.to_string())
+        .env("SVC_COLLECTOR_RECONCILE_S", "1");
+    let api = start_api(command, port).await;
+    let token = admin_token(port).await;
+    Fleet { api, port, token, ingest, _dir: dir }
+}
+
+impl Fleet {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let url = format!("http://127.0.0.1:{}/api/v1{path}", self.port);
+        let mut request = reqwest::Client::new().request(method, url).bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Deploys `ini` and waits until every lifecycle record is terminal; the records.
+    async fn deploy(&self, ini: &str, replace: bool) -> Vec<Value> {
+        let (status, body) = self
+            .call(reqwest::Method::POST, "/deckies/deploy", Some(json!({"ini_content": ini, "replace_fleet": replace})))
+            .await;
+        assert_eq!(status, 202, "{body}; the API said:\n{}", self.api.output());
+        let ids: Vec<String> =
+            body["lifecycle_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().into()).collect();
+        let query: String = ids.iter().map(|id| format!("ids={id}")).collect::<Vec<_>>().join("&");
+        let deadline = Instant::now() + DEPLOY_DEADLINE;
+        loop {
+            let (status, body) = self.call(reqwest::Method::GET, &format!("/deckies/lifecycle?{query}"), None).await;
+            assert_eq!(status, 200, "{body}");
+            let rows = body["rows"].as_array().unwrap().clone();
+            assert_eq!(rows.len(), ids.len());
+            if rows.iter().all(|r| r["status"] == "succeeded" || r["status"] == "failed") {
+                return rows;
+            }
+            assert!(Instant::now() < deadline, "deploy did not finish: {rows:?}\n{}", self.api.output());
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn deckies(&self) -> Vec<Value> {
+        let (status, body) = self.call(reqwest::Method::GET, "/deckies", None).await;
+        assert_eq!(status, 200, "{body}");
+        body.as_array().unwrap().clone()
+    }
+
+    fn ingested(&self) -> String {
+        std::fs::read_to_string(&self.ingest).unwrap_or_default()
+    }
+}
+
+fn status_of(rows: &[Value], decky: &str) -> (String, Value) {
+    let row =
+        rows.iter().find(|r| r["decky_name"] == decky).unwrap_or_else(|| panic!("no record of {decky}: {rows:?}"));
+    (row["status"].as_str().unwrap().to_string(), row["error"].clone())
+}
+
+fn ip_of(deckies: &[Value], name: &str) -> String {
+    deckies.iter().find(|d| d["name"] == name).unwrap()["ip"].as_str().unwrap().to_string()
+}
+
+/// A request to a decky's HTTP decoy (a container the test made).
+async fn visit(ip: &str, path: &str) {
+    let response = reqwest::Client::new()
+        .get(format!("http://{ip}{path}"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("the decky at {ip} does not answer: {e}"));
+    assert!(response.status().as_u16() < 600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deckies_deploy_serve_and_reach_the_ingest_file_and_teardown_removes_them() {
+    let mut podman = Podman::start("deploy", 71);
+    let fleet = api_on(&podman, true).await;
+    let gateway = podman.subnet.replace(".0/24", ".1");
+    let ini = format!(
+        "[general]\nnet = {}\ngw = {gateway}\n\n[web]\nservices = http\namount = 2\n\n[mail]\nservices = smtp, telnet\n\
+         [mail.telnet]\nbanner = Ubuntu 22.04 LTS\n",
+        podman.subnet
+    );
+    let rows = fleet.deploy(&ini, false).await;
+    for decky in ["web-01", "web-02", "mail"] {
+        assert_eq!(status_of(&rows, decky).0, "succeeded", "{rows:?}\n{}", fleet.api.output());
+    }
+    assert_eq!(podman.containers().len(), 3);
+    let deckies = fleet.deckies().await;
+    assert!(deckies.iter().all(|d| d["state"] == "running"), "{deckies:?}");
+    let web = ip_of(&deckies, "web-01");
+    assert_eq!(web, podman.subnet.replace(".0/24", ".2"), "addresses are handed out in order after the gateway");
+
+    // An attacker's request reaches the ingest file through the collector, as the decoy wrote it.
+    visit(&web, "/probe-one").await;
+    eventually("the request is in the ingest file", || async {
+        fleet.ingested().lines().any(|l| l.contains(" web-01 http ") && l.contains("/probe-one"))
+    })
+    .await;
+
+    // Replace the fleet: web-01 recreated, web-02 gone, mail on an image this host does not have.
+    let first = podman.run(&["inspect", "--format", "{{.Id}}", &format!("{}-web-01", podman.fleet)]);
+    let ini = format!(
+        "[general]\nnet = {}\ngw = {gateway}\n[web-01]\nservices = http\n[mail]\nimage = localhost/svc-missing:none\n",
+        podman.subnet
+    );
+    let rows = fleet.deploy(&ini, true).await;
+    assert_eq!(status_of(&rows, "web-01").0, "succeeded");
+    let (status, error) = status_of(&rows, "mail");
+    assert_eq!(status, "failed");
+    assert_eq!(error, "the decky's container could not be started", "a generic text, not the engine's");
+    let second = podman.run(&["inspect", "--format", "{{.Id}}", &format!("{}-web-01", podman.fleet)]);
+    assert_ne!(first, second, "the redeploy recreated the container");
+    eventually("the replaced fleet's containers are gone", || async { podman.containers().len() == 1 }).await;
+    visit(&web, "/probe-two").await;
+    eventually("the recreated container is followed", || async {
+        fleet.ingested().lines().any(|l| l.contains("/probe-two"))
+    })
+    .await;
+    assert_eq!(fleet.ingested().matches("/probe-one").count(), 1, "nothing repeated after the recreate");
+
+    // Health follows the engine, which is required once a fleet is deployed.
+    let health = |port: u16| async move {
+        let response = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/health")).await.unwrap();
+        (response.status().as_u16(), response.json::<Value>().await.unwrap())
+    };
+    podman.stop();
+    eventually("health reports the engine down", || async {
+        let (status, body) = health(fleet.port).await;
+        status == 503 && body["components"]["container_runtime"]["status"] == "failing"
+    })
+    .await;
+    podman.restart();
+    eventually("health reports the engine back", || async {
+        health(fleet.port).await.1["components"]["container_runtime"]["status"] == "ok"
+    })
+    .await;
+
+    // Teardown removes the container; a second one finds nothing.
+    let (status, _) = fleet.call(reqwest::Method::DELETE, "/deckies/web-01", None).await;
+    assert_eq!(status, 204);
+    assert_eq!(podman.state(&format!("{}-web-01", podman.fleet)), None);
+    let (status, body) = fleet.call(reqwest::Method::DELETE, "/deckies/web-01", None).await;
+    assert_eq!((status, body["detail"].as_str()), (404, Some("Decky web-01 not found")));
+}
+
+/// A small pseudo-random sequence (the test needs varied pauses, not a random crate).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_collector_writes_every_line_exactly_once_across_twenty_kills() {
+    const REQUESTS: usize = 1_500;
+    const KILLS: usize = 20;
+    let podman = Podman::start("collect", 72);
+    let fleet = api_on(&podman, false).await;
+    let gateway = podman.subnet.replace(".0/24", ".1");
+    let rows = fleet
+        .deploy(&format!("[general]\nnet = {}\ngw = {gateway}\n[sink]\nservices = http\n", podman.subnet), false)
+        .await;
+    assert_eq!(status_of(&rows, "sink").0, "succeeded", "{rows:?}");
+    let ip = ip_of(&fleet.deckies().await, "sink");
+
+    let collector_command = || {
+        let mut command = svc(fleet._dir.path(), &["worker", "collector"]);
+        command
+            .env("SVC_DOCKER_HOST", podman.host())
+            .env("SVC_FLEET_NAME", &podman.fleet)
+            .env("SVC_INGEST_LOG_FILE", &fleet.ingest)
+            .env("SVC_COLLECTOR_RECONCILE_S", "0.5");
+        command
+    };
+    let mut collector = Proc::spawn(collector_command());
+
+    // The attacker: numbered requests, while the collector is killed at random moments.
+    let load = tokio::spawn({
+        let ip = ip.clone();
+        async move {
+            let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+            for n in 0..REQUESTS {
+                client.get(format!("http://{ip}/seq/{n}/end")).send().await.unwrap();
+            }
+        }
+    });
+    let mut random = Lcg(Instant::now().elapsed().as_nanos() as u64 ^ u64::from(std::process::id()));
+    for _ in 0..KILLS {
+        tokio::time::sleep(Duration::from_millis(100 + random.below(500))).await;
+        collector.signal(Signal::Kill);
+        collector.wait();
+        collector = Proc::spawn(collector_command());
+    }
+    load.await.unwrap();
+
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let text = fleet.ingested();
+        let seen = (0..REQUESTS).filter(|n| text.contains(&format!("/seq/{n}/end"))).count();
+        if seen == REQUESTS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{seen} of {REQUESTS} requests reached the file; collector:\n{}",
+            collector.output()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let text = fleet.ingested();
+    for n in 0..REQUESTS {
+        let count = text.matches(&format!("/seq/{n}/end\"")).count();
+        assert_eq!(count, 1, "request {n} is in the ingest file {count} times");
+    }
+}

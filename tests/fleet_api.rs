@@ -1,0 +1,301 @@
+//! The fleet's routes against a real database (sqlite, and MariaDB when configured), with the
+//! container engine out of reach: every INI rule and refusal of `POST /deckies/deploy` in the
+//! spec's order and DECNET's words, additive and replacing deploys, the lifecycle poll, the
+//! inventory, teardown's refusals, and health when the engine is gone. (Deploys on a real engine:
+//! `bin/tests/fleet.rs`.)
+
+mod common;
+
+use common::{TestApi, TestDb, user_token};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use svc::db::Role;
+
+/// An engine address nothing listens on: deploys are stored, then fail in the background.
+const NO_ENGINE: &str = "unix:///nonexistent/engine.sock";
+
+struct Api {
+    api: TestApi,
+    admin: String,
+}
+
+async fn start(db: &TestDb, extra: &[(&str, &str)]) -> Api {
+    let mut vars = vec![("SVC_DOCKER_HOST", NO_ENGINE), ("SVC_DECKY_BINARY", "/bin/true")];
+    vars.extend_from_slice(extra);
+    let api = TestApi::start(db.api_config(&vars)).await;
+    let admin = user_token(&api.state, "root", Role::Admin).await;
+    Api { api, admin }
+}
+
+impl Api {
+    async fn deploy_as(&self, token: &str, body: Value) -> (StatusCode, Value) {
+        let response =
+            self.api.client.post(self.api.url("/deckies/deploy")).bearer_auth(token).json(&body).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn deploy(&self, ini: &str, replace: bool) -> (StatusCode, Value) {
+        self.deploy_as(&self.admin, json!({"ini_content": ini, "replace_fleet": replace})).await
+    }
+
+    async fn refused(&self, ini: &str) -> (StatusCode, String) {
+        let (status, body) = self.deploy(ini, false).await;
+        (status, body["detail"].as_str().unwrap_or_default().to_string())
+    }
+
+    async fn deckies(&self) -> Vec<Value> {
+        self.api.ok("/deckies", &self.admin, &[]).await.as_array().unwrap().clone()
+    }
+
+    async fn delete(&self, name: &str) -> (StatusCode, Value) {
+        let response = self
+            .api
+            .client
+            .delete(self.api.url(&format!("/deckies/{name}")))
+            .bearer_auth(&self.admin)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+const NET: &str = "[general]\nnet = 10.77.0.0/24\ngw = 10.77.0.1\n";
+
+#[tokio::test]
+async fn malformed_ini_is_refused_in_the_contracts_order_and_words() {
+    for db in TestDb::all() {
+        let api = start(&db, &[]).await;
+        let cases: &[(&str, StatusCode, &str)] = &[
+            ("   \n", StatusCode::CONFLICT, "Configuration conflict: INI content is empty."),
+            (
+                "services = ssh\n[web]\n",
+                StatusCode::CONFLICT,
+                "Configuration conflict: INI syntax or characters are invalid.",
+            ),
+            (
+                "[web]\nno delimiter here\n",
+                StatusCode::CONFLICT,
+                "Configuration conflict: INI syntax or characters are invalid.",
+            ),
+            ("# nothing\n", StatusCode::CONFLICT, "Invalid INI config structure: No decky sections found."),
+            (NET, StatusCode::CONFLICT, "Invalid INI config structure: No decky sections found."),
+        ];
+        for (ini, status, detail) in cases {
+            assert_eq!(api.refused(ini).await, (*status, detail.to_string()), "{ini:?}");
+        }
+        let huge = format!("[web]\nservices = ssh\n# {}\n", "x".repeat(600 * 1024));
+        assert_eq!(api.refused(&huge).await, (StatusCode::UNPROCESSABLE_ENTITY, "Invalid INI config".into()));
+        let (status, _) = api.deploy_as(&api.admin, json!({"ini_content": "[web]\n", "extra": 1})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "extra fields are structural");
+        let (status, _) = api.deploy_as(&api.admin, json!({"replace_fleet": true})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "a missing INI is structural");
+        let viewer = user_token(&api.api.state, "watcher", Role::Viewer).await;
+        let (status, _) = api.deploy_as(&viewer, json!({"ini_content": "[web]\n"})).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "deploying is for admins");
+        assert!(api.deckies().await.is_empty(), "nothing refused was stored");
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn ini_rules_refuse_what_cannot_be_deployed_with_a_reason() {
+    for db in TestDb::all() {
+        let api = start(&db, &[("SVC_DEPLOYMENT_LIMIT", "4")]).await;
+        let cases: &[(&str, &str)] = &[
+            ("[web]\nservices = ssh, gopher\n", "[web] unknown service `gopher`"),
+            ("[web]\narchetype = mainframe\n", "[web] unknown archetype `mainframe`"),
+            (
+                "[web]\nip = 10.77.0.9\namount = 2\n",
+                "[web] Cannot combine ip= with amount=2. Remove ip= or use amount=1.",
+            ),
+            ("[web]\namount = 0\n", "[web] amount= must be an integer from 1 to 100, got '0'"),
+            ("[web]\namount = 101\n", "[web] amount= must be an integer from 1 to 100"),
+            ("[Web]\nservices = ssh\n", "decky name 'Web' must be 1 to 64 of a-z, 0-9 and '-'"),
+            ("[web]\nservics = ssh\n", "[web] unknown option `servics`"),
+            ("[web]\nmutate_interval = soon\n", "[web] mutate_interval= must be a positive number of minutes"),
+            ("[web]\nnmap_os = plan9\n", "[web] nmap_os `plan9` is none of"),
+            ("[custom-x]\nbinary = img\n", "[custom-x]: bring-your-own services are not supported"),
+            ("[web.gopher]\nx = 1\n[web]\n", "[web.gopher]: `gopher` is not a service"),
+            ("[general]\nnet = 10.77.0.0/33\n[web]\n", "[general] net: `10.77.0.0/33` is not an IPv4 subnet"),
+            (
+                "[general]\nnet = 10.77.0.0/24\ngw = 10.78.0.1\n[web]\n",
+                "[general] gw 10.78.0.1 is not a host address of 10.77.0.0/24",
+            ),
+            (
+                "[general]\nnet = 10.77.0.0/24\n[web]\nip = 10.99.0.5\n",
+                "[web] ip 10.99.0.5 is not a host address of the fleet network",
+            ),
+            (
+                "[general]\nnet = 10.77.0.0/24\n[web]\nip = 10.77.0.1\n",
+                "[web] ip 10.77.0.1 is the fleet network's gateway",
+            ),
+            (
+                "[a]\nip = 10.77.0.5\n[b]\nip = 10.77.0.5\n[general]\nnet = 10.77.0.0/24\n",
+                "IP 10.77.0.5 of decky 'b' is already taken",
+            ),
+            ("[web]\namount = 2\n[web-01]\n", "decky 'web-01' is defined twice in the INI"),
+            (
+                "[general]\nnet = 10.77.0.0/29\n[web]\namount = 6\n",
+                "no free address left in 10.77.0.0/29 for decky 'web-06'",
+            ),
+            ("[web]\namount = 5\n", "Deployment would result in 5 deckies, exceeding the configured limit of 4"),
+        ];
+        for (ini, detail) in cases {
+            let (status, said) = api.refused(ini).await;
+            assert_eq!(status, StatusCode::CONFLICT, "{ini:?}: {said}");
+            assert!(said.starts_with(detail), "{ini:?}: {said:?} does not start with {detail:?}");
+        }
+        assert!(api.deckies().await.is_empty(), "nothing refused was stored");
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn deploys_add_or_replace_and_are_polled_through_their_lifecycle_records() {
+    for db in TestDb::all() {
+        let api = start(&db, &[("SVC_DEPLOYMENT_LIMIT", "5")]).await;
+        let ini = format!(
+            "{NET}[web]\namount = 2\narchetype = web-server\nmutate_interval = 30\n[mail]\nip = 10.77.0.40\n\
+             services = smtp\n[web.http]\nserver_header = nginx/1.18.0\n"
+        );
+        let (status, body) = api.deploy(&ini, false).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        assert_eq!(body["mode"], "unihost");
+        let ids: Vec<&str> = body["lifecycle_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 3);
+
+        let deckies = api.deckies().await;
+        let names: Vec<&str> = deckies.iter().map(|d| d["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["mail", "web-01", "web-02"], "ordered by name");
+        let web = &deckies[1];
+        assert_eq!(web["ip"], "10.77.0.2", "the first free address after the gateway");
+        assert_eq!(deckies[2]["ip"], "10.77.0.3");
+        assert_eq!(deckies[0]["ip"], "10.77.0.40", "an explicit address is kept");
+        assert_eq!(web["services"], json!(["http", "https", "ssh"]), "the archetype's services");
+        assert_eq!(web["archetype"], "web-server");
+        assert_eq!(web["mutate_interval"], 30);
+        assert_eq!(web["hostname"], "web-01");
+        assert_eq!(web["service_config"]["http"]["server_header"], "nginx/1.18.0", "[web.http] reaches web-NN");
+        for field in [
+            "distro",
+            "base_image",
+            "build_base",
+            "nmap_os",
+            "last_mutated",
+            "last_login_attempt",
+            "host_uuid",
+            "state",
+        ] {
+            assert!(web.get(field).is_some(), "DeckyConfig field {field} in {web}");
+        }
+
+        // No engine: each record ends failed with a generic reason, and the deckies say so.
+        let query: Vec<(&str, &str)> = ids.iter().map(|id| ("ids", *id)).collect();
+        let mut rows = Vec::new();
+        for _ in 0..200 {
+            rows = api.api.ok("/deckies/lifecycle", &api.admin, &query).await["rows"].as_array().unwrap().clone();
+            if rows.iter().all(|r| r["status"] == "failed") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(rows.len(), 3);
+        for row in &rows {
+            assert_eq!(row["status"], "failed", "{row}");
+            assert_eq!(row["operation"], "deploy");
+            assert!(row["completed_at"].is_string(), "{row}");
+            let error = row["error"].as_str().unwrap();
+            assert!(
+                error == "the decky image could not be built" || error == "the fleet network could not be created",
+                "{error}"
+            );
+        }
+        assert!(api.deckies().await.iter().all(|d| d["state"] == "failed"));
+
+        // Additive: collisions with the stored fleet, and the limit counts the whole fleet.
+        assert_eq!(
+            api.refused("[web-01]\n").await,
+            (
+                StatusCode::CONFLICT,
+                "decky 'web-01' already exists; submit with replace_fleet=true to overwrite the fleet".into()
+            )
+        );
+        assert_eq!(
+            api.refused("[db]\nip = 10.77.0.40\n").await,
+            (StatusCode::CONFLICT, "IP 10.77.0.40 is already in use by an existing decky".into())
+        );
+        assert_eq!(
+            api.refused("[db]\namount = 3\n").await,
+            (StatusCode::CONFLICT, "Deployment would result in 6 deckies, exceeding the configured limit of 5".into())
+        );
+        assert!(
+            api.refused("[general]\nnet = 10.88.0.0/24\n[db]\n").await.1.starts_with("the fleet is on 10.77.0.0/24")
+        );
+        let (status, body) = api.deploy("[db]\n", false).await;
+        assert_eq!((status, body["lifecycle_ids"].as_array().unwrap().len()), (StatusCode::ACCEPTED, 1));
+        let db_ip = api.deckies().await.into_iter().find(|d| d["name"] == "db").unwrap()["ip"].clone();
+        assert_eq!(db_ip, "10.77.0.4", "existing addresses are reserved");
+
+        // Replace: the INI is the whole fleet.
+        let (status, _) = api.deploy("[general]\nnet = 10.88.0.0/24\n[solo]\nservices = telnet\n", true).await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        let deckies = api.deckies().await;
+        assert_eq!(deckies.len(), 1);
+        assert_eq!((deckies[0]["name"].as_str(), deckies[0]["ip"].as_str()), (Some("solo"), Some("10.88.0.2")));
+
+        // The lifecycle poll's own rules: unknown ids are left out; none, too many or malformed refused.
+        let unknown = uuid::Uuid::new_v4().to_string();
+        let body = api.api.ok("/deckies/lifecycle", &api.admin, &[("ids", &unknown)]).await;
+        assert_eq!(body, json!({"rows": []}));
+        assert_eq!(api.api.get("/deckies/lifecycle", Some(&api.admin), &[]).await.status, StatusCode::BAD_REQUEST);
+        let many: Vec<(&str, &str)> = (0..201).map(|_| ("ids", unknown.as_str())).collect();
+        assert_eq!(
+            api.api.get("/deckies/lifecycle", Some(&api.admin), &many).await.status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        let bad = api.api.get("/deckies/lifecycle", Some(&api.admin), &[("ids", "x")]).await;
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn teardown_refuses_bad_names_unknown_deckies_and_an_unreachable_engine() {
+    for db in TestDb::all() {
+        let api = start(&db, &[]).await;
+        let (status, body) = api.delete("web").await;
+        assert_eq!((status, body["detail"].as_str()), (StatusCode::NOT_FOUND, Some("No active deployment")));
+        assert_eq!(api.delete("Bad_Name").await.0, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(api.delete(&"a".repeat(65)).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+        api.deploy("[web]\n", false).await;
+        let (status, body) = api.delete("other").await;
+        assert_eq!((status, body["detail"].as_str()), (StatusCode::NOT_FOUND, Some("Decky other not found")));
+        let (status, body) = api.delete("web").await;
+        assert_eq!(
+            (status, body["detail"].as_str()),
+            (StatusCode::CONFLICT, Some("Container runtime operation failed"))
+        );
+        assert_eq!(api.deckies().await.len(), 1, "a decky whose container could not be removed stays listed");
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn health_requires_the_engine_once_a_fleet_is_deployed_and_stats_count_deckies() {
+    let db = TestDb::sqlite();
+    let api = start(&db, &[]).await;
+    let health = api.api.get("/health", None, &[]).await;
+    assert_eq!(health.body["components"]["container_runtime"]["status"], "failing");
+    assert_eq!(health.body["components"]["container_runtime"]["detail"], "container runtime unavailable");
+    assert_ne!(health.status, StatusCode::SERVICE_UNAVAILABLE, "no fleet: the engine is optional");
+    api.deploy("[web]\n[mail]\n", false).await;
+    let health = api.api.get("/health", None, &[]).await;
+    assert_eq!(health.status, StatusCode::SERVICE_UNAVAILABLE, "{}", health.body);
+    assert_eq!(health.body["status"], "unhealthy");
+    let stats = api.api.ok("/stats", &api.admin, &[]).await;
+    assert_eq!((stats["deployed_deckies"].as_u64(), stats["active_deckies"].as_u64()), (Some(2), Some(0)));
+    api.api.stop().await;
+}
