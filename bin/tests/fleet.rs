@@ -231,7 +231,7 @@ async fn the_collector_writes_every_line_exactly_once_across_twenty_kills() {
     let mut random = Lcg(Instant::now().elapsed().as_nanos() as u64 ^ u64::from(std::process::id()));
     for _ in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(100 + random.below(500))).await;
-        collector.signal(Signal::Kill);
+        collector.signal(Signal::KILL);
         collector.wait();
         collector = Proc::spawn(collector_command());
     }

@@ -11,7 +11,7 @@ use bollard::container::{
     RemoveContainerOptions, StartContainerOptions,
 };
 use bollard::errors::Error as BollardError;
-use bollard::image::CreateImageOptions;
+use bollard::image::ImportImageOptions;
 use bollard::models::{
     EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum,
 };
@@ -104,15 +104,8 @@ impl ContainerRuntime for Engine {
         }
     }
 
-    async fn import_image(&self, reference: &str, rootfs: Bytes, changes: &[String]) -> RuntimeResult<()> {
-        // The tag rides in `repo`: podman ignores a separate `tag` on import, Docker accepts both.
-        let options = CreateImageOptions::<String> {
-            from_src: "-".into(),
-            repo: reference.into(),
-            changes: changes.iter().map(String::as_str).collect(),
-            ..Default::default()
-        };
-        let mut progress = self.docker()?.create_image(Some(options), Some(rootfs), None);
+    async fn load_image(&self, archive: Bytes) -> RuntimeResult<()> {
+        let mut progress = self.docker()?.import_image(ImportImageOptions { quiet: true }, archive, None);
         while let Some(step) = progress.next().await {
             let step = step.map_err(classify)?;
             if let Some(error) = step.error {

@@ -1,8 +1,10 @@
 //! The default decky image, built on the host without a registry or a Dockerfile: a root
 //! filesystem holding the svc binary and the shared libraries it links (as `ldd` lists them),
-//! imported through the engine API with `svc decky` as its entry point. Its tag carries svc's
-//! version and a digest of the binary, so an upgraded binary gets a fresh image and an unchanged
-//! one is never rebuilt.
+//! packed as a one-layer image archive (the `docker save` format, which Docker and podman both
+//! load) with `svc decky` as its entry point. Its tag carries svc's version and a digest of the
+//! binary, so an upgraded binary gets a fresh image and an unchanged one is never rebuilt. The
+//! name is fully qualified (`localhost/…`): podman's Docker API would otherwise read a short name
+//! as Docker Hub's.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::{ContainerRuntime, RuntimeError, RuntimeResult};
 
 /// The default image's repository name.
-pub const REPOSITORY: &str = "svc-decky";
+pub const REPOSITORY: &str = "localhost/svc-decky";
 
 /// Where the binary lives inside the image.
 pub const BINARY_IN_IMAGE: &str = "/usr/local/bin/svc";
@@ -54,31 +56,84 @@ impl DeckyImage {
             return Ok(());
         }
         tracing::info!(image = %self.reference, binary = %self.binary.display(), "Building the decky image");
-        let binary = self.binary.clone();
-        let rootfs = tokio::task::spawn_blocking(move || root_filesystem(&binary))
+        let (binary, reference) = (self.binary.clone(), self.reference.clone());
+        let archive = tokio::task::spawn_blocking(move || archive(&reference, &root_filesystem(&binary)?))
             .await
-            .map_err(|e| RuntimeError::Engine(format!("building the root filesystem: {e}")))?
-            .map_err(|e| RuntimeError::Engine(format!("building the root filesystem: {e}")))?;
-        let changes = [format!("ENTRYPOINT [\"{BINARY_IN_IMAGE}\"]"), "CMD [\"decky\"]".to_string()];
-        runtime.import_image(&self.reference, rootfs, &changes).await
+            .map_err(|e| RuntimeError::Engine(format!("building the image: {e}")))?
+            .map_err(|e| RuntimeError::Engine(format!("building the image: {e}")))?;
+        runtime.load_image(archive).await?;
+        if runtime.image_exists(&self.reference).await? {
+            Ok(())
+        } else {
+            Err(RuntimeError::Engine(format!("the engine loaded the archive but has no image {}", self.reference)))
+        }
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The image archive: `manifest.json`, the image's configuration, and `rootfs` as its one layer.
+fn archive(reference: &str, rootfs: &[u8]) -> std::io::Result<Bytes> {
+    let layer_digest = sha256_hex(rootfs);
+    let architecture = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": architecture,
+        "os": "linux",
+        "config": {
+            "Entrypoint": [BINARY_IN_IMAGE],
+            "Cmd": ["decky"],
+            "Labels": {"svc.image": "decky"},
+        },
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{layer_digest}")]},
+        "history": [{"created_by": "svc: the svc binary and the libraries it links"}],
+    }))?;
+    let config_name = format!("{}.json", sha256_hex(&config));
+    let layer_name = format!("{layer_digest}/layer.tar");
+    let manifest = serde_json::to_vec(&serde_json::json!([
+        {"Config": config_name, "RepoTags": [reference], "Layers": [layer_name]}
+    ]))?;
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, data) in [(config_name.as_str(), &config[..]), (layer_name.as_str(), rootfs), ("manifest.json", &manifest[..])] {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, name, data)?;
+    }
+    Ok(Bytes::from(tar.into_inner()?))
 }
 
 /// A tar of the binary at [`BINARY_IN_IMAGE`], every shared library it loads at its own path,
 /// and an empty `/tmp`.
-fn root_filesystem(binary: &Path) -> std::io::Result<Bytes> {
+fn root_filesystem(binary: &Path) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
-    tar.follow_symlinks(true);
-    tar.append_path_with_name(binary, BINARY_IN_IMAGE.trim_start_matches('/'))?;
+    append_file(&mut tar, binary, BINARY_IN_IMAGE)?;
     for library in shared_libraries(binary)? {
-        tar.append_path_with_name(&library, library.to_string_lossy().trim_start_matches('/'))?;
+        append_file(&mut tar, &library, &library.to_string_lossy())?;
     }
     let mut tmp = tar::Header::new_gnu();
     tmp.set_entry_type(tar::EntryType::Directory);
     tmp.set_mode(0o1777);
     tmp.set_size(0);
     tar.append_data(&mut tmp, "tmp/", std::io::empty())?;
-    Ok(Bytes::from(tar.into_inner()?))
+    tar.into_inner()
+}
+
+/// The file at `source` (symbolic links followed) as a plain file at `target`: plain headers only,
+/// since engines refuse the sparse entries a tar of a file with holes may get.
+fn append_file(tar: &mut tar::Builder<Vec<u8>>, source: &Path, target: &str) -> std::io::Result<()> {
+    let data = std::fs::read(source)?;
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_size(data.len() as u64);
+    header.set_mode(0o755);
+    tar.append_data(&mut header, target.trim_start_matches('/'), &data[..])
 }
 
 /// The absolute paths `ldd` names for `binary` (none for a static binary).
@@ -126,5 +181,26 @@ mod tests {
         assert!(names.contains(&"usr/local/bin/svc".to_string()), "{names:?}");
         assert!(names.iter().any(|n| n.contains("libc.so")), "{names:?}");
         assert!(names.contains(&"tmp/".to_string()) || names.contains(&"tmp".to_string()), "{names:?}");
+    }
+
+    #[test]
+    fn the_archive_names_its_layer_and_configuration_by_digest() {
+        let archive = archive("localhost/svc-decky:1-x", b"layer bytes").unwrap();
+        let mut entries = tar::Archive::new(&archive[..]);
+        let mut files = std::collections::BTreeMap::new();
+        for entry in entries.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().display().to_string();
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data).unwrap();
+            files.insert(name, data);
+        }
+        let manifest: serde_json::Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
+        assert_eq!(manifest[0]["RepoTags"][0], "localhost/svc-decky:1-x");
+        let layer = manifest[0]["Layers"][0].as_str().unwrap();
+        assert_eq!(files[layer], b"layer bytes");
+        let config: serde_json::Value = serde_json::from_slice(&files[manifest[0]["Config"].as_str().unwrap()]).unwrap();
+        assert_eq!(config["rootfs"]["diff_ids"][0], format!("sha256:{}", sha256_hex(b"layer bytes")));
+        assert_eq!(config["config"]["Entrypoint"][0], BINARY_IN_IMAGE);
     }
 }

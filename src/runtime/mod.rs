@@ -88,9 +88,8 @@ pub trait ContainerRuntime: Send + Sync {
 
     async fn image_exists(&self, reference: &str) -> RuntimeResult<bool>;
 
-    /// Imports `rootfs` (a tar archive) as image `reference`, with Dockerfile-style `changes`
-    /// (`ENTRYPOINT [...]`, `LABEL k=v`).
-    async fn import_image(&self, reference: &str, rootfs: Bytes, changes: &[String]) -> RuntimeResult<()>;
+    /// Loads an image archive (the `docker save` format) with the tags its manifest names.
+    async fn load_image(&self, archive: Bytes) -> RuntimeResult<()>;
 
     /// Creates the network unless one of that name exists.
     async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()>;
