@@ -355,27 +355,31 @@ impl Fleet {
         Ok((running, statuses.len() as u64))
     }
 
-    /// Whether the engine answers (a ping at most every 5 s), and whether that matters: it is
-    /// required once a fleet is deployed.
-    pub async fn runtime_health(&self) -> (bool, bool) {
+    /// Whether the engine answers (a ping at most every 5 s), once a fleet is deployed; `None`
+    /// while there is none (or the store cannot tell), when the engine matters to nothing.
+    pub async fn runtime_health(&self) -> Option<bool> {
+        if !self.db.fleet().await.is_ok_and(|f| !f.deckies.is_empty()) {
+            return None;
+        }
         let cached = *self.ping.lock().expect("the ping lock is never poisoned");
-        let ok = match cached {
-            Some((at, ok)) if at.elapsed() < PING_CACHE => ok,
-            _ => {
-                let ok = match tokio::time::timeout(Duration::from_secs(2), self.runtime.ping()).await {
-                    Ok(Ok(())) => true,
-                    Ok(Err(err)) => {
-                        tracing::warn!(error = %err, "Container runtime ping failed");
-                        false
-                    }
-                    Err(_) => false,
-                };
-                *self.ping.lock().expect("the ping lock is never poisoned") = Some((Instant::now(), ok));
-                ok
+        if let Some((at, ok)) = cached
+            && at.elapsed() < PING_CACHE
+        {
+            return Some(ok);
+        }
+        let ok = match tokio::time::timeout(Duration::from_secs(2), self.runtime.ping()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "Container runtime ping failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("Container runtime ping timed out");
+                false
             }
         };
-        let required = self.db.fleet().await.map(|f| !f.deckies.is_empty()).unwrap_or(false);
-        (ok, required)
+        *self.ping.lock().expect("the ping lock is never poisoned") = Some((Instant::now(), ok));
+        Some(ok)
     }
 
     /// Makes the engine match the store: a stored decky whose container is gone is started again
@@ -469,7 +473,7 @@ struct Run {
     moved: bool,
 }
 
-/// DECNET's additive-deploy conflicts, in its words.
+/// DECNET's additive-deploy name conflict, in its words (`plan` refuses a stored address).
 fn check_collisions(stored: &StoredFleet, deckies: &[DeckyConfig]) -> Result<(), FleetError> {
     for decky in deckies {
         if stored.deckies.iter().any(|d| d.config.name == decky.name) {
@@ -477,9 +481,6 @@ fn check_collisions(stored: &StoredFleet, deckies: &[DeckyConfig]) -> Result<(),
                 "decky '{}' already exists; submit with replace_fleet=true to overwrite the fleet",
                 decky.name
             )));
-        }
-        if stored.deckies.iter().any(|d| d.config.ip == decky.ip) {
-            return Err(FleetError::Refused(format!("IP {} is already in use by an existing decky", decky.ip)));
         }
     }
     Ok(())

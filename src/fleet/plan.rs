@@ -292,9 +292,11 @@ fn assign_addresses(
     let mut taken = reserved.clone();
     taken.insert(gateway);
     for (decky, ip) in &deckies {
-        if let Some(ip) = ip
-            && !taken.insert(*ip)
-        {
+        let Some(ip) = ip else { continue };
+        if reserved.contains(ip) {
+            return refuse(format!("IP {ip} is already in use by an existing decky"));
+        }
+        if !taken.insert(*ip) {
             return refuse(format!("IP {ip} of decky '{}' is already taken", decky.name));
         }
     }

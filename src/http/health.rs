@@ -120,13 +120,15 @@ async fn components(state: &AppState) -> Vec<Component> {
     let (bus_connected, now) = (state.bus.is_connected(), crate::bus::epoch_seconds());
     // A worker this deployment does not run (never embedded, never heard from) is not a component:
     // it would make every deployment without it read degraded.
-    // The engine is required once deckies are deployed: without it the fleet is out of reach.
-    let (runtime_ok, runtime_required) = state.fleet.runtime_health().await;
-    components.push(Component {
-        name: "container_runtime",
-        required: runtime_required,
-        failure: (!runtime_ok).then_some("container runtime unavailable"),
-    });
+    // The engine is a component once deckies are deployed, and then a required one: without it the
+    // fleet is out of reach. (Before, like a worker this deployment does not run, it is not one.)
+    if let Some(runtime_ok) = state.fleet.runtime_health().await {
+        components.push(Component {
+            name: "container_runtime",
+            required: true,
+            failure: (!runtime_ok).then_some("container runtime unavailable"),
+        });
+    }
     for (name, worker, required) in WORKER_COMPONENTS {
         if state.workers.is_deployed(worker) {
             let up = state.workers.is_up(worker, bus_connected, now);

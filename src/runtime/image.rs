@@ -99,7 +99,9 @@ fn archive(reference: &str, rootfs: &[u8]) -> std::io::Result<Bytes> {
         {"Config": config_name, "RepoTags": [reference], "Layers": [layer_name]}
     ]))?;
     let mut tar = tar::Builder::new(Vec::new());
-    for (name, data) in [(config_name.as_str(), &config[..]), (layer_name.as_str(), rootfs), ("manifest.json", &manifest[..])] {
+    for (name, data) in
+        [(config_name.as_str(), &config[..]), (layer_name.as_str(), rootfs), ("manifest.json", &manifest[..])]
+    {
         let mut header = tar::Header::new_gnu();
         header.set_size(data.len() as u64);
         header.set_mode(0o644);
@@ -199,7 +201,8 @@ mod tests {
         assert_eq!(manifest[0]["RepoTags"][0], "localhost/svc-decky:1-x");
         let layer = manifest[0]["Layers"][0].as_str().unwrap();
         assert_eq!(files[layer], b"layer bytes");
-        let config: serde_json::Value = serde_json::from_slice(&files[manifest[0]["Config"].as_str().unwrap()]).unwrap();
+        let config: serde_json::Value =
+            serde_json::from_slice(&files[manifest[0]["Config"].as_str().unwrap()]).unwrap();
         assert_eq!(config["rootfs"]["diff_ids"][0], format!("sha256:{}", sha256_hex(b"layer bytes")));
         assert_eq!(config["config"]["Entrypoint"][0], BINARY_IN_IMAGE);
     }
