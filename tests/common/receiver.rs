@@ -19,6 +19,8 @@ pub struct Hit {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The status the receiver answered it with.
+    pub answered: u16,
 }
 
 impl Hit {
@@ -36,6 +38,8 @@ struct Shared {
     hits: Arc<Mutex<Vec<Hit>>>,
     /// Answers to give first: a status, and where a redirect points.
     script: Arc<Mutex<VecDeque<(u16, Option<String>)>>>,
+    /// The answer once the script is used up (200 until set).
+    otherwise: Arc<Mutex<Option<u16>>>,
 }
 
 pub struct Receiver {
@@ -68,6 +72,11 @@ impl Receiver {
         self.shared.script.lock().unwrap().push_back((302, Some(location.to_string())));
     }
 
+    /// Every request after the script gets `status` from now on.
+    pub fn answer_always(&self, status: u16) {
+        *self.shared.otherwise.lock().unwrap() = Some(status);
+    }
+
     pub fn hits(&self) -> Vec<Hit> {
         self.shared.hits.lock().unwrap().clone()
     }
@@ -80,8 +89,9 @@ impl Drop for Receiver {
 }
 
 async fn record(State(shared): State<Shared>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    shared.hits.lock().unwrap().push(Hit { path: uri.to_string(), headers, body });
-    let (status, location) = shared.script.lock().unwrap().pop_front().unwrap_or((200, None));
+    let otherwise = shared.otherwise.lock().unwrap().unwrap_or(200);
+    let (status, location) = shared.script.lock().unwrap().pop_front().unwrap_or((otherwise, None));
+    shared.hits.lock().unwrap().push(Hit { path: uri.to_string(), headers, body, answered: status });
     let status = StatusCode::from_u16(status).unwrap();
     match location {
         Some(location) => (status, [(header::LOCATION, location)]).into_response(),
