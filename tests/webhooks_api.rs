@@ -25,7 +25,14 @@ struct Reply {
     body: Value,
 }
 
-async fn call(client: &reqwest::Client, api: &TestApi, method: Method, path: &str, token: &str, body: Option<Value>) -> Reply {
+async fn call(
+    client: &reqwest::Client,
+    api: &TestApi,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Reply {
     let mut request = client.request(method, api.url(path)).bearer_auth(token);
     if let Some(body) = body {
         request = request.json(&body);
@@ -94,14 +101,46 @@ async fn webhooks_are_managed_with_decnets_shapes_and_the_secret_is_shown_once()
         assert!(chat.body["warnings"][0].as_str().unwrap().starts_with("insecure_url: URL uses http://."));
 
         let cases = [
-            (json!({"name": "siem", "url": "https://8.8.8.8/", "topic_patterns": ["a.b"]}), StatusCode::CONFLICT, json!("Webhook name already exists")),
-            (json!({"name": "none", "url": "https://8.8.8.8/"}), StatusCode::BAD_REQUEST, json!("Provide at least one simple_events entry or topic_patterns pattern.")),
-            (json!({"name": "short", "url": "https://8.8.8.8/", "secret": "too short", "topic_patterns": ["a"]}), StatusCode::BAD_REQUEST, json!("Bad Request: Schema structural violation (wrong type, extra fields, or invalid length).")),
-            (json!({"url": "https://8.8.8.8/", "topic_patterns": ["a"]}), StatusCode::BAD_REQUEST, json!("Bad Request: Schema structural violation (wrong type, extra fields, or invalid length).")),
-            (json!({"name": "bad", "url": "https://8.8.8.8/", "topic_patterns": ["a..b"]}), StatusCode::UNPROCESSABLE_ENTITY, json!("Invalid request parameters")),
-            (json!({"name": "bad", "url": "https://8.8.8.8/", "topic_patterns": ["a.>.b"]}), StatusCode::UNPROCESSABLE_ENTITY, json!("Invalid request parameters")),
-            (json!({"name": "bad", "url": "https://8.8.8.8/", "simple_events": ["Everything"]}), StatusCode::UNPROCESSABLE_ENTITY, json!("Invalid request parameters")),
-            (json!({"name": "x".repeat(65), "url": "https://8.8.8.8/", "topic_patterns": ["a"]}), StatusCode::UNPROCESSABLE_ENTITY, json!("Invalid request parameters")),
+            (
+                json!({"name": "siem", "url": "https://8.8.8.8/", "topic_patterns": ["a.b"]}),
+                StatusCode::CONFLICT,
+                json!("Webhook name already exists"),
+            ),
+            (
+                json!({"name": "none", "url": "https://8.8.8.8/"}),
+                StatusCode::BAD_REQUEST,
+                json!("Provide at least one simple_events entry or topic_patterns pattern."),
+            ),
+            (
+                json!({"name": "short", "url": "https://8.8.8.8/", "secret": "too short", "topic_patterns": ["a"]}),
+                StatusCode::BAD_REQUEST,
+                json!("Bad Request: Schema structural violation (wrong type, extra fields, or invalid length)."),
+            ),
+            (
+                json!({"url": "https://8.8.8.8/", "topic_patterns": ["a"]}),
+                StatusCode::BAD_REQUEST,
+                json!("Bad Request: Schema structural violation (wrong type, extra fields, or invalid length)."),
+            ),
+            (
+                json!({"name": "bad", "url": "https://8.8.8.8/", "topic_patterns": ["a..b"]}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!("Invalid request parameters"),
+            ),
+            (
+                json!({"name": "bad", "url": "https://8.8.8.8/", "topic_patterns": ["a.>.b"]}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!("Invalid request parameters"),
+            ),
+            (
+                json!({"name": "bad", "url": "https://8.8.8.8/", "simple_events": ["Everything"]}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!("Invalid request parameters"),
+            ),
+            (
+                json!({"name": "x".repeat(65), "url": "https://8.8.8.8/", "topic_patterns": ["a"]}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!("Invalid request parameters"),
+            ),
         ];
         for (body, status, detail) in cases {
             let reply = create(&api, &token, body.clone()).await;
@@ -128,7 +167,12 @@ async fn webhooks_are_managed_with_decnets_shapes_and_the_secret_is_shown_once()
 
         // Delivery failed until it turned the webhook off; re-enabling clears all of it.
         let webhook = Uuid::parse_str(&uuid).unwrap();
-        let delivery = NewDelivery { webhook_uuid: webhook, event_id: Uuid::new_v4(), topic: "attacker.observed".into(), body: "{}".into() };
+        let delivery = NewDelivery {
+            webhook_uuid: webhook,
+            event_id: Uuid::new_v4(),
+            topic: "attacker.observed".into(),
+            body: "{}".into(),
+        };
         api.state.db.enqueue_deliveries(&[delivery], Utc::now()).await.unwrap();
         let due = api.state.db.due_deliveries(Utc::now(), 10).await.unwrap();
         let failure = DeliveryFailure { error: "http 503".into(), retry_at: Some(Utc::now()), failure_limit: 1 };
@@ -140,22 +184,38 @@ async fn webhooks_are_managed_with_decnets_shapes_and_the_secret_is_shown_once()
         assert!(tripped["auto_disabled_at"].is_string() && tripped["last_failure_at"].is_string());
         let enabled = call(&api.client, &api, Method::PATCH, &at(&uuid), &token, Some(json!({"enabled": true}))).await;
         assert_eq!(enabled.status, StatusCode::OK, "{}", enabled.body);
-        assert_eq!((enabled.body["enabled"].clone(), enabled.body["consecutive_failures"].clone()), (json!(true), json!(0)));
-        assert_eq!((enabled.body["auto_disabled_at"].clone(), enabled.body["last_error"].clone()), (Value::Null, Value::Null));
+        assert_eq!(
+            (enabled.body["enabled"].clone(), enabled.body["consecutive_failures"].clone()),
+            (json!(true), json!(0))
+        );
+        assert_eq!(
+            (enabled.body["auto_disabled_at"].clone(), enabled.body["last_error"].clone()),
+            (Value::Null, Value::Null)
+        );
         assert_eq!(api.state.db.pending_deliveries().await.unwrap(), 1, "its waiting event is kept for it");
 
         let one_path = at(&uuid);
         let patch = |body: Value| call(&api.client, &api, Method::PATCH, &one_path, &token, Some(body));
         let cleared = patch(json!({"topic_patterns": [], "simple_events": []})).await;
-        assert_eq!((cleared.status, &cleared.body["detail"]), (StatusCode::BAD_REQUEST, &json!("Cannot clear all patterns; disable the webhook instead.")));
+        assert_eq!(
+            (cleared.status, &cleared.body["detail"]),
+            (StatusCode::BAD_REQUEST, &json!("Cannot clear all patterns; disable the webhook instead."))
+        );
         let clash = patch(json!({"name": "CHAT"})).await;
-        assert_eq!((clash.status, &clash.body["detail"]), (StatusCode::CONFLICT, &json!("Webhook name already exists")));
+        assert_eq!(
+            (clash.status, &clash.body["detail"]),
+            (StatusCode::CONFLICT, &json!("Webhook name already exists"))
+        );
         let unchanged = patch(json!({})).await;
         assert_eq!(unchanged.body["updated_at"], enabled.body["updated_at"]);
         let rotated = "a rotated secret, 16 or more";
-        let renamed = patch(json!({"name": "SIEM-2", "secret": rotated, "topic_patterns": ["decky.*.lifecycle"]})).await;
+        let renamed =
+            patch(json!({"name": "SIEM-2", "secret": rotated, "topic_patterns": ["decky.*.lifecycle"]})).await;
         assert_eq!(renamed.status, StatusCode::OK, "{}", renamed.body);
-        assert_eq!((renamed.body["name"].clone(), renamed.body["topic_patterns"].clone()), (json!("SIEM-2"), json!(["decky.*.lifecycle"])));
+        assert_eq!(
+            (renamed.body["name"].clone(), renamed.body["topic_patterns"].clone()),
+            (json!("SIEM-2"), json!(["decky.*.lifecycle"]))
+        );
         assert!(renamed.body.get("secret").is_none());
         assert_eq!(api.state.db.webhook(webhook).await.unwrap().secret.expose(), rotated);
 
@@ -224,7 +284,8 @@ async fn destinations_the_rules_refuse_are_422_at_create_and_patch_and_never_rea
         format!("https://8.8.8.8/{}", "a".repeat(2048)),
     ];
     for (i, url) in refused.iter().enumerate() {
-        let reply = create(&api, &token, json!({"name": format!("w{i}"), "url": url, "topic_patterns": ["attacker.>"]})).await;
+        let reply =
+            create(&api, &token, json!({"name": format!("w{i}"), "url": url, "topic_patterns": ["attacker.>"]})).await;
         assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {}", reply.body);
     }
     let forbidden = create(&api, &token, json!({"name": "x", "url": refused[1], "topic_patterns": ["a"]})).await;
@@ -250,17 +311,28 @@ async fn webhook_create_is_limited_to_twenty_a_minute_per_address() {
     let api = TestApi::start(backend.api_config(&[])).await;
     let token = admin(&api).await;
     for i in 0..20 {
-        let reply = create(&api, &token, json!({"name": format!("w{i}"), "url": "https://8.8.8.8/", "topic_patterns": ["a"]})).await;
+        let reply =
+            create(&api, &token, json!({"name": format!("w{i}"), "url": "https://8.8.8.8/", "topic_patterns": ["a"]}))
+                .await;
         assert_eq!(reply.status, StatusCode::CREATED, "{i}");
     }
-    let limited = create(&api, &token, json!({"name": "w20", "url": "https://8.8.8.8/", "topic_patterns": ["a"]})).await;
+    let limited =
+        create(&api, &token, json!({"name": "w20", "url": "https://8.8.8.8/", "topic_patterns": ["a"]})).await;
     assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(limited.body["error"], "Rate limit exceeded: 20 per 1 minute");
     let retry_after: u64 = limited.retry_after.unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry_after), "{retry_after}");
     // Another client address has its own window.
     let other = reqwest::Client::builder().local_address("127.0.0.2".parse::<IpAddr>().unwrap()).build().unwrap();
-    let elsewhere = call(&other, &api, Method::POST, "/webhooks/", &token, Some(json!({"name": "w20", "url": "https://8.8.8.8/", "topic_patterns": ["a"]}))).await;
+    let elsewhere = call(
+        &other,
+        &api,
+        Method::POST,
+        "/webhooks/",
+        &token,
+        Some(json!({"name": "w20", "url": "https://8.8.8.8/", "topic_patterns": ["a"]})),
+    )
+    .await;
     assert_eq!(elsewhere.status, StatusCode::CREATED);
     api.stop().await;
 }
@@ -294,7 +366,10 @@ async fn the_test_route_sends_one_signed_ping_and_follows_no_redirect() {
     let body = hit.json();
     let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["id", "payload", "topic", "ts", "type", "v"]);
-    assert_eq!((body["v"].clone(), body["topic"].clone(), body["type"].clone()), (json!(1), json!("test.ping"), json!("test")));
+    assert_eq!(
+        (body["v"].clone(), body["topic"].clone(), body["type"].clone()),
+        (json!(1), json!("test.ping"), json!("test"))
+    );
     assert_eq!(body["payload"]["triggered_by"], "root");
     assert_eq!(hit.header("x-decnet-event-id"), body["id"].as_str().unwrap());
     assert_eq!(hit.header("x-decnet-event-topic"), "test.ping");
@@ -312,7 +387,8 @@ async fn the_test_route_sends_one_signed_ping_and_follows_no_redirect() {
     assert_eq!(failing.body, json!({"delivered": false, "status_code": 503, "error": "http 503"}));
     assert_eq!(receiver.hits().len(), 3);
     assert_eq!(tripwire.connections(), 0);
-    let missing = call(&api.client, &api, Method::POST, &format!("/webhooks/{}/test", Uuid::new_v4()), &token, None).await;
+    let missing =
+        call(&api.client, &api, Method::POST, &format!("/webhooks/{}/test", Uuid::new_v4()), &token, None).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert!(!logs.text().contains(secret));
     api.stop().await;

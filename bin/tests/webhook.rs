@@ -140,12 +140,19 @@ async fn events_reach_the_webhooks_that_select_them_signed_and_once() {
         barrier(&bus, &receiver, "attacker.marker").await;
         worker.stop().await;
 
-        let hits: Vec<Hit> = receiver.hits().into_iter().filter(|h| h.json()["payload"].get("marker").is_none()).collect();
+        let hits: Vec<Hit> =
+            receiver.hits().into_iter().filter(|h| h.json()["payload"].get("marker").is_none()).collect();
         let seen: Vec<(String, String)> =
             hits.iter().map(|h| (h.path.clone(), h.header("x-decnet-event-topic").to_string())).collect();
         assert_eq!(seen.len(), 3, "{}: {seen:?}", backend.name);
-        for expected in [("/attackers", "attacker.scored"), ("/fleet", "attacker.scored"), ("/fleet", "decky.web-01.state")] {
-            assert!(seen.contains(&(expected.0.into(), expected.1.into())), "{}: {expected:?} in {seen:?}", backend.name);
+        for expected in
+            [("/attackers", "attacker.scored"), ("/fleet", "attacker.scored"), ("/fleet", "decky.web-01.state")]
+        {
+            assert!(
+                seen.contains(&(expected.0.into(), expected.1.into())),
+                "{}: {expected:?} in {seen:?}",
+                backend.name
+            );
         }
         for hit in &hits {
             let secret = if hit.path == "/attackers" { &attackers.secret } else { &fleet.secret };
@@ -178,20 +185,27 @@ async fn a_failing_receiver_gets_the_event_once_it_recovers_and_one_that_keeps_f
         let dead = Receiver::start().await;
         let recovering = add_webhook(&db, "recovering", &flaky.url("/"), &["credential.captured"]).await;
         let failing = add_webhook(&db, "failing", &dead.url("/"), &["credential.captured"]).await;
-        let worker =
-            Running::start(svc_workers::webhook::body(), &config(&backend, &[("SVC_WEBHOOK_FAILURE_LIMIT", "4")]), &db, &nats)
-                .await;
+        let worker = Running::start(
+            svc_workers::webhook::body(),
+            &config(&backend, &[("SVC_WEBHOOK_FAILURE_LIMIT", "4")]),
+            &db,
+            &nats,
+        )
+        .await;
         barrier(&bus, &flaky, "credential.captured").await;
         barrier(&bus, &dead, "credential.captured").await;
         flaky.answer(&[503, 500, 429]);
         dead.answer_always(502);
 
-        publish(&bus, "credential.captured", "captured", json!({"secret_sha256": "ab", "attacker_ip": "192.0.2.1"})).await;
+        publish(&bus, "credential.captured", "captured", json!({"secret_sha256": "ab", "attacker_ip": "192.0.2.1"}))
+            .await;
         let event_hits = |receiver: &Receiver| -> Vec<Hit> {
             receiver.hits().into_iter().filter(|h| h.json()["payload"].get("secret_sha256").is_some()).collect()
         };
-        eventually("the flaky receiver takes the event", || async { event_hits(&flaky).iter().any(|h| h.answered == 200) })
-            .await;
+        eventually("the flaky receiver takes the event", || async {
+            event_hits(&flaky).iter().any(|h| h.answered == 200)
+        })
+        .await;
         let tries: Vec<u16> = event_hits(&flaky).iter().map(|h| h.answered).collect();
         assert_eq!(tries, [503, 500, 429, 200], "{}", backend.name);
         assert_eq!(accepted_per_event(&event_hits(&flaky)).values().copied().collect::<Vec<_>>(), [1]);
@@ -262,7 +276,8 @@ async fn a_worker_restarted_with_events_in_the_outbox_loses_and_repeats_none() {
         barrier(&bus, &receiver, "attacker.marker").await;
         drop(second);
 
-        let numbered: Vec<Hit> = receiver.hits().into_iter().filter(|h| h.json()["payload"].get("n").is_some()).collect();
+        let numbered: Vec<Hit> =
+            receiver.hits().into_iter().filter(|h| h.json()["payload"].get("n").is_some()).collect();
         let accepted = accepted_per_event(&numbered);
         assert_eq!(accepted.len(), 5, "{}: every event arrived", backend.name);
         assert!(accepted.values().all(|n| *n == 1), "{}: one delivery each: {accepted:?}", backend.name);
@@ -282,7 +297,8 @@ async fn the_ingester_announces_each_new_credential_and_webhooks_forward_it_once
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ingest.log");
         let path = file.display().to_string();
-        let config = config(&backend, &[("SVC_INGEST_LOG_FILE", path.as_str()), ("SVC_INGEST_BATCH_MAX_WAIT_MS", "20")]);
+        let config =
+            config(&backend, &[("SVC_INGEST_LOG_FILE", path.as_str()), ("SVC_INGEST_BATCH_MAX_WAIT_MS", "20")]);
         let receiver = Receiver::start().await;
         add_webhook(&db, "creds", &receiver.url("/"), &["credential.*"]).await;
         let webhook = Running::start(svc_workers::webhook::body(), &config, &db, &nats).await;

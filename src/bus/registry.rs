@@ -72,7 +72,8 @@ impl WorkerRegistry {
             return;
         };
         // A worker goes stale without a message: look that often, a small part of the window.
-        let mut check = tokio::time::interval((self.stale_after / 9).clamp(Duration::from_millis(100), Duration::from_secs(10)));
+        let mut check =
+            tokio::time::interval((self.stale_after / 9).clamp(Duration::from_millis(100), Duration::from_secs(10)));
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -233,10 +234,16 @@ mod tests {
         let first = registry.tier_changes(1001.0);
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].topic, "system.profiler.status");
-        assert_eq!((&first[0].payload["status"], &first[0].payload["previous_status"]), (&json!("ok"), &json!("unknown")));
+        assert_eq!(
+            (&first[0].payload["status"], &first[0].payload["previous_status"]),
+            (&json!("ok"), &json!("unknown"))
+        );
         assert!(registry.tier_changes(1050.0).is_empty(), "still ok: nothing to say");
         let stale = registry.tier_changes(1091.0);
-        assert_eq!((&stale[0].payload["status"], &stale[0].payload["previous_status"]), (&json!("stale"), &json!("ok")));
+        assert_eq!(
+            (&stale[0].payload["status"], &stale[0].payload["previous_status"]),
+            (&json!("stale"), &json!("ok"))
+        );
         beat(&registry, "profiler", 1100.0);
         assert_eq!(registry.tier_changes(1100.0)[0].payload["status"], "ok");
     }

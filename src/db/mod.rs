@@ -46,9 +46,7 @@ pub use observations::{ObservationStore, ObservationsStored};
 pub use sessions::{RevokedToken, SessionStore};
 pub use sqlite::SqliteDb;
 pub use users::{NewUser, Role, User, UserStore};
-pub use webhooks::{
-    Delivery, DeliveryFailure, FailureOutcome, NewDelivery, Webhook, WebhookChange, WebhookStore,
-};
+pub use webhooks::{Delivery, DeliveryFailure, FailureOutcome, NewDelivery, Webhook, WebhookChange, WebhookStore};
 
 /// The shared handle every component holds.
 pub type Db = Arc<dyn Database>;

@@ -161,9 +161,17 @@ fn check_url(url: &str, errors: &mut Vec<FieldError>) {
 fn check_secret(secret: Option<&str>, errors: &mut Vec<FieldError>) {
     let Some(chars) = secret.map(|s| s.chars().count()) else { return };
     if chars < *SECRET_CHARS.start() {
-        errors.push(FieldError::new("string_too_short", &["body", "secret"], "String should have at least 16 characters"));
+        errors.push(FieldError::new(
+            "string_too_short",
+            &["body", "secret"],
+            "String should have at least 16 characters",
+        ));
     } else if chars > *SECRET_CHARS.end() {
-        errors.push(FieldError::new("string_too_long", &["body", "secret"], "String should have at most 256 characters"));
+        errors.push(FieldError::new(
+            "string_too_long",
+            &["body", "secret"],
+            "String should have at most 256 characters",
+        ));
     }
 }
 
@@ -181,7 +189,10 @@ fn check_patterns(patterns: &[String], errors: &mut Vec<FieldError>) {
 /// The URL as stored, once its host resolved to allowed addresses only: 422 otherwise.
 async fn checked_url(state: &AppState, url: &str) -> Result<String> {
     let target = Target::parse(url).map_err(|refusal| ApiError::unprocessable(refusal.to_string()))?;
-    target.resolve(state.config.webhook.allow_private).await.map_err(|refusal| ApiError::unprocessable(refusal.to_string()))?;
+    target
+        .resolve(state.config.webhook.allow_private)
+        .await
+        .map_err(|refusal| ApiError::unprocessable(refusal.to_string()))?;
     Ok(target.as_str().to_string())
 }
 
@@ -399,6 +410,8 @@ pub async fn test_webhook(
     let status_code = outcome.status();
     Ok(Json(match outcome {
         webhook::Outcome::Delivered { .. } => WebhookTestResponse { delivered: true, status_code, error: None },
-        webhook::Outcome::Failed { error, .. } => WebhookTestResponse { delivered: false, status_code, error: Some(error) },
+        webhook::Outcome::Failed { error, .. } => {
+            WebhookTestResponse { delivered: false, status_code, error: Some(error) }
+        }
     }))
 }

@@ -184,10 +184,10 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         return false;
     }
     const NOT_PUBLIC: [([u16; 8], u32); 4] = [
-        ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23),      // IETF protocol assignments, Teredo (embeds IPv4)
+        ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23), // IETF protocol assignments, Teredo (embeds IPv4)
         ([0x2001, 0x0db8, 0, 0, 0, 0, 0, 0], 32), // documentation
-        ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16),      // 6to4 (embeds IPv4)
-        ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20),      // documentation
+        ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16), // 6to4 (embeds IPv4)
+        ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20), // documentation
     ];
     !NOT_PUBLIC.iter().any(|(net, bits)| in_v6(ip, *net, *bits))
 }

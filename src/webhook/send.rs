@@ -8,7 +8,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-
 use http_body_util::Full;
 use hyper::Request;
 use hyper::body::Bytes;

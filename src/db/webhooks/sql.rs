@@ -8,7 +8,9 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::{Delivery, DeliveryFailure, FailureOutcome, NewDelivery, Webhook, WebhookChange, WebhookStore};
-use crate::db::codec::{MAX_ROWS_PER_INSERT, convert, count, found, json_text, millis, parse_uuid, row_sets, settle, time};
+use crate::db::codec::{
+    MAX_ROWS_PER_INSERT, convert, count, found, json_text, millis, parse_uuid, row_sets, settle, time,
+};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult};
 use crate::secret::Secret;

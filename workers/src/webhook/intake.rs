@@ -90,10 +90,8 @@ impl Webhooks {
 
 /// One outbox row per webhook `subject` is selected by, all under one new event id.
 fn accept(ctx: &WorkerContext, webhooks: &[Webhook], subject: &str, body: &[u8], batch: &mut Vec<NewDelivery>) {
-    let selecting: Vec<&Webhook> = webhooks
-        .iter()
-        .filter(|w| w.topic_patterns.iter().any(|pattern| topics::matches(pattern, subject)))
-        .collect();
+    let selecting: Vec<&Webhook> =
+        webhooks.iter().filter(|w| w.topic_patterns.iter().any(|pattern| topics::matches(pattern, subject))).collect();
     if selecting.is_empty() {
         return;
     }

@@ -83,9 +83,9 @@ impl Deliverer {
         while !self.ctx.cancel.is_cancelled() {
             let wait = match self.round().await {
                 Ok(Round::More) => continue,
-                Ok(Round::Done(next)) => next
-                    .and_then(|at| (at - Utc::now()).to_std().ok())
-                    .map_or(IDLE_POLL, |until| until.min(IDLE_POLL)),
+                Ok(Round::Done(next)) => {
+                    next.and_then(|at| (at - Utc::now()).to_std().ok()).map_or(IDLE_POLL, |until| until.min(IDLE_POLL))
+                }
                 Ok(Round::StandingBy) => self.ctx.config.ingest.lease / 3,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "Webhook delivery failed; retrying");
@@ -154,7 +154,8 @@ impl Deliverer {
     async fn attempt(&self, webhook: &Webhook, delivery: &Delivery) -> anyhow::Result<Option<DateTime<Utc>>> {
         let config = &self.ctx.config.webhook;
         let envelope = Envelope { event_id: delivery.event_id, topic: &delivery.topic, body: &delivery.body };
-        let outcome = webhook::deliver(&webhook.url, &webhook.secret, envelope, config.allow_private, config.timeout).await;
+        let outcome =
+            webhook::deliver(&webhook.url, &webhook.secret, envelope, config.allow_private, config.timeout).await;
         let counters = &self.ctx.counters;
         let db = &self.ctx.db;
         let (error, status, retry) = match outcome {
