@@ -92,7 +92,7 @@ impl Target {
         }
         match url.host() {
             None => return Err(Refusal::NoHost),
-            Some(Host::Domain(name)) if name.is_empty() => return Err(Refusal::NoHost),
+            Some(Host::Domain("")) => return Err(Refusal::NoHost),
             Some(_) => {}
         }
         Ok(Target { url })

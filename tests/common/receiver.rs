@@ -33,11 +33,14 @@ impl Hit {
     }
 }
 
+/// A scripted answer: a status, and where a redirect points.
+type Answer = (u16, Option<String>);
+
 #[derive(Clone, Default)]
 struct Shared {
     hits: Arc<Mutex<Vec<Hit>>>,
-    /// Answers to give first: a status, and where a redirect points.
-    script: Arc<Mutex<VecDeque<(u16, Option<String>)>>>,
+    /// Answers to give first, in order.
+    script: Arc<Mutex<VecDeque<Answer>>>,
     /// The answer once the script is used up (200 until set).
     otherwise: Arc<Mutex<Option<u16>>>,
 }

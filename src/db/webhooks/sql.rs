@@ -154,7 +154,7 @@ both_backends! {
             .bind(change.name.as_deref().map(name_key))
             .bind(change.url.as_deref())
             .bind(change.secret.as_ref().map(Secret::expose))
-            .bind(change.topic_patterns.as_ref().map(|patterns| json_text(patterns)))
+            .bind(change.topic_patterns.as_ref().map(json_text))
             .bind(enabling)
             .bind(enabling)
             .bind(enabling)
