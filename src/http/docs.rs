@@ -7,7 +7,9 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, webhooks, workers};
+use super::{
+    AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, webhooks, workers,
+};
 
 #[derive(OpenApi)]
 #[openapi(
