@@ -3,7 +3,7 @@
 //! this crate and never the other way round.
 //!
 //! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
-//! `logline`, `observation` and `systemd` never reach up into them, so a worker needs no API.
+//! `logline`, `observation`, `webhook` and `systemd` never reach up into them, so a worker needs no API.
 
 pub mod auth;
 pub mod bus;
@@ -21,4 +21,5 @@ pub mod startup;
 pub mod systemd;
 pub mod text;
 pub mod time;
+pub mod webhook;
 pub mod worker;

@@ -54,6 +54,7 @@ impl Lifespan {
         let config = check_configuration(config.into())?;
         warn_on_low_open_file_limit();
         warn_on_public_binding_without_limiter(&config);
+        warn_on_webhook_opt_out(&config);
 
         let config = Arc::new(config);
         let db = db::connect(&config.db).context("opening the database")?;
@@ -312,6 +313,13 @@ fn warn_on_public_binding_without_limiter(config: &Config) {
             host = %config.api.host,
             "Rate limiting is disabled on a public binding: login is open to brute force"
         );
+    }
+}
+
+/// The API checks webhook destinations at create and patch: say when the address rules are off.
+fn warn_on_webhook_opt_out(config: &Config) {
+    if config.webhook.allow_private {
+        tracing::warn!("SVC_WEBHOOK_ALLOW_PRIVATE is on: webhooks may target private and loopback addresses");
     }
 }
 

@@ -29,6 +29,9 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
             tracing::warn!("SVC_EMBED_COLLECTOR is on but SVC_INGEST_LOG_FILE is empty: the collector is not started");
         }
     }
+    if reading.config.api.embed_webhook {
+        workers.push(svc_workers::webhook::body());
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,

@@ -26,6 +26,7 @@ fn installed_units_pass_systemd_analyze_verify() {
         "svc-profiler.service",
         "svc-sniffer.service",
         "svc-tarpit.service",
+        "svc-webhook.service",
         "svc.target",
     ];
     assert_eq!(files, expected);

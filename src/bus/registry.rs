@@ -1,6 +1,9 @@
 //! The API's view of the workers: last heartbeat per worker name from `system.*.health`, and which
 //! workers run embedded in this process. It answers `/workers` (one row per known worker plus any
-//! other name heard) and whether a worker counts as up for `/health`.
+//! other name heard) and whether a worker counts as up for `/health`. When a worker it has heard
+//! from changes tier (`ok` → `stale` and back) it says so on `system.<worker>.status`, which
+//! webhooks selecting `system.>` forward; every API replica says it (a receiver sees one change
+//! once per replica).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -51,13 +54,15 @@ struct Heard {
 pub struct WorkerRegistry {
     stale_after: Duration,
     heard: Mutex<BTreeMap<String, Heard>>,
+    /// The tier each worker heard from was last announced in.
+    announced: Mutex<BTreeMap<String, Tier>>,
     /// Embedded worker name → whether its task is still running.
     embedded: Mutex<BTreeMap<String, bool>>,
 }
 
 impl WorkerRegistry {
     pub fn new(stale_after: Duration) -> WorkerRegistry {
-        WorkerRegistry { stale_after, heard: Mutex::default(), embedded: Mutex::default() }
+        WorkerRegistry { stale_after, heard: Mutex::default(), announced: Mutex::default(), embedded: Mutex::default() }
     }
 
     /// Listens to every heartbeat until `cancel`. Without a bus there is nothing to hear; the
@@ -66,15 +71,50 @@ impl WorkerRegistry {
         let Some(mut heartbeats) = bus.subscribe(topics::ALL_WORKER_HEALTH.to_string()).await else {
             return;
         };
+        // A worker goes stale without a message: look that often, a small part of the window.
+        let mut check =
+            tokio::time::interval((self.stale_after / 9).clamp(Duration::from_millis(100), Duration::from_secs(10)));
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
+                _ = check.tick() => {}
                 message = heartbeats.next() => match message {
                     Some(message) => self.record(&message.subject, &message.payload, super::epoch_seconds()),
                     None => return,
                 },
             }
+            if bus.is_connected() {
+                for event in self.tier_changes(super::epoch_seconds()) {
+                    if let Err(err) = bus.publish(&event).await {
+                        tracing::debug!(error = %err, topic = %event.topic, "Worker status not published");
+                    }
+                }
+            }
         }
+    }
+
+    /// `system.<worker>.status` for every worker heard from whose tier is not the one last
+    /// announced (the first heartbeat announces `ok`), with the bus connected.
+    pub fn tier_changes(&self, now: f64) -> Vec<Event> {
+        let heard = self.heard.lock().expect("registry lock");
+        let mut announced = self.announced.lock().expect("registry lock");
+        let mut events = Vec::new();
+        for (name, h) in heard.iter() {
+            let tier = self.tier(h, true, now);
+            let previous = announced.insert(name.clone(), tier);
+            if previous == Some(tier) {
+                continue;
+            }
+            let Ok(topic) = topics::worker_status(name) else { continue };
+            let payload = serde_json::json!({
+                "worker": name,
+                "status": tier,
+                "previous_status": previous.unwrap_or(Tier::Unknown),
+                "last_heartbeat_ts": h.at,
+            });
+            events.push(Event::new(topic, "status", payload));
+        }
+        events
     }
 
     /// Notes a heartbeat that arrived on `subject` at `now`.
@@ -160,6 +200,8 @@ impl WorkerRegistry {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn beat(registry: &WorkerRegistry, worker: &str, at: f64) {
@@ -182,6 +224,28 @@ mod tests {
         assert_eq!(row(registry.rows(true, 1090.0), "collector").status, Tier::Stale);
         assert_eq!(row(registry.rows(false, 1001.0), "collector").status, Tier::Unknown);
         assert_eq!(row(registry.rows(true, 1001.0), "sniffer").status, Tier::Unknown);
+    }
+
+    #[test]
+    fn tier_changes_are_announced_once_each() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        assert!(registry.tier_changes(1000.0).is_empty());
+        beat(&registry, "profiler", 1000.0);
+        let first = registry.tier_changes(1001.0);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].topic, "system.profiler.status");
+        assert_eq!(
+            (&first[0].payload["status"], &first[0].payload["previous_status"]),
+            (&json!("ok"), &json!("unknown"))
+        );
+        assert!(registry.tier_changes(1050.0).is_empty(), "still ok: nothing to say");
+        let stale = registry.tier_changes(1091.0);
+        assert_eq!(
+            (&stale[0].payload["status"], &stale[0].payload["previous_status"]),
+            (&json!("stale"), &json!("ok"))
+        );
+        beat(&registry, "profiler", 1100.0);
+        assert_eq!(registry.tier_changes(1100.0)[0].payload["status"], "ok");
     }
 
     #[test]

@@ -14,6 +14,18 @@ pub const ATTACKER_OBSERVED: &str = "attacker.observed";
 /// A profile the profiler changed, with its counts.
 pub const ATTACKER_SCORED: &str = "attacker.scored";
 
+/// A credential stored for the first time (a repeat only counts an attempt).
+pub const CREDENTIAL_CAPTURED: &str = "credential.captured";
+
+/// The webhook set changed: the delivery worker reloads it at once instead of at its next poll.
+pub const WEBHOOKS_CHANGED: &str = "system.webhook.subscriptions_changed";
+
+/// The topic of the one-off delivery `POST /webhooks/{uuid}/test` sends; never on the bus.
+pub const TEST_PING: &str = "test.ping";
+
+/// Every subject: what webhook delivery listens on, matching each webhook's patterns itself.
+pub const EVERYTHING: &str = ">";
+
 /// Every observation, whatever its primitive: what the profiler's intake listens on.
 pub const ALL_ATTACKER_OBSERVATIONS: &str = "attacker.observation.>";
 
@@ -39,6 +51,60 @@ pub fn worker_health(worker: &str) -> Result<String, BadToken> {
 /// `system.<worker>.control`: stop intents for the worker.
 pub fn worker_control(worker: &str) -> Result<String, BadToken> {
     Ok(format!("system.{}.control", token(worker)?))
+}
+
+/// `system.<worker>.status`: a worker's health tier changed (`ok`, `stale`, `unknown`).
+pub fn worker_status(worker: &str) -> Result<String, BadToken> {
+    Ok(format!("system.{}.status", token(worker)?))
+}
+
+/// `decky.<name>.state`: a decky's fleet state changed (DECNET's `DeckyStatus` webhooks select it).
+pub fn decky_state(decky: &str) -> Result<String, BadToken> {
+    Ok(format!("decky.{}.state", token(decky)?))
+}
+
+/// `decky.<name>.lifecycle`: a deploy or mutate operation on the decky changed status.
+pub fn decky_lifecycle(decky: &str) -> Result<String, BadToken> {
+    Ok(format!("decky.{}.lifecycle", token(decky)?))
+}
+
+/// Why a text cannot be a subject pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a subject pattern: tokens are non-empty, without whitespace; `*` and `>` stand alone, `>` last")]
+pub struct BadPattern;
+
+/// The longest subject pattern accepted.
+pub const MAX_PATTERN_CHARS: usize = 255;
+
+/// Checks a NATS subject pattern: dot-separated tokens, `*` one token, `>` one or more trailing ones.
+pub fn check_pattern(pattern: &str) -> Result<(), BadPattern> {
+    if pattern.chars().count() > MAX_PATTERN_CHARS {
+        return Err(BadPattern);
+    }
+    let tokens: Vec<&str> = pattern.split('.').collect();
+    let last = tokens.len() - 1;
+    for (i, part) in tokens.iter().enumerate() {
+        let wildcard = *part == "*" || (*part == ">" && i == last);
+        if !wildcard && token(part).is_err() {
+            return Err(BadPattern);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `subject` is one of the subjects `pattern` selects, as NATS matches them.
+pub fn matches(pattern: &str, subject: &str) -> bool {
+    let mut subject_tokens = subject.split('.');
+    for part in pattern.split('.') {
+        if part == ">" {
+            return subject_tokens.next().is_some();
+        }
+        match subject_tokens.next() {
+            Some(token) if part == "*" || part == token => {}
+            _ => return false,
+        }
+    }
+    subject_tokens.next().is_none()
 }
 
 /// The worker a `system.<worker>.health` subject is about.
@@ -70,6 +136,32 @@ mod tests {
         }
         assert_eq!(worker_of_health("system.a.b.health"), None);
         assert_eq!(worker_of_health("system..health"), None);
+    }
+
+    #[test]
+    fn patterns_select_as_nats_does() {
+        assert!(matches("attacker.>", "attacker.observed"));
+        assert!(matches("attacker.>", "attacker.observation.motor.x"));
+        assert!(!matches("attacker.>", "attacker"));
+        assert!(matches("decky.*.state", "decky.web-01.state"));
+        assert!(!matches("decky.*.state", "decky.web-01.traffic"));
+        assert!(!matches("decky.*.state", "decky.a.b.state"));
+        assert!(matches("credential.captured", "credential.captured"));
+        assert!(!matches("credential.captured", "credential.captured.x"));
+        assert!(matches(">", "system.api.health"));
+        assert_eq!(decky_state("web-01").unwrap(), "decky.web-01.state");
+        assert_eq!(decky_lifecycle("web-01").unwrap(), "decky.web-01.lifecycle");
+        assert!(decky_state("a.b").is_err());
+    }
+
+    #[test]
+    fn only_well_formed_patterns_are_accepted() {
+        for good in [">", "attacker.>", "decky.*.state", "a.*.*", "credential.captured"] {
+            assert_eq!(check_pattern(good), Ok(()), "{good}");
+        }
+        for bad in ["", ".", "a..b", "a.>.b", "a*", "a.b>", "a b", "a.\n", &"x".repeat(256)] {
+            assert_eq!(check_pattern(bad), Err(BadPattern), "{bad:?}");
+        }
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct ApiConfig {
     pub embed_profiler: bool,
     /// `SVC_EMBED_COLLECTOR`: the container-log collector runs inside the API.
     pub embed_collector: bool,
+    /// `SVC_EMBED_WEBHOOK`: webhook delivery runs inside the API.
+    pub embed_webhook: bool,
     /// `SVC_LIMITER_ENABLED`, default true.
     pub limiter_enabled: bool,
     /// `SVC_CONTRACT_TEST`: the API starts no background worker.
@@ -82,6 +84,7 @@ impl ApiConfig {
             developer_tracing: env.flag("SVC_DEVELOPER_TRACING", false),
             embed_profiler: env.flag("SVC_EMBED_PROFILER", false),
             embed_collector: env.flag("SVC_EMBED_COLLECTOR", false),
+            embed_webhook: env.flag("SVC_EMBED_WEBHOOK", false),
             limiter_enabled: env.flag("SVC_LIMITER_ENABLED", true),
             contract_test: env.flag("SVC_CONTRACT_TEST", false),
             canary_http_base: env.non_empty("SVC_CANARY_HTTP_BASE"),

@@ -263,6 +263,24 @@ fn profiler_poll_is_in_milliseconds() {
 }
 
 #[test]
+fn webhook_destination_rules_are_on_unless_turned_off() {
+    let config = Config::from_vars(Vec::new()).unwrap();
+    let webhook = &config.webhook;
+    assert_eq!(
+        (webhook.allow_private, webhook.timeout, webhook.retry_base, webhook.failure_limit, config.api.embed_webhook),
+        (false, Duration::from_secs(10), Duration::from_secs(1), 5, false)
+    );
+    let config =
+        Config::from_vars(vars(&[("SVC_WEBHOOK_ALLOW_PRIVATE", "true"), ("SVC_EMBED_WEBHOOK", "true")])).unwrap();
+    assert!(config.webhook.allow_private && config.api.embed_webhook);
+    // Anything but a clear yes or no is refused rather than guessed.
+    let err = Config::from_vars(vars(&[("SVC_WEBHOOK_ALLOW_PRIVATE", "maybe"), ("SVC_WEBHOOK_FAILURE_LIMIT", "0")]))
+        .unwrap_err();
+    let named: Vec<&str> = err.0.iter().map(|p| p.var).collect();
+    assert_eq!(named, ["SVC_WEBHOOK_ALLOW_PRIVATE", "SVC_WEBHOOK_FAILURE_LIMIT"]);
+}
+
+#[test]
 fn worker_windows_default_to_the_spec_and_accept_fractions() {
     let config = Config::from_vars(Vec::new()).unwrap();
     assert_eq!(

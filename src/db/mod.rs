@@ -1,5 +1,5 @@
 //! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
-//! `logs`, `attackers`, `observations`), each with its trait of domain verbs and its types in `mod.rs`,
+//! `logs`, `attackers`, `observations`, `webhooks`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -21,6 +21,7 @@ pub mod observations;
 pub mod sessions;
 mod sqlite;
 pub mod users;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -45,6 +46,7 @@ pub use observations::{ObservationStore, ObservationsStored};
 pub use sessions::{RevokedToken, SessionStore};
 pub use sqlite::SqliteDb;
 pub use users::{NewUser, Role, User, UserStore};
+pub use webhooks::{Delivery, DeliveryFailure, FailureOutcome, NewDelivery, Webhook, WebhookChange, WebhookStore};
 
 /// The shared handle every component holds.
 pub type Db = Arc<dyn Database>;
@@ -89,6 +91,7 @@ pub trait Database:
     + LogStore
     + AttackerStore
     + ObservationStore
+    + WebhookStore
     + Send
     + Sync
     + 'static

@@ -7,7 +7,9 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, workers};
+use super::{
+    AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, webhooks, workers,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -29,6 +31,12 @@ use super::{AppState, attackers, auth, bounty, deckies, health, logs, stats, str
         users::delete_user,
         users::set_role,
         users::reset_password,
+        webhooks::create_webhook,
+        webhooks::list_webhooks,
+        webhooks::get_webhook,
+        webhooks::update_webhook,
+        webhooks::delete_webhook,
+        webhooks::test_webhook,
         workers::list_workers,
         workers::stop_worker,
         deckies::deploy,

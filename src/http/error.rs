@@ -31,6 +31,12 @@ pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 /// or a tool goes in `Internal` or `DataConsistency`, whose cause only the server log sees.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// 400 with `{"detail": …}`: the request asks for something that cannot be (no event selected).
+    #[error("{0}")]
+    BadRequest(Cow<'static, str>),
+    /// 422 with `{"detail": …}`: a well-formed value a rule refuses (a forbidden webhook destination).
+    #[error("{0}")]
+    Unprocessable(Cow<'static, str>),
     /// 404 with `{"detail": …}`: no such resource (or route).
     #[error("{0}")]
     NotFound(Cow<'static, str>),
@@ -82,6 +88,14 @@ pub const INVALID_CREDENTIALS: &str = "Could not validate credentials";
 impl ApiError {
     pub fn not_found(detail: impl Into<Cow<'static, str>>) -> Self {
         ApiError::NotFound(detail.into())
+    }
+
+    pub fn bad_request(detail: impl Into<Cow<'static, str>>) -> Self {
+        ApiError::BadRequest(detail.into())
+    }
+
+    pub fn unprocessable(detail: impl Into<Cow<'static, str>>) -> Self {
+        ApiError::Unprocessable(detail.into())
     }
 
     pub fn forbidden(detail: impl Into<Cow<'static, str>>) -> Self {
@@ -144,6 +158,8 @@ fn detail(status: StatusCode, detail: &str) -> Response {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
+            ApiError::BadRequest(text) => detail(StatusCode::BAD_REQUEST, &text),
+            ApiError::Unprocessable(text) => detail(StatusCode::UNPROCESSABLE_ENTITY, &text),
             ApiError::NotFound(text) => detail(StatusCode::NOT_FOUND, &text),
             ApiError::Forbidden(text) => detail(StatusCode::FORBIDDEN, &text),
             ApiError::Conflict(text) => detail(StatusCode::CONFLICT, &text),
@@ -280,6 +296,8 @@ mod tests {
         let cases = [
             (ApiError::not_found("No such thing"), StatusCode::NOT_FOUND, r#"{"detail":"No such thing"}"#),
             (ApiError::forbidden("Nope"), StatusCode::FORBIDDEN, r#"{"detail":"Nope"}"#),
+            (ApiError::bad_request("Pick one"), StatusCode::BAD_REQUEST, r#"{"detail":"Pick one"}"#),
+            (ApiError::unprocessable("Refused"), StatusCode::UNPROCESSABLE_ENTITY, r#"{"detail":"Refused"}"#),
             (ApiError::conflict("Taken"), StatusCode::CONFLICT, r#"{"detail":"Taken"}"#),
             (ApiError::unauthorized("Wrong"), StatusCode::UNAUTHORIZED, r#"{"detail":"Wrong"}"#),
             (

@@ -76,6 +76,7 @@ pub struct RateLimits {
     login_by_address: FixedWindow,
     login_by_username: FixedWindow,
     change_password: FixedWindow,
+    webhook_create: FixedWindow,
 }
 
 impl RateLimits {
@@ -87,6 +88,7 @@ impl RateLimits {
             login_by_address: FixedWindow::new(10, FIVE_MINUTES, "10 per 5 minute"),
             login_by_username: FixedWindow::new(10, FIVE_MINUTES, "10 per 5 minute"),
             change_password: FixedWindow::new(5, MINUTE, "5 per 1 minute"),
+            webhook_create: FixedWindow::new(20, MINUTE, "20 per 1 minute"),
         }
     }
 
@@ -107,12 +109,18 @@ impl RateLimits {
     }
 
     pub fn change_password(&self, client: std::net::IpAddr) -> Result<(), ApiError> {
+        self.by_address(&self.change_password, client)
+    }
+
+    pub fn webhook_create(&self, client: std::net::IpAddr) -> Result<(), ApiError> {
+        self.by_address(&self.webhook_create, client)
+    }
+
+    fn by_address(&self, limiter: &FixedWindow, client: std::net::IpAddr) -> Result<(), ApiError> {
         if !self.enabled {
             return Ok(());
         }
-        self.change_password
-            .hit(&client.to_string(), Instant::now())
-            .map_err(|wait| limited(&self.change_password, wait))
+        limiter.hit(&client.to_string(), Instant::now()).map_err(|wait| limited(limiter, wait))
     }
 }
 
@@ -155,6 +163,7 @@ mod tests {
         for _ in 0..100 {
             assert!(limits.login(client, "admin").is_ok());
             assert!(limits.change_password(client).is_ok());
+            assert!(limits.webhook_create(client).is_ok());
         }
     }
 }

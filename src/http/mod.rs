@@ -22,6 +22,7 @@ pub mod stats;
 pub mod stream;
 pub mod system;
 pub mod users;
+pub mod webhooks;
 pub mod workers;
 
 use std::time::Duration;
@@ -74,6 +75,7 @@ fn api_routes() -> Router<AppState> {
         .merge(bounty::router())
         .merge(attackers::router())
         .merge(stream::router())
+        .merge(webhooks::router())
 }
 
 /// The whole application.

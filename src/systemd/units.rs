@@ -6,7 +6,7 @@ use std::path::Path;
 /// Where a template names the svc binary.
 const BIN_PLACEHOLDER: &str = "@SVC_BIN@";
 
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 9] = [
     ("svc-api.service", include_str!("../../systemd/svc-api.service")),
     ("svc-ingest.service", include_str!("../../systemd/svc-ingest.service")),
     ("svc-collector.service", include_str!("../../systemd/svc-collector.service")),
@@ -14,6 +14,7 @@ const TEMPLATES: [(&str, &str); 8] = [
     ("svc-sniffer.service", include_str!("../../systemd/svc-sniffer.service")),
     ("svc-tarpit.service", include_str!("../../systemd/svc-tarpit.service")),
     ("svc-mutator.service", include_str!("../../systemd/svc-mutator.service")),
+    ("svc-webhook.service", include_str!("../../systemd/svc-webhook.service")),
     ("svc.target", include_str!("../../systemd/svc.target")),
 ];
 
@@ -51,7 +52,7 @@ mod tests {
     #[test]
     fn every_unit_runs_the_given_binary() {
         let units = render(Path::new("/opt/svc%1/svc")).unwrap();
-        assert_eq!(units.len(), 8);
+        assert_eq!(units.len(), 9);
         for unit in units.iter().filter(|u| u.name.ends_with(".service")) {
             assert!(unit.text.contains("ExecStart=/opt/svc%%1/svc "), "{}", unit.name);
             assert!(!unit.text.contains(BIN_PLACEHOLDER));

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod logs;
+pub mod receiver;
 
 use std::cell::RefCell;
 use std::io::Write;

@@ -1,5 +1,5 @@
 //! The background workers of svc, one module per worker (ingest, collector, profiler, sniffer,
-//! tarpit, mutator) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
+//! tarpit, mutator, webhook) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
 
 pub mod collector;
@@ -9,13 +9,14 @@ pub mod ingest;
 pub mod lease;
 pub mod profiler;
 pub mod runner;
+pub mod webhook;
 
 pub use svc::worker::WorkerBody;
 
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = vec![ingest::body(), profiler::body(), collector::body()];
+    let mut bodies = vec![ingest::body(), profiler::body(), collector::body(), webhook::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies

@@ -75,7 +75,7 @@ pub struct IngestBatch {
 }
 
 /// What a committed batch stored.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Committed {
     pub logs: u64,
     /// The highest log id now stored (0 when the table is empty).
@@ -84,6 +84,10 @@ pub struct Committed {
     pub new_bounties: u64,
     /// Credentials not seen before (a repeat only counts an attempt).
     pub new_credentials: u64,
+    /// Which of the batch's credentials were stored for the first time (indexes into
+    /// `IngestBatch::credentials`, one per credential even when the batch repeats it): what the
+    /// ingester announces as `credential.captured`.
+    pub captured: Vec<usize>,
 }
 
 #[async_trait]

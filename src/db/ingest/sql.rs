@@ -1,14 +1,14 @@
 //! The ingest statements, written once for both backends: the lease, the cursor, and the one
 //! transaction that stores a batch and moves the cursor.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
 
 use super::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
-use crate::db::codec::{MAX_ROWS_PER_INSERT, dedup_key, millis, row_sets, settle};
+use crate::db::codec::{MAX_IN_LIST, MAX_ROWS_PER_INSERT, dedup_key, millis, row_sets, settle};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult};
 
@@ -188,6 +188,7 @@ both_backends! {
                 check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
                 insert_logs(&mut tx, source, &batch.logs).await?;
                 let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
+                let captured = first_captures(&mut tx, &batch.credentials).await?;
                 let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
                 if let Some(cursor) = &batch.cursor {
                     let upsert = format!(
@@ -204,7 +205,7 @@ both_backends! {
                 }
                 let (last_log_id,): (i64,) =
                     sqlx::query_as("select coalesce(max(id), 0) from logs").fetch_one(&mut *tx).await?;
-                Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials })
+                Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials, captured })
             }
             .await;
             settle(tx, result).await
@@ -335,6 +336,25 @@ both_backends! {
             new += insert.build().execute(&mut *tx).await?.rows_affected();
         }
         Ok(new)
+    }
+
+    /// Which credentials the upsert about to run will store for the first time: those whose key is
+    /// not stored yet, each key once. Read inside the batch's transaction, before the upsert.
+    async fn first_captures(tx: &mut Connection, credentials: &[NewCredential]) -> DbResult<Vec<usize>> {
+        let keys: Vec<String> = credentials.iter().map(credential_key).collect();
+        let mut seen: HashSet<String> = HashSet::new();
+        let unique: Vec<&String> = keys.iter().collect::<BTreeSet<_>>().into_iter().collect();
+        for chunk in unique.chunks(MAX_IN_LIST) {
+            let mut query = QueryBuilder::<Sql>::new("select dedup_key from credentials where dedup_key in (");
+            let mut list = query.separated(", ");
+            for key in chunk {
+                list.push_bind(key.as_str());
+            }
+            query.push(")");
+            let stored: Vec<(String,)> = query.build_query_as().fetch_all(&mut *tx).await?;
+            seen.extend(stored.into_iter().map(|(key,)| key));
+        }
+        Ok(keys.into_iter().enumerate().filter_map(|(i, key)| seen.insert(key).then_some(i)).collect())
     }
 
     /// Inserts each credential not seen before and counts an attempt on the others; returns how many

@@ -2,7 +2,9 @@
 //! and credentials they yield. Each batch and the file position after it are stored in one
 //! transaction, so a crash or restart at any moment neither loses nor repeats a line. One ingester
 //! per file works at a time: it holds a lease in the database, and every commit checks both the
-//! lease and that the stored position is still the one it read from.
+//! lease and that the stored position is still the one it read from. After each commit it tells
+//! the bus: `batch_committed` (wakes the log streams and the profiler) and `credential.captured` for
+//! every credential stored for the first time.
 
 pub mod derive;
 mod follow;
@@ -13,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::Utc;
+use serde_json::json;
 use svc::bus::logs::{self as log_notices, BatchCommitted};
-use svc::db::{DbError, IngestBatch, IngestCursor, NewLog};
+use svc::bus::{Event, topics};
+use svc::db::{DbError, IngestBatch, IngestCursor, NewCredential, NewLog};
 use svc::worker::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
@@ -144,6 +148,19 @@ impl Pending {
         });
         self.tally.stored += 1;
     }
+}
+
+/// `credential.captured`, type `captured`, in DECNET's shape: which secret (its hash, never the
+/// secret), of which kind, from whom, where.
+fn captured(credential: &NewCredential) -> Event {
+    let payload = json!({
+        "secret_sha256": credential.secret_sha256,
+        "secret_kind": credential.secret_kind,
+        "attacker_ip": credential.attacker_ip,
+        "decky": credential.decky,
+        "service": credential.service,
+    });
+    Event::new(topics::CREDENTIAL_CAPTURED, "captured", payload)
 }
 
 struct Ingester {
@@ -288,6 +305,14 @@ impl Ingester {
             // A hint for the streams, which poll without it.
             if let Err(err) = log_notices::publish(&self.ctx.bus, &notice).await {
                 tracing::debug!(error = %err, "Batch notice not published");
+            }
+        }
+        // Best-effort like the notice: the credentials are stored whatever the bus does.
+        for &i in &committed.captured {
+            let event = captured(&batch.credentials[i]);
+            if let Err(err) = self.ctx.bus.publish(&event).await {
+                tracing::debug!(error = %err, "Credential event not published");
+                break;
             }
         }
         Ok(true)
