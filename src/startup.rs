@@ -72,7 +72,12 @@ impl Lifespan {
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
-                fleet: Fleet::new(db.clone(), Arc::new(Engine::new(&config.fleet.docker_host)), config.fleet.clone()),
+                fleet: Fleet::new(
+                    db.clone(),
+                    Arc::new(Engine::new(&config.fleet.docker_host)),
+                    config.fleet.clone(),
+                    bus.clone(),
+                ),
                 units: Arc::new(UnitListing::new(
                     UnitSource::detect(config.api.unit_dirs.as_deref()),
                     config.api.unit_cache,

@@ -33,7 +33,12 @@ pub async fn run(args: DeployArgs, config: Config) -> anyhow::Result<()> {
         println!("a fleet is already deployed; nothing to do");
         return Ok(());
     }
-    let fleet = Fleet::new(db.clone(), Arc::new(Engine::new(&config.fleet.docker_host)), config.fleet.clone());
+    let fleet = Fleet::new(
+        db.clone(),
+        Arc::new(Engine::new(&config.fleet.docker_host)),
+        config.fleet.clone(),
+        svc::bus::Bus::absent(),
+    );
     let accepted = fleet.deploy(&ini, args.replace).await.map_err(|e| anyhow::anyhow!("deploy refused: {e}"))?;
     println!("deploying {} decky/ies", accepted.lifecycle_ids.len());
     let deadline = Instant::now() + DEPLOY_DEADLINE;

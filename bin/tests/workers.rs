@@ -113,8 +113,8 @@ async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_
 #[test]
 fn a_worker_without_a_body_is_refused_with_the_available_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let out = svc(dir.path(), &["worker", "sniffer"]).output().unwrap();
+    let out = svc(dir.path(), &["worker", "gardener"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("no worker `sniffer`") && err.contains("fixture-a"), "{err}");
+    assert!(err.contains("no worker `gardener`") && err.contains("fixture-a"), "{err}");
 }

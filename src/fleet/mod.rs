@@ -20,6 +20,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use uuid::Uuid;
 
+use crate::bus::{Bus, Event, topics};
 use crate::config::FleetConfig;
 use crate::db::Db;
 use crate::db::{
@@ -83,6 +84,8 @@ pub struct DeckyStatus {
 #[derive(Clone)]
 pub struct Fleet {
     db: Db,
+    /// Decky state and lifecycle changes are announced here (webhooks forward them).
+    bus: Bus,
     runtime: Runtime,
     settings: Arc<FleetConfig>,
     /// One deploy decision at a time in this process (a second API replica is held off by the
@@ -92,8 +95,8 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(db: Db, runtime: Runtime, settings: FleetConfig) -> Fleet {
-        Fleet { db, runtime, settings: Arc::new(settings), deciding: Arc::default(), ping: Arc::default() }
+    pub fn new(db: Db, runtime: Runtime, settings: FleetConfig, bus: Bus) -> Fleet {
+        Fleet { db, bus, runtime, settings: Arc::new(settings), deciding: Arc::default(), ping: Arc::default() }
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -172,8 +175,8 @@ impl Fleet {
     /// The background half of a deploy: image, network, then each decky's container; each
     /// lifecycle record ends `succeeded` or `failed`.
     async fn carry_out(&self, run: Run) {
-        for id in &run.lifecycles {
-            self.record(*id, LifecycleStatus::Running, None).await;
+        for (decky, id) in run.deckies.iter().zip(&run.lifecycles) {
+            self.record(*id, &decky.name, LifecycleStatus::Running, None).await;
         }
         let outcome = self.prepare(&run).await;
         let count = run.deckies.len();
@@ -196,7 +199,8 @@ impl Fleet {
                     if let Err(err) = self.db.set_deploy_state(&decky.name, state, error, at).await {
                         tracing::error!(decky = %decky.name, error = %err, "Could not record the decky's deploy state");
                     }
-                    self.record(id, status, error).await;
+                    self.announce_state(&decky.name, state.as_str(), error).await;
+                    self.record(id, &decky.name, status, error).await;
                 }
             })
             .collect();
@@ -287,9 +291,28 @@ impl Fleet {
         }
     }
 
-    async fn record(&self, id: Uuid, status: LifecycleStatus, error: Option<&str>) {
-        if let Err(err) = self.db.set_lifecycle_status(id, status, error, Utc::now()).await {
+    async fn record(&self, id: Uuid, decky: &str, status: LifecycleStatus, error: Option<&str>) {
+        let at = Utc::now();
+        if let Err(err) = self.db.set_lifecycle_status(id, status, error, at).await {
             tracing::error!(lifecycle = %id, error = %err, "Could not update a lifecycle record");
+        }
+        let payload = serde_json::json!({
+            "id": id, "decky_name": decky, "operation": "deploy", "status": status.as_str(), "error": error,
+        });
+        self.announce(topics::decky_lifecycle(decky), status.as_str(), payload).await;
+    }
+
+    /// `decky.<name>.state`: a decky is now `running`, `failed` or `removed`.
+    async fn announce_state(&self, decky: &str, state: &str, error: Option<&str>) {
+        let payload = serde_json::json!({"decky_name": decky, "state": state, "error": error});
+        self.announce(topics::decky_state(decky), state, payload).await;
+    }
+
+    /// Fire and forget: the store is the record, the bus only tells.
+    async fn announce(&self, topic: Result<String, topics::BadToken>, kind: &str, payload: serde_json::Value) {
+        let Ok(topic) = topic else { return };
+        if let Err(err) = self.bus.publish(&Event::new(topic, kind, payload)).await {
+            tracing::debug!(error = %err, "Decky event not published");
         }
     }
 
@@ -308,6 +331,7 @@ impl Fleet {
             return Err(FleetError::Runtime);
         }
         self.db.remove_decky(name).await?;
+        self.announce_state(name, "removed", None).await;
         if stored.deckies.len() == 1
             && let Err(err) = self.runtime.remove_network(&self.network_name()).await
         {

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, reject};
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Result};
-use crate::db::{DeckyConfig, DeckyLifecycle, LifecycleStatus};
+use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
 use crate::fleet::ini::{Ini, IniSyntaxError};
 use crate::fleet::plan::is_decky_section;
@@ -68,40 +68,10 @@ pub struct DeployResponse {
     pub lifecycle_ids: Vec<Uuid>,
 }
 
-/// A lifecycle record as the dashboard polls it.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LifecycleEntry {
-    pub id: Uuid,
-    pub decky_name: String,
-    pub host_uuid: Option<String>,
-    pub operation: String,
-    pub status: LifecycleStatus,
-    pub error: Option<String>,
-    pub started_at: chrono::DateTime<chrono::Utc>,
-    pub updated_at: chrono::DateTime<chrono::Utc>,
-    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-impl From<DeckyLifecycle> for LifecycleEntry {
-    fn from(r: DeckyLifecycle) -> Self {
-        LifecycleEntry {
-            id: r.id,
-            decky_name: r.decky_name,
-            host_uuid: r.host_uuid,
-            operation: r.operation,
-            status: r.status,
-            error: r.error,
-            started_at: r.started_at,
-            updated_at: r.updated_at,
-            completed_at: r.completed_at,
-        }
-    }
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LifecycleResponse {
     /// The records asked for that exist, oldest first; unknown ids are left out.
-    pub rows: Vec<LifecycleEntry>,
+    pub rows: Vec<DeckyLifecycle>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -187,7 +157,7 @@ pub async fn lifecycle(
     let ids = lifecycle_ids(query.as_deref().unwrap_or_default())
         .map_err(|errors| ApiError::Invalid(reject(&errors, uri.path(), state.config.api.developer)))?;
     let rows = state.db.lifecycles(&ids).await?;
-    Ok(Json(LifecycleResponse { rows: rows.into_iter().map(LifecycleEntry::from).collect() }))
+    Ok(Json(LifecycleResponse { rows }))
 }
 
 /// The repeated `ids` parameter: at least one, at most 200, each a UUID.

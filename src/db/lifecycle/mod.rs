@@ -47,7 +47,7 @@ impl std::str::FromStr for LifecycleStatus {
 }
 
 /// One deploy or mutate operation on a decky, polled by the dashboard instead of a held request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct DeckyLifecycle {
     pub id: Uuid,
     pub decky_name: String,
