@@ -30,6 +30,11 @@ pub fn router() -> Router<AppState> {
 const SORT_PATTERN: &str = "^(recent|active|traversals)$";
 /// The commands a detail carries; the rest are a page of `/commands` away.
 const DETAIL_COMMANDS: u32 = 50;
+/// The commands a list row carries: DECNET's Attackers page shows the last one and their number,
+/// and a page of rows must stay small whatever one attacker ran (`command_count` is exact).
+const ROW_COMMANDS: u32 = 20;
+/// Characters of each command text a list row carries; the detail and `/commands` have them whole.
+const ROW_COMMAND_CHARS: u32 = 256;
 /// The observations a detail carries, newest first.
 const DETAIL_OBSERVATIONS: u32 = 200;
 /// The `ip_leak` bounties a detail carries, as DECNET's does.
@@ -129,7 +134,10 @@ pub struct AttackerSummary {
     /// The payload of every fingerprint bounty of this address.
     #[schema(value_type = Vec<Object>)]
     pub fingerprints: Vec<Value>,
-    /// How many commands the attacker ran; `/attackers/{uuid}/commands` lists them.
+    /// The newest commands, oldest first as DECNET keeps them (the last is the newest): at most 20
+    /// in a list row, each text cut to 256 characters; at most 50, whole, in the detail.
+    pub commands: Vec<CommandEntry>,
+    /// How many commands the attacker ran, all of them; `/attackers/{uuid}/commands` lists them.
     pub command_count: i64,
     pub country_code: Option<String>,
     pub country_source: Option<String>,
@@ -176,6 +184,7 @@ impl From<AttackerProfile> for AttackerSummary {
             bounty_count: profile.bounty_count,
             credential_count: profile.credential_count,
             fingerprints: serde_json::from_str(&profile.fingerprints).unwrap_or_default(),
+            commands: Vec::new(),
             command_count: profile.command_count,
             country_code: None,
             country_source: None,
@@ -286,10 +295,9 @@ impl From<Observation> for ObservationEntry {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AttackerDetail {
+    /// With `commands`: the newest 50, oldest first.
     #[serde(flatten)]
     pub attacker: AttackerSummary,
-    /// The newest commands (at most 50), newest first.
-    pub commands: Vec<CommandEntry>,
     pub service_activity: ServiceActivity,
     /// The newest `ip_leak` bounties (at most 10), payload decoded.
     #[schema(value_type = Vec<Object>)]
@@ -327,12 +335,17 @@ pub async fn list_attackers(
         sort: given(&query.sort_by).and_then(sort).unwrap_or_default(),
     };
     let page = state.db.attackers(&filter, limit, offset).await?;
-    Ok(Json(AttackersResponse {
-        total: page.total,
-        limit,
-        offset,
-        data: page.rows.into_iter().map(AttackerSummary::from).collect(),
-    }))
+    let uuids: Vec<Uuid> = page.rows.iter().filter(|row| row.command_count > 0).map(|row| row.uuid).collect();
+    let mut commands = state.db.recent_commands(&uuids, ROW_COMMANDS, ROW_COMMAND_CHARS).await?;
+    let data = page
+        .rows
+        .into_iter()
+        .map(|profile| {
+            let recent = commands.remove(&profile.uuid).unwrap_or_default();
+            AttackerSummary { commands: recent.into_iter().map(CommandEntry::from).collect(), ..profile.into() }
+        })
+        .collect();
+    Ok(Json(AttackersResponse { total: page.total, limit, offset, data }))
 }
 
 /// One attacker: the profile, its newest commands and observations, and where it interacted.
@@ -365,9 +378,10 @@ pub async fn attacker_detail(
         BountyFilter { bounty_type: Some("ip_leak".into()), attacker_ip: Some(profile.ip.clone()), search: None };
     let leaks = db.bounties(&leaks_filter, DETAIL_IP_LEAKS, 0).await?;
     let observations = db.attacker_observations(uuid, DETAIL_OBSERVATIONS).await?;
+    // Newest first from the page; DECNET's list runs oldest first.
+    let commands = commands.rows.into_iter().rev().map(CommandEntry::from).collect();
     Ok(Json(AttackerDetail {
-        attacker: AttackerSummary::from(profile),
-        commands: commands.rows.into_iter().map(CommandEntry::from).collect(),
+        attacker: AttackerSummary { commands, ..profile.into() },
         service_activity: activity,
         ip_leaks: leaks.rows.into_iter().map(|leak| decoded(leak.payload)).collect(),
         ip_leaks_total: leaks.total,
