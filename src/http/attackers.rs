@@ -422,7 +422,7 @@ pub async fn attacker_commands(
     }))
 }
 
-fn attacker_not_found(err: DbError) -> ApiError {
+pub(super) fn attacker_not_found(err: DbError) -> ApiError {
     match err {
         DbError::NotFound => ApiError::not_found("Attacker not found"),
         other => other.into(),

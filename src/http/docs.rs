@@ -7,7 +7,10 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
-use super::{AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, workers};
+use super::{
+    AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system, users,
+    workers,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -39,10 +42,16 @@ use super::{AppState, attackers, auth, bounty, deckies, health, logs, stats, str
         logs::histogram,
         stats::stats,
         bounty::list_bounties,
+        credentials::list_credentials,
+        credentials::list_credential_reuse,
         attackers::list_attackers,
         attackers::attacker_detail,
         attackers::attacker_commands,
+        attacker_evidence::attacker_artifacts,
+        attacker_evidence::attacker_mail,
+        attacker_evidence::attacker_smtp_targets,
         stream::stream,
+        stream::attacker_events::attacker_events,
     ),
     modifiers(&BearerAuth),
     tags(

@@ -13,6 +13,7 @@
 //! [`log_tail`] (the newest committed log id every stream waits on) and [`summaries`] (the
 //! statistics and histogram the streams share).
 
+pub mod attacker_events;
 pub mod log_tail;
 pub mod sse;
 pub mod summaries;
@@ -49,7 +50,9 @@ pub use sse::SseSlots;
 pub use summaries::Summaries;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/stream", get(stream))
+    Router::new()
+        .route("/stream", get(stream))
+        .route("/attackers/{uuid}/events", get(attacker_events::attacker_events))
 }
 
 /// Rows per `logs` frame.
