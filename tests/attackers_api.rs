@@ -251,7 +251,8 @@ async fn list_rows_carry_the_newest_commands_bounded_for_an_attacker_of_100000()
         assert_eq!(page["data"].as_array().unwrap().len(), 50);
         let row = &page["data"][0];
         assert_eq!((&row["ip"], &row["command_count"]), (&json!("10.7.7.7"), &json!(RAN)), "{}", backend.name);
-        let texts: Vec<&str> = row["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
+        let texts: Vec<&str> =
+            row["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
         assert_eq!(texts.len(), 20);
         assert_eq!(texts[0], format!("echo {}", RAN - 20));
         assert_eq!(texts[18], format!("echo {}", RAN - 2));

@@ -287,7 +287,8 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
 
         // The credential bounty carries DECNET's names beside ours.
         let bounties = api.ok("/bounty", &viewer, &[("bounty_type", "credential")]).await;
-        let payloads: Vec<&serde_json::Value> = bounties["data"].as_array().unwrap().iter().map(|b| &b["payload"]).collect();
+        let payloads: Vec<&serde_json::Value> =
+            bounties["data"].as_array().unwrap().iter().map(|b| &b["payload"]).collect();
         assert!(
             payloads.iter().any(|p| p["username"] == "root" && p["password"] == "toor" && p["principal"] == "root"),
             "{payloads:?}"
@@ -297,7 +298,8 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
         let rows = api.ok("/attackers", &viewer, &[]).await;
         let row = rows["data"].as_array().unwrap().iter().find(|r| r["ip"] == "127.0.0.1").expect("the attacker");
         let uuid = row["uuid"].as_str().unwrap().to_string();
-        let commands: Vec<&str> = row["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
+        let commands: Vec<&str> =
+            row["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
         // The shell's and the FTP session's, oldest first.
         let ran = ["uname -a", "exit", "PASV", "STOR drop.sh", "QUIT"];
         assert_eq!((commands.as_slice(), &row["command_count"]), (&ran[..], &serde_json::json!(5)), "{}", backend.name);
@@ -313,7 +315,10 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
         let credentials = api.ok("/credentials", &viewer, &[("service", "telnet")]).await;
         assert_eq!(credentials["total"], 2, "{credentials}");
         let first = &credentials["data"][0];
-        assert_eq!((&first["decky_name"], &first["attacker_uuid"]), (&serde_json::json!("web-01"), &serde_json::json!(uuid)));
+        assert_eq!(
+            (&first["decky_name"], &first["attacker_uuid"]),
+            (&serde_json::json!("web-01"), &serde_json::json!(uuid))
+        );
         let searched = api.ok("/credentials", &viewer, &[("search", "toor")]).await;
         assert_eq!(searched["total"], 2, "telnet and http: {searched}");
         let reuse = api.ok("/credential-reuse", &viewer, &[]).await;
@@ -321,15 +326,26 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
         let finding = &reuse["data"][0];
         assert_eq!(
             (&finding["principal"], &finding["secret_printable"], &finding["target_count"], &finding["services"]),
-            (&serde_json::json!("root"), &serde_json::json!("toor"), &serde_json::json!(2), &serde_json::json!(["http", "telnet"]))
+            (
+                &serde_json::json!("root"),
+                &serde_json::json!("toor"),
+                &serde_json::json!(2),
+                &serde_json::json!(["http", "telnet"])
+            )
         );
-        assert_eq!((&finding["attacker_ips"], &finding["attacker_uuids"]), (&serde_json::json!(["127.0.0.1"]), &serde_json::json!([uuid])));
+        assert_eq!(
+            (&finding["attacker_ips"], &finding["attacker_uuids"]),
+            (&serde_json::json!(["127.0.0.1"]), &serde_json::json!([uuid]))
+        );
         assert_eq!(api.ok("/credential-reuse", &viewer, &[("min_target_count", "3")]).await["total"], 0);
         assert_eq!(api.get("/credential-reuse", Some(&viewer), &[("min_target_count", "1")]).await.status, 422);
 
         // The dropped file, the mail (admins only) and its victims' domains.
         let artifacts = api.ok(&format!("/attackers/{uuid}/artifacts"), &viewer, &[]).await;
-        assert_eq!((&artifacts["total"], &artifacts["data"][0]["event_type"]), (&serde_json::json!(1), &serde_json::json!("file_captured")));
+        assert_eq!(
+            (&artifacts["total"], &artifacts["data"][0]["event_type"]),
+            (&serde_json::json!(1), &serde_json::json!("file_captured"))
+        );
         let fields: serde_json::Value = serde_json::from_str(artifacts["data"][0]["fields"].as_str().unwrap()).unwrap();
         let sha256: String = sha2::Sha256::digest(dropped).iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(fields["sha256"], sha256);
@@ -349,7 +365,11 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
         assert_eq!(domains, [("acme.com", 1), ("bank.org", 1)]);
         let missing = uuid::Uuid::new_v4();
         for route in ["artifacts", "smtp-targets", "events"] {
-            assert_eq!(api.get(&format!("/attackers/{missing}/{route}"), Some(&viewer), &[]).await.status, 404, "{route}");
+            assert_eq!(
+                api.get(&format!("/attackers/{missing}/{route}"), Some(&viewer), &[]).await.status,
+                404,
+                "{route}"
+            );
         }
 
         // The attacker's live events: the snapshot, then the profiler's score as new rows arrive.
@@ -369,7 +389,13 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
         read_stream_until(&mut stream, &mut seen, r#""event_count""#).await;
         let ticket = api.client.post(api.url("/auth/sse-ticket")).bearer_auth(&viewer).send().await.unwrap();
         let ticket: serde_json::Value = ticket.json().await.unwrap();
-        let by_ticket = api.client.get(api.url(&events)).query(&[("ticket", ticket["ticket"].as_str().unwrap())]).send().await.unwrap();
+        let by_ticket = api
+            .client
+            .get(api.url(&events))
+            .query(&[("ticket", ticket["ticket"].as_str().unwrap())])
+            .send()
+            .await
+            .unwrap();
         assert_eq!(by_ticket.status(), 200);
         drop((stream, by_ticket));
         api.stop().await;

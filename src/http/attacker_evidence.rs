@@ -165,7 +165,7 @@ async fn rows_of(db: &Db, profile: &AttackerProfile, event_types: &[&str]) -> Re
         total += page.total;
         rows.extend(page.rows);
     }
-    rows.sort_by(|a, b| (b.timestamp, b.id).cmp(&(a.timestamp, a.id)));
+    rows.sort_by_key(|row| std::cmp::Reverse((row.timestamp, row.id)));
     rows.truncate(MAX_ROWS as usize);
     Ok(Page { total, rows })
 }
@@ -214,7 +214,9 @@ mod tests {
     fn recipients_name_their_domain_only() {
         assert_eq!(recipient_domain(r#"{"rcpt_to":"<CFO@Acme.COM>"}"#).as_deref(), Some("acme.com"));
         assert_eq!(recipient_domain(r#"{"value":"a@b.org."}"#).as_deref(), Some("b.org"));
-        for none in [r#"{"rcpt_to":"postmaster"}"#, r#"{"rcpt_to":"x@host.example"}"#, r#"{"rcpt_to":"x@"}"#, "{}", "[]"] {
+        for none in
+            [r#"{"rcpt_to":"postmaster"}"#, r#"{"rcpt_to":"x@host.example"}"#, r#"{"rcpt_to":"x@"}"#, "{}", "[]"]
+        {
             assert_eq!(recipient_domain(none), None, "{none}");
         }
     }

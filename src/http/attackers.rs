@@ -27,7 +27,7 @@ pub fn router() -> Router<AppState> {
         .route("/attackers/{uuid}/commands", get(attacker_commands))
 }
 
-const SORT_PATTERN: &str = "^(recent|active|traversals)$";
+const SORT_PATTERN: &str = r"^(recent|active|traversals)$|^\s*(null|NULL|undefined)?\s*$";
 /// The commands a detail carries; the rest are a page of `/commands` away.
 const DETAIL_COMMANDS: u32 = 50;
 /// The commands a list row carries: DECNET's Attackers page shows the last one and their number,
@@ -53,8 +53,9 @@ pub struct AttackersQuery {
     /// A substring of the attacker's address, matched literally; at most 512 characters.
     #[param(max_length = 512)]
     pub search: Option<String>,
-    /// `recent` (last seen), `active` (most events) or `traversals` (multi-decky attackers first).
-    #[param(pattern = "^(recent|active|traversals)$", default = "recent")]
+    /// `recent` (last seen), `active` (most events) or `traversals` (multi-decky attackers first);
+    /// blank, `null`, `NULL` or `undefined` (what dashboards send for unset) mean the default.
+    #[param(pattern = r"^(recent|active|traversals)$|^\s*(null|NULL|undefined)?\s*$", default = "recent")]
     pub sort_by: Option<String>,
     /// Only attackers seen on this service, exactly.
     pub service: Option<String>,
@@ -131,8 +132,7 @@ pub struct AttackerSummary {
     pub is_traversal: bool,
     pub bounty_count: i64,
     pub credential_count: i64,
-    /// The payload of every fingerprint bounty of this address.
-    #[schema(value_type = Vec<Object>)]
+    /// The payload of every fingerprint bounty of this address (a payload that is not JSON, as text).
     pub fingerprints: Vec<Value>,
     /// The newest commands, oldest first as DECNET keeps them (the last is the newest): at most 20
     /// in a list row, each text cut to 256 characters; at most 50, whole, in the detail.
@@ -266,7 +266,7 @@ pub struct ServiceActivity {
 #[schema(as = ObservationRow)]
 pub struct ObservationEntry {
     pub primitive: String,
-    #[schema(value_type = Object)]
+    /// Of the type the primitive's registry entry names: a string, number, boolean, array or object.
     pub value: Value,
     pub confidence: f64,
     /// Emission time, epoch seconds.
@@ -300,7 +300,6 @@ pub struct AttackerDetail {
     pub attacker: AttackerSummary,
     pub service_activity: ServiceActivity,
     /// The newest `ip_leak` bounties (at most 10), payload decoded.
-    #[schema(value_type = Vec<Object>)]
     pub ip_leaks: Vec<Value>,
     pub ip_leaks_total: u64,
     /// Newest first (window end), at most 200.

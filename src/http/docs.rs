@@ -3,10 +3,12 @@
 
 use axum::Router;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, Schema};
 use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
+use super::extract::TIME_FILTER_PATTERN;
 use super::{
     AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system, users,
     workers,
@@ -53,7 +55,7 @@ use super::{
         stream::stream,
         stream::attacker_events::attacker_events,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &ParameterRules),
     tags(
         (name = "system", description = "Health and deployment"),
         (name = "auth", description = "Login, logout, password change, stream tickets"),
@@ -74,6 +76,28 @@ impl Modify for BearerAuth {
         let components = openapi.components.get_or_insert_with(Default::default);
         let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
         components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// Rules of parameters the handlers check by hand, written into every operation that takes them, so
+/// the document states exactly what the server enforces: the time filters' pattern
+/// ([`TIME_FILTER_PATTERN`], the one the server matches), and `Last-Event-ID` a non-negative integer.
+struct ParameterRules;
+
+impl Modify for ParameterRules {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let items = openapi.paths.paths.values_mut();
+        let operations = items.flat_map(|item| [&mut item.get, &mut item.post, &mut item.put, &mut item.delete]);
+        for operation in operations.flatten() {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                let Some(RefOr::T(Schema::Object(schema))) = &mut parameter.schema else { continue };
+                match parameter.name.as_str() {
+                    "start_time" | "end_time" => schema.pattern = Some(TIME_FILTER_PATTERN.to_string()),
+                    "Last-Event-ID" => schema.minimum = Some(0.into()),
+                    _ => {}
+                }
+            }
+        }
     }
 }
 

@@ -14,9 +14,9 @@ mod format;
 mod header;
 mod sd;
 mod shell;
-mod text;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub use format::{field_key, format, header_token};
 pub use shell::{ShellCommand, parse_shell_command};

@@ -348,7 +348,14 @@ fn literal_lines_parse_to_their_parts() {
     for case in cases() {
         let parsed = parse(case.line).unwrap_or_else(|e| panic!("{}: {e}", case.line));
         let fields: Vec<(&str, &str)> = parsed.fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let got = (&*parsed.decky, &*parsed.service, &*parsed.event_type, &*parsed.attacker_ip, fields, parsed.msg.as_deref());
+        let got = (
+            &*parsed.decky,
+            &*parsed.service,
+            &*parsed.event_type,
+            &*parsed.attacker_ip,
+            fields,
+            parsed.msg.as_deref(),
+        );
         let want = (case.decky, case.service, case.event_type, case.attacker_ip, case.fields.to_vec(), case.msg);
         if got != want {
             wrong.push(format!("{}\n  want {want:?}\n  got  {got:?}", case.line));
@@ -800,12 +807,14 @@ fn the_reference_sample_reads_as_decnet_reads_it() {
             Ok(parsed) => {
                 let fields: serde_json::Map<String, serde_json::Value> =
                     parsed.fields.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
-                let address_is_empty = fields.iter().any(|(k, v)| attacker::ADDRESS_FIELDS.contains(&k.as_str()) && v == "");
-                let attacker_ip = if address_is_empty && expected["attacker_ip"] == "" && parsed.attacker_ip == UNKNOWN_IP {
-                    String::new()
-                } else {
-                    parsed.attacker_ip
-                };
+                let address_is_empty =
+                    fields.iter().any(|(k, v)| attacker::ADDRESS_FIELDS.contains(&k.as_str()) && v == "");
+                let attacker_ip =
+                    if address_is_empty && expected["attacker_ip"] == "" && parsed.attacker_ip == UNKNOWN_IP {
+                        String::new()
+                    } else {
+                        parsed.attacker_ip
+                    };
                 let timestamp = parsed.timestamp.map(|t| t.timestamp_nanos_opt().unwrap());
                 let expected_timestamp = expected["timestamp_utc"]
                     .as_str()

@@ -154,7 +154,8 @@ pub trait LogStore {
     async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>>;
 
     /// Most recently seen first (then id, descending), with the total that match.
-    async fn credentials(&self, filter: &CredentialFilter, limit: u32, offset: u64) -> DbResult<Page<CredentialRecord>>;
+    async fn credentials(&self, filter: &CredentialFilter, limit: u32, offset: u64)
+    -> DbResult<Page<CredentialRecord>>;
 
     /// Secrets tried against at least `min_targets` distinct (decky, service) pairs, optionally of
     /// one kind; most targets first, then most recently seen, with the total that match. Grouped

@@ -46,7 +46,7 @@ impl Validate for AttackerEventsQuery {}
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker"), AttackerEventsQuery),
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
         (status = 401, description = "No bearer header and no valid ticket"),
         (status = 403, description = "Password change required"),
         (status = 404, description = "Attacker not found"),

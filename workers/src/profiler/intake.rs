@@ -187,8 +187,13 @@ mod tests {
         payload["id"] = json!("5f0c5e8e1d2b4c539d7e2b7f2c1a9e11");
         payload["v"] = json!(1.0);
         let body = String::from_utf8(message(payload)).unwrap();
-        assert!(matches!(read(body.as_bytes()), Intake::Valid(o) if o.id.as_deref() == Some("5f0c5e8e1d2b4c539d7e2b7f2c1a9e11")));
+        assert!(
+            matches!(read(body.as_bytes()), Intake::Valid(o) if o.id.as_deref() == Some("5f0c5e8e1d2b4c539d7e2b7f2c1a9e11"))
+        );
         let twice = body.replacen(r#""confidence":0.5"#, r#""confidence":0.5,"confidence":0.9"#, 1);
-        assert!(matches!(read(twice.as_bytes()), Intake::Rejected(r) if r.contains("duplicate key `confidence`")), "{twice}");
+        assert!(
+            matches!(read(twice.as_bytes()), Intake::Rejected(r) if r.contains("duplicate key `confidence`")),
+            "{twice}"
+        );
     }
 }
