@@ -10,8 +10,8 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use super::extract::TIME_FILTER_PATTERN;
 use super::{
-    AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system, users,
-    workers,
+    AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system,
+    users, workers,
 };
 
 #[derive(OpenApi)]
