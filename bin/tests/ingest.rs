@@ -145,7 +145,7 @@ async fn appended_lines_become_rows_with_their_bounties_and_credentials() {
         assert_eq!(rows[1].timestamp.to_rfc3339(), "2026-05-02T06:30:00+00:00");
 
         // The same secret twice from one address is one credential with two attempts.
-        let credentials = db.credentials(10).await.unwrap();
+        let credentials = db.credentials(&Default::default(), 10, 0).await.unwrap().rows;
         assert_eq!(credentials.len(), 1, "{}", backend.name);
         assert_eq!((credentials[0].attempt_count, credentials[0].principal.as_deref()), (2, Some("root")));
         let bounties = db.bounties(&Default::default(), 50, 0).await.unwrap();

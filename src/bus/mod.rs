@@ -137,11 +137,18 @@ impl Bus {
         }
     }
 
-    /// Messages on `subject`, surviving reconnects. `None` when there is no bus at all.
+    /// Messages on `subject`, surviving reconnects. `None` when there is no bus at all. When the
+    /// bus is up, the server has the subscription on return (a round trip, bounded), so what is
+    /// published after that reaches it.
     pub async fn subscribe(&self, subject: String) -> Option<async_nats::Subscriber> {
         let client = self.client.as_ref()?;
         match client.subscribe(subject.clone()).await {
-            Ok(subscriber) => Some(subscriber),
+            Ok(subscriber) => {
+                if self.is_connected() {
+                    let _ = tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.flush()).await;
+                }
+                Some(subscriber)
+            }
             Err(err) => {
                 tracing::warn!(%subject, error = %err, "Bus subscription failed");
                 None

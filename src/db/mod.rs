@@ -38,8 +38,8 @@ pub use fleet::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, 
 pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use logs::{
-    BountyFilter, BountyRecord, CredentialRecord, HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore,
-    SearchTerm, parse_search,
+    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
+    LogFilter, LogRecord, LogStats, LogStore, SearchTerm, parse_search,
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};

@@ -27,9 +27,14 @@ pub fn router() -> Router<AppState> {
         .route("/attackers/{uuid}/commands", get(attacker_commands))
 }
 
-const SORT_PATTERN: &str = "^(recent|active|traversals)$";
+const SORT_PATTERN: &str = r"^(recent|active|traversals)$|^\s*(null|NULL|undefined)?\s*$";
 /// The commands a detail carries; the rest are a page of `/commands` away.
 const DETAIL_COMMANDS: u32 = 50;
+/// The commands a list row carries: DECNET's Attackers page shows the last one and their number,
+/// and a page of rows must stay small whatever one attacker ran (`command_count` is exact).
+const ROW_COMMANDS: u32 = 20;
+/// Characters of each command text a list row carries; the detail and `/commands` have them whole.
+const ROW_COMMAND_CHARS: u32 = 256;
 /// The observations a detail carries, newest first.
 const DETAIL_OBSERVATIONS: u32 = 200;
 /// The `ip_leak` bounties a detail carries, as DECNET's does.
@@ -48,8 +53,9 @@ pub struct AttackersQuery {
     /// A substring of the attacker's address, matched literally; at most 512 characters.
     #[param(max_length = 512)]
     pub search: Option<String>,
-    /// `recent` (last seen), `active` (most events) or `traversals` (multi-decky attackers first).
-    #[param(pattern = "^(recent|active|traversals)$", default = "recent")]
+    /// `recent` (last seen), `active` (most events) or `traversals` (multi-decky attackers first);
+    /// blank, `null`, `NULL` or `undefined` (what dashboards send for unset) mean the default.
+    #[param(pattern = r"^(recent|active|traversals)$|^\s*(null|NULL|undefined)?\s*$", default = "recent")]
     pub sort_by: Option<String>,
     /// Only attackers seen on this service, exactly.
     pub service: Option<String>,
@@ -126,10 +132,12 @@ pub struct AttackerSummary {
     pub is_traversal: bool,
     pub bounty_count: i64,
     pub credential_count: i64,
-    /// The payload of every fingerprint bounty of this address.
-    #[schema(value_type = Vec<Object>)]
+    /// The payload of every fingerprint bounty of this address (a payload that is not JSON, as text).
     pub fingerprints: Vec<Value>,
-    /// How many commands the attacker ran; `/attackers/{uuid}/commands` lists them.
+    /// The newest commands, oldest first as DECNET keeps them (the last is the newest): at most 20
+    /// in a list row, each text cut to 256 characters; at most 50, whole, in the detail.
+    pub commands: Vec<CommandEntry>,
+    /// How many commands the attacker ran, all of them; `/attackers/{uuid}/commands` lists them.
     pub command_count: i64,
     pub country_code: Option<String>,
     pub country_source: Option<String>,
@@ -176,6 +184,7 @@ impl From<AttackerProfile> for AttackerSummary {
             bounty_count: profile.bounty_count,
             credential_count: profile.credential_count,
             fingerprints: serde_json::from_str(&profile.fingerprints).unwrap_or_default(),
+            commands: Vec::new(),
             command_count: profile.command_count,
             country_code: None,
             country_source: None,
@@ -257,7 +266,7 @@ pub struct ServiceActivity {
 #[schema(as = ObservationRow)]
 pub struct ObservationEntry {
     pub primitive: String,
-    #[schema(value_type = Object)]
+    /// Of the type the primitive's registry entry names: a string, number, boolean, array or object.
     pub value: Value,
     pub confidence: f64,
     /// Emission time, epoch seconds.
@@ -286,13 +295,11 @@ impl From<Observation> for ObservationEntry {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AttackerDetail {
+    /// With `commands`: the newest 50, oldest first.
     #[serde(flatten)]
     pub attacker: AttackerSummary,
-    /// The newest commands (at most 50), newest first.
-    pub commands: Vec<CommandEntry>,
     pub service_activity: ServiceActivity,
     /// The newest `ip_leak` bounties (at most 10), payload decoded.
-    #[schema(value_type = Vec<Object>)]
     pub ip_leaks: Vec<Value>,
     pub ip_leaks_total: u64,
     /// Newest first (window end), at most 200.
@@ -327,12 +334,17 @@ pub async fn list_attackers(
         sort: given(&query.sort_by).and_then(sort).unwrap_or_default(),
     };
     let page = state.db.attackers(&filter, limit, offset).await?;
-    Ok(Json(AttackersResponse {
-        total: page.total,
-        limit,
-        offset,
-        data: page.rows.into_iter().map(AttackerSummary::from).collect(),
-    }))
+    let uuids: Vec<Uuid> = page.rows.iter().filter(|row| row.command_count > 0).map(|row| row.uuid).collect();
+    let mut commands = state.db.recent_commands(&uuids, ROW_COMMANDS, ROW_COMMAND_CHARS).await?;
+    let data = page
+        .rows
+        .into_iter()
+        .map(|profile| {
+            let recent = commands.remove(&profile.uuid).unwrap_or_default();
+            AttackerSummary { commands: recent.into_iter().map(CommandEntry::from).collect(), ..profile.into() }
+        })
+        .collect();
+    Ok(Json(AttackersResponse { total: page.total, limit, offset, data }))
 }
 
 /// One attacker: the profile, its newest commands and observations, and where it interacted.
@@ -365,9 +377,10 @@ pub async fn attacker_detail(
         BountyFilter { bounty_type: Some("ip_leak".into()), attacker_ip: Some(profile.ip.clone()), search: None };
     let leaks = db.bounties(&leaks_filter, DETAIL_IP_LEAKS, 0).await?;
     let observations = db.attacker_observations(uuid, DETAIL_OBSERVATIONS).await?;
+    // Newest first from the page; DECNET's list runs oldest first.
+    let commands = commands.rows.into_iter().rev().map(CommandEntry::from).collect();
     Ok(Json(AttackerDetail {
-        attacker: AttackerSummary::from(profile),
-        commands: commands.rows.into_iter().map(CommandEntry::from).collect(),
+        attacker: AttackerSummary { commands, ..profile.into() },
         service_activity: activity,
         ip_leaks: leaks.rows.into_iter().map(|leak| decoded(leak.payload)).collect(),
         ip_leaks_total: leaks.total,
@@ -408,7 +421,7 @@ pub async fn attacker_commands(
     }))
 }
 
-fn attacker_not_found(err: DbError) -> ApiError {
+pub(super) fn attacker_not_found(err: DbError) -> ApiError {
     match err {
         DbError::NotFound => ApiError::not_found("Attacker not found"),
         other => other.into(),

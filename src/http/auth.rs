@@ -30,7 +30,8 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct LoginRequest {
     pub username: String,
-    /// At most 72 bytes.
+    /// At most 72 bytes (UTF-8): the format `utf8-bytes-max-72`.
+    #[schema(max_length = 72, format = "utf8-bytes-max-72")]
     pub password: String,
 }
 
@@ -110,8 +111,11 @@ pub async fn logout(State(state): State<AppState>, Authenticated(session): Authe
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChangePasswordRequest {
+    /// At most 72 bytes (UTF-8): the format `utf8-bytes-max-72`.
+    #[schema(max_length = 72, format = "utf8-bytes-max-72")]
     pub old_password: String,
-    /// 12 characters to 72 bytes.
+    /// 12 characters to 72 bytes (UTF-8): the format `utf8-bytes-max-72`.
+    #[schema(min_length = 12, max_length = 72, format = "utf8-bytes-max-72")]
     pub new_password: String,
 }
 

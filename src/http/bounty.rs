@@ -52,7 +52,6 @@ pub struct BountyEntry {
     pub attacker_ip: String,
     pub bounty_type: String,
     /// The captured data, decoded from its stored JSON (the stored text when it is not JSON).
-    #[schema(value_type = Object)]
     pub payload: serde_json::Value,
 }
 

@@ -75,9 +75,11 @@ pub struct LifecycleResponse {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct LifecycleQuery {
     /// A lifecycle record's id; repeat the parameter for several (1 to 200).
+    #[param(required = true, min_items = 1, max_items = 200)]
     pub ids: Vec<Uuid>,
 }
 

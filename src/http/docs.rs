@@ -3,12 +3,15 @@
 
 use axum::Router;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, Schema};
 use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
+use super::extract::TIME_FILTER_PATTERN;
 use super::{
-    AppState, attackers, auth, bounty, deckies, health, logs, stats, stream, system, users, webhooks, workers,
+    AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system,
+    users, webhooks, workers,
 };
 
 #[derive(OpenApi)]
@@ -47,12 +50,18 @@ use super::{
         logs::histogram,
         stats::stats,
         bounty::list_bounties,
+        credentials::list_credentials,
+        credentials::list_credential_reuse,
         attackers::list_attackers,
         attackers::attacker_detail,
         attackers::attacker_commands,
+        attacker_evidence::attacker_artifacts,
+        attacker_evidence::attacker_mail,
+        attacker_evidence::attacker_smtp_targets,
         stream::stream,
+        stream::attacker_events::attacker_events,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &ParameterRules),
     tags(
         (name = "system", description = "Health and deployment"),
         (name = "auth", description = "Login, logout, password change, stream tickets"),
@@ -73,6 +82,28 @@ impl Modify for BearerAuth {
         let components = openapi.components.get_or_insert_with(Default::default);
         let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
         components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// Rules of parameters the handlers check by hand, written into every operation that takes them, so
+/// the document states exactly what the server enforces: the time filters' pattern
+/// ([`TIME_FILTER_PATTERN`], the one the server matches), and `Last-Event-ID` a non-negative integer.
+struct ParameterRules;
+
+impl Modify for ParameterRules {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let items = openapi.paths.paths.values_mut();
+        let operations = items.flat_map(|item| [&mut item.get, &mut item.post, &mut item.put, &mut item.delete]);
+        for operation in operations.flatten() {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                let Some(RefOr::T(Schema::Object(schema))) = &mut parameter.schema else { continue };
+                match parameter.name.as_str() {
+                    "start_time" | "end_time" => schema.pattern = Some(TIME_FILTER_PATTERN.to_string()),
+                    "Last-Event-ID" => schema.minimum = Some(0.into()),
+                    _ => {}
+                }
+            }
+        }
     }
 }
 

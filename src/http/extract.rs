@@ -83,7 +83,11 @@ pub fn check_name(field: &str, value: &str, errors: &mut Vec<FieldError>) {
 /// A query value a dashboard sends to mean "none": `null`, `NULL`, `undefined` or empty. DECNET's
 /// dashboard puts these in URLs for unset filters, so they read as absent.
 pub fn given(value: &Option<String>) -> Option<&str> {
-    value.as_deref().filter(|v| !matches!(v.trim(), "" | "null" | "NULL" | "undefined"))
+    value.as_deref().and_then(given_text)
+}
+
+fn given_text(value: &str) -> Option<&str> {
+    (!matches!(value.trim(), "" | "null" | "NULL" | "undefined")).then_some(value)
 }
 
 /// An integer query parameter within `min..=max`; out of range is a value error (422).
@@ -116,10 +120,24 @@ pub fn check_max_chars(field: &str, value: Option<&str>, max: usize, errors: &mu
 
 /// A date/time query parameter: RFC 3339 or `YYYY-MM-DD HH:MM:SS` (UTC); anything else is a 422.
 pub fn check_datetime(field: &str, value: Option<&str>, errors: &mut Vec<FieldError>) {
-    if let Some(Err(err)) = value.map(crate::time::parse_utc) {
-        errors.push(FieldError::new("datetime_parsing", &["query", field], err.to_string()));
+    let Some(value) = value else { return };
+    // The pattern decides; what it lets through as a time also parses, by construction.
+    let parsed = given_text(value).is_none_or(|text| crate::time::parse_utc(text).is_ok());
+    if !(TIME_FILTER.is_match(value) && parsed) {
+        let msg = format!("Input should match '{TIME_FILTER_PATTERN}'");
+        errors.push(FieldError::new("datetime_parsing", &["query", field], msg));
     }
 }
+
+/// What a `start_time` / `end_time` filter may be, exactly, as the OpenAPI document states it:
+/// blank, `null`, `NULL` or `undefined` (no filter), or a real date and time, RFC 3339 (the offset
+/// optional, then UTC) or `YYYY-MM-DD HH:MM:SS[.f]`, with ASCII whitespace around it. The dates
+/// are spelled out (30 days hath September, 29 February only in leap years) so the pattern alone
+/// decides, for the server and for any client that reads the document.
+pub const TIME_FILTER_PATTERN: &str = r"^[ \t\n\r\x0b\x0c]*(|null|NULL|undefined|([0-9]{4}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|[0-9]{4}-(0[469]|11)-(0[1-9]|[12][0-9]|30)|[0-9]{4}-02-(0[1-9]|1[0-9]|2[0-8])|([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)[ \t\n\r\x0b\x0c]*$";
+
+static TIME_FILTER: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(TIME_FILTER_PATTERN).expect("the time filter pattern compiles"));
 
 /// The contract, in the spec's order. `path` picks the deploy route's wording; developer mode shows
 /// the error list instead of the generic detail.

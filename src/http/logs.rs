@@ -35,8 +35,8 @@ pub(super) fn check_filter(
     errors: &mut Vec<FieldError>,
 ) {
     check_max_chars("search", search.as_deref(), MAX_SEARCH_CHARS, errors);
-    check_datetime("start_time", given(start_time), errors);
-    check_datetime("end_time", given(end_time), errors);
+    check_datetime("start_time", start_time.as_deref(), errors);
+    check_datetime("end_time", end_time.as_deref(), errors);
 }
 
 /// The filter of checked parameters ([`check_filter`]).

@@ -4,9 +4,11 @@
 //! log tail it waits on sit together under `stream`. Response types are named for what the client
 //! sees (`…Entry`, `…Summary`, `…Response`); `…Row` is the database's word for what it stores.
 
+pub mod attacker_evidence;
 pub mod attackers;
 pub mod auth;
 pub mod bounty;
+pub mod credentials;
 pub mod deckies;
 pub mod docs;
 pub mod error;
@@ -73,7 +75,9 @@ fn api_routes() -> Router<AppState> {
         .merge(logs::router())
         .merge(stats::router())
         .merge(bounty::router())
+        .merge(credentials::router())
         .merge(attackers::router())
+        .merge(attacker_evidence::router())
         .merge(stream::router())
         .merge(webhooks::router())
 }

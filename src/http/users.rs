@@ -83,8 +83,14 @@ pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> R
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     /// 1 to 64 characters, without surrounding spaces or control characters; unique in any letter case.
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = r"^[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$"
+    )]
     pub username: String,
-    /// 12 characters to 72 bytes.
+    /// 12 characters to 72 bytes (UTF-8): the format `utf8-bytes-max-72`.
+    #[schema(min_length = 12, max_length = 72, format = "utf8-bytes-max-72")]
     pub password: String,
     #[serde(default = "viewer")]
     pub role: Role,
@@ -204,7 +210,8 @@ pub async fn set_role(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResetPasswordRequest {
-    /// 12 characters to 72 bytes.
+    /// 12 characters to 72 bytes (UTF-8): the format `utf8-bytes-max-72`.
+    #[schema(min_length = 12, max_length = 72, format = "utf8-bytes-max-72")]
     pub new_password: String,
 }
 

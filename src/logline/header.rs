@@ -1,13 +1,14 @@
 //! The RFC 5424 header — `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID` — split into borrowed
 //! tokens, the double-wrapped header Docker/rsyslog put around `logger` lines, and the timestamp.
 //!
-//! Tokens are separated by exactly one ASCII space, as DECNET's header regex
-//! (`^<\d+>1 (\S+) (\S+) (\S+) \S+ (\S+) (.+)$`) requires; a token is any run of other characters
-//! (tabs, control characters and non-ASCII included), so a line from a sloppy writer still parses.
+//! A line is one exactly when DECNET's header regex (`^<\d+>1 (\S+) (\S+) (\S+) \S+ (\S+) (.+)$`,
+//! Python's Unicode `\S`) matches it: tokens are runs of anything but whitespace (Python's:
+//! [`is_space`]), each followed by exactly one ASCII space, and something follows MSGID's space.
 
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, Utc};
 
 use super::ParseError;
+use super::text::is_space;
 
 /// A header's tokens, borrowed from the line.
 #[derive(Clone, Copy, Debug)]
@@ -17,39 +18,23 @@ pub(super) struct Header<'a> {
     pub hostname: &'a str,
     pub app_name: &'a str,
     pub msgid: &'a str,
-    /// Everything after MSGID and its separating space: structured data and MSG. Empty when the
-    /// line ends right after MSGID.
+    /// Everything after MSGID and its separating space: structured data and MSG; never empty.
     pub rest: &'a str,
 }
 
-/// The highest PRI: facility 23 (local7) · 8 + severity 7 (debug).
-const MAX_PRI: u16 = 191;
-
-/// Splits `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID[ rest]`.
-///
-/// RFC 5424 (and DECNET's regex) want something after MSGID — at least the nil structured data
-/// `-`. A line that ends right after MSGID is accepted anyway, as if its structured data were nil:
-/// the header already names the decky, service and event, and dropping the line would lose an
-/// event that DECNET's own writers never produce but a hand-written `logger` call or a writer that
-/// forgot the `-` does.
+/// Splits `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID rest`. PRI is any run of digits (DECNET
+/// reads none of it; a value past `u16` is kept as `u16::MAX`); `rest` must not be empty.
 pub(super) fn split(line: &str) -> Result<Header<'_>, ParseError> {
     let bytes = line.as_bytes();
     if bytes.first() != Some(&b'<') {
         return Err(ParseError::NotRfc5424("no <PRI> at the start"));
     }
-    let mut i = 1;
-    let mut pri: u16 = 0;
-    while i <= 3 && i < bytes.len() && bytes[i].is_ascii_digit() {
-        pri = pri * 10 + u16::from(bytes[i] - b'0');
-        i += 1;
+    let digits = bytes[1..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || bytes.get(1 + digits) != Some(&b'>') {
+        return Err(ParseError::NotRfc5424("PRI is not digits closed by >"));
     }
-    if i == 1 || bytes.get(i) != Some(&b'>') {
-        return Err(ParseError::NotRfc5424("PRI is not 1 to 3 digits closed by >"));
-    }
-    if pri > MAX_PRI {
-        return Err(ParseError::NotRfc5424("PRI above 191"));
-    }
-    i += 1;
+    let pri = line[1..1 + digits].parse::<u16>().unwrap_or(u16::MAX);
+    let i = 2 + digits;
     if bytes.get(i..i + 2) != Some(b"1 ") {
         return Err(ParseError::NotRfc5424("version is not 1"));
     }
@@ -61,15 +46,16 @@ pub(super) fn split(line: &str) -> Result<Header<'_>, ParseError> {
 ///
 /// SSH's PROMPT_COMMAND runs `logger --rfc5424 --msgid command -t bash "CMD …"`, and Docker/rsyslog
 /// wrap that line in a header of their own with everything nil:
-/// `<14>1 TS <decky> 1 - - -  <inner line without its PRI>`. The inner header is the one that names
-/// the decky, service and event. It keeps the outer PRI (the inner one was stripped).
+/// `<14>1 TS <decky> 1 - - -  <inner line without its PRI>`. When the outer MSGID is nil and what
+/// follows is `-`, whitespace and a header starting `YYYY-MM-DDT`, the inner header names the decky,
+/// service and event (the outer timestamp stays the line's). It keeps the outer PRI.
 pub(super) fn inner<'a>(outer: &Header<'a>) -> Option<Header<'a>> {
     if outer.msgid != "-" {
         return None;
     }
     let after_nil_sd = outer.rest.strip_prefix('-')?;
-    let remainder = after_nil_sd.trim_start_matches(' ');
-    if !starts_like_a_date(remainder.as_bytes()) {
+    let remainder = after_nil_sd.trim_start_matches(is_space);
+    if remainder.len() == after_nil_sd.len() || !starts_like_a_date(remainder.as_bytes()) {
         return None;
     }
     let ([timestamp, hostname, app_name, _procid, msgid], rest) = tokens(remainder).ok()?;
@@ -81,27 +67,28 @@ fn starts_like_a_date(bytes: &[u8]) -> bool {
     let Some(head) = bytes.get(..11) else { return false };
     head.iter().enumerate().all(|(i, &b)| match i {
         4 | 7 => b == b'-',
-        10 => b == b'T' || b == b't',
+        10 => b == b'T',
         _ => b.is_ascii_digit(),
     })
 }
 
-/// The five space-separated tokens TIMESTAMP … MSGID and what follows MSGID's space.
+/// The five space-separated tokens TIMESTAMP … MSGID and the non-empty text after MSGID's space.
 fn tokens(text: &str) -> Result<([&str; 5], &str), ParseError> {
     let mut out = [""; 5];
     let mut rest = text;
-    for (n, slot) in out.iter_mut().enumerate() {
-        // Tokens are short: a plain scan beats memchr's setup.
-        let (token, after) = match rest.bytes().position(|b| b == b' ') {
-            Some(space) => (&rest[..space], &rest[space + 1..]),
-            None if n == 4 => (rest, ""),
-            None => return Err(ParseError::NotRfc5424("header ends before MSGID")),
-        };
-        if token.is_empty() {
-            return Err(ParseError::NotRfc5424("empty header field (two spaces in a row)"));
+    for slot in out.iter_mut() {
+        let end = rest.find(is_space).unwrap_or(rest.len());
+        if end == 0 {
+            return Err(ParseError::NotRfc5424("empty header field"));
         }
-        *slot = token;
-        rest = after;
+        if !rest[end..].starts_with(' ') {
+            return Err(ParseError::NotRfc5424("header fields are not separated by one space"));
+        }
+        *slot = &rest[..end];
+        rest = &rest[end + 1..];
+    }
+    if rest.is_empty() {
+        return Err(ParseError::NotRfc5424("nothing after MSGID"));
     }
     Ok((out, rest))
 }

@@ -6,7 +6,8 @@
 //!
 //! It is the ingest hot path, so it scans bytes by hand and allocates only what it returns. The
 //! parts: `header` (PRI, tokens, double wrap, timestamp), `sd` (structured data and MSG),
-//! `attacker` (which address a line names), `format` (writing lines), `shell` (`CMD …` bodies).
+//! `attacker` (which address a line names), `format` (writing lines), `shell` (`CMD …` bodies),
+//! `text` (Python's whitespace and word characters, as DECNET's reader sees them).
 
 mod attacker;
 mod format;
@@ -15,6 +16,7 @@ mod sd;
 mod shell;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub use format::{field_key, format, header_token};
 pub use shell::{ShellCommand, parse_shell_command};
@@ -88,33 +90,31 @@ pub enum ParseError {
     NotRfc5424(&'static str),
 }
 
-/// Parses one line. A trailing `\n` (and `\r` before it) is ignored.
+/// Parses one line, as DECNET reads it (`reference/decnet-workers.md` §1 and
+/// `tests/data/logline-sample.jsonl`), except where DECNET is wrong: a `\]` in a value, timestamps
+/// it mangles, and bare IPv6 addresses are read correctly. A trailing `\n` (and `\r` before it) is
+/// ignored.
 ///
-/// The header decides whether a line is one: `<PRI>` with PRI 0..=191, version `1`, and the five
-/// tokens TIMESTAMP … MSGID each followed by one space; a line that ends right after MSGID is read
-/// as having nil structured data (RFC 5424 and DECNET want at least `-`, but the header already
-/// names the decky, service and event). Everything after the header is read leniently: an
-/// unparsable timestamp is `None`, and malformed structured data keeps the `relay@55555`
-/// parameters completed before the fault, with the whole text from the first `[` as MSG.
+/// The header decides whether a line is one ([`header::split`]); everything after it is read
+/// leniently. An unparsable timestamp is `None`. A double-wrapped line takes the decky, service and
+/// event from its inner header and its time from the outer one. A nil MSGID whose MSG starts
+/// `CMD ` is a `command`.
 pub fn parse(line: &str) -> Result<LogLine, ParseError> {
     let line = line.strip_suffix('\n').unwrap_or(line);
     let line = line.strip_suffix('\r').unwrap_or(line);
     let outer = header::split(line)?;
-    let (head, timestamp) = match header::inner(&outer) {
-        // The inner timestamp is when the command ran; the outer one is when Docker relayed it.
-        Some(inner) => {
-            (inner, header::parse_timestamp(inner.timestamp).or_else(|| header::parse_timestamp(outer.timestamp)))
-        }
-        None => (outer, header::parse_timestamp(outer.timestamp)),
-    };
+    let timestamp = header::parse_timestamp(outer.timestamp);
+    let head = header::inner(&outer).unwrap_or(outer);
 
     let body = sd::split(head.rest);
     let mut fields = body.fields;
     let event_type =
         if head.msgid == "-" && body.msg.is_some_and(|m| m.starts_with("CMD ")) { "command" } else { head.msgid };
 
-    let attacker_ip = match attacker::from_fields(&fields) {
-        Some(endpoint) => {
+    let attacker_ip = match attacker::field_value(&fields) {
+        Some("") => UNKNOWN_IP.to_owned(),
+        Some(value) => {
+            let endpoint = attacker::split_endpoint(value);
             let ip = endpoint.host.to_owned();
             if let Some(port) = endpoint.port
                 && !fields.iter().any(|(k, _)| k == "remote_port")

@@ -1,12 +1,19 @@
-//! Structured data and MSG: what follows MSGID. Only the `relay@55555` element's parameters become
-//! fields; other elements (rsyslog's `[timeQuality …]`, …) are scanned with the same quoting rules
-//! and skipped.
+//! Structured data and MSG: what follows MSGID, read as DECNET reads it, except that an escaped
+//! `\]` does not end an element (DECNET's non-greedy `\[relay@55555\s+(.*?)\]` stops there and
+//! truncates the value).
 //!
-//! Unlike DECNET, whose non-greedy regex ends the element at the first `]` even when it is escaped
-//! (truncating such values), an element ends only at a `]` outside a quoted value, so values that
-//! contain `]` are kept whole.
+//! - `-`: no fields; MSG is the rest without its leading whitespace.
+//! - `[…`: the fields are the `key="value"` parameters (`\w+="(?:[^"\\]|\\.)*"`, found anywhere in
+//!   the element, text between them skipped) of the first `[relay@55555` element, which ends at
+//!   its first unescaped `]`; an element that never ends has no fields. MSG is what follows the
+//!   first unescaped `]` that has whitespace and more text after it, stripped.
+//! - Anything else is all MSG.
+//!
+//! Each scan moves forward only, so reading a line takes time linear in its length.
 
 use std::collections::HashMap;
+
+use super::text::{char_at, is_space, is_word, lstrip, strip};
 
 /// The SD-ID of the element whose parameters are a line's fields (private enterprise number 55555).
 pub(super) const RELAY_SD_ID: &str = "relay@55555";
@@ -16,84 +23,94 @@ pub(super) const RELAY_SD_ID: &str = "relay@55555";
 pub(super) struct Body<'a> {
     /// `relay@55555` parameters, unescaped, in line order, each key once (see [`Fields`]).
     pub fields: Vec<(String, String)>,
-    /// The text after the structured data and its one separating space; `None` when empty.
+    /// `None` when empty.
     pub msg: Option<&'a str>,
 }
 
 /// Splits the structured data from the MSG.
-///
-/// - `-` (nil): MSG is what follows it (after one space).
-/// - `[…]…`: elements back to back; MSG is what follows the last one (after one space).
-/// - Anything else is not structured data (RFC 5424 forbids it, sloppy writers do it): the whole
-///   text is the MSG, as DECNET reads it.
-/// - Malformed structured data (an unterminated value or element, a parameter without `="`): the
-///   fields of the `relay@55555` parameters completed before the fault are kept (a line cut short
-///   still names its attacker), and the MSG is the whole text from the first `[`, because where the
-///   structured data should have ended cannot be known and prose that merely starts with `[`
-///   still carries addresses for the MSG fallbacks.
 pub(super) fn split(rest: &str) -> Body<'_> {
-    match rest.as_bytes().first() {
-        None => Body::default(),
-        Some(b'-') => Body { fields: Vec::new(), msg: message(&rest[1..]) },
-        Some(b'[') => {
-            // One allocation for the fields: each has an `=` (plus room for `remote_port`).
-            let mut fields = Fields::with_capacity(memchr::memchr_iter(b'=', rest.as_bytes()).count().min(64) + 1);
-            match elements(rest, &mut fields) {
-                Some(end) => Body { fields: fields.into_vec(), msg: message(&rest[end..]) },
-                None => Body { fields: fields.into_vec(), msg: Some(rest) },
-            }
-        }
-        Some(_) => Body { fields: Vec::new(), msg: Some(rest) },
-    }
+    let msg = match rest.as_bytes().first() {
+        Some(b'-') => lstrip(&rest[1..]),
+        Some(b'[') => return Body { fields: relay_fields(rest), msg: message(rest) },
+        _ => rest,
+    };
+    Body { fields: Vec::new(), msg: (!msg.is_empty()).then_some(msg) }
 }
 
-/// The MSG after the structured data: drop one separating space; nothing left is no MSG.
-fn message(after_sd: &str) -> Option<&str> {
-    let msg = after_sd.strip_prefix(' ').unwrap_or(after_sd);
+/// The parameters of the first `[relay@55555` element (followed by whitespace) in `text`.
+fn relay_fields(text: &str) -> Vec<(String, String)> {
+    let opening = format!("[{RELAY_SD_ID}");
+    let mut from = 0;
+    let start = loop {
+        let Some(found) = memchr::memmem::find(&text.as_bytes()[from..], opening.as_bytes()) else {
+            return Vec::new();
+        };
+        let after = from + found + opening.len();
+        if char_at(text, after).is_some_and(is_space) {
+            break after;
+        }
+        from = after;
+    };
+    let Some(end) = unescaped_closings(text, start).next() else { return Vec::new() };
+    parameters(&text[start..end])
+}
+
+/// The byte offsets of the `]`s at or after `from` that no backslash escapes.
+fn unescaped_closings(text: &str, from: usize) -> impl Iterator<Item = usize> + '_ {
+    let bytes = text.as_bytes();
+    let mut i = from;
+    std::iter::from_fn(move || {
+        while let Some(found) = memchr::memchr2(b']', b'\\', &bytes[i.min(bytes.len())..]) {
+            let at = i + found;
+            i = at + if bytes[at] == b'\\' { 2 } else { 1 };
+            if bytes[at] == b']' {
+                return Some(at);
+            }
+        }
+        i = bytes.len();
+        None
+    })
+}
+
+/// The MSG after structured data: after the first unescaped `]` followed by whitespace and at
+/// least one more character, stripped.
+fn message(rest: &str) -> Option<&str> {
+    let at = unescaped_closings(rest, 0).find(|&at| {
+        let after = at + 1;
+        char_at(rest, after).is_some_and(|c| is_space(c) && after + c.len_utf8() < rest.len())
+    })?;
+    let msg = strip(&rest[at + 1..]);
     (!msg.is_empty()).then_some(msg)
 }
 
-/// Scans the elements starting at `text[0] == '['`; the byte index just past the last `]`, or
-/// `None` when the structured data is malformed.
-fn elements(text: &str, fields: &mut Fields) -> Option<usize> {
-    let b = text.as_bytes();
+/// Python's `findall` of `(\w+)="((?:[^"\\]|\\.)*)"` over an element's text, values unescaped.
+fn parameters(element: &str) -> Vec<(String, String)> {
+    let bytes = element.as_bytes();
+    let mut fields = Fields::with_capacity(memchr::memchr_iter(b'=', bytes).count().min(64) + 1);
     let mut i = 0;
-    while b.get(i) == Some(&b'[') {
-        i += 1;
-        let id_start = i;
-        while i < b.len() && !matches!(b[i], b' ' | b']' | b'"' | b'=') {
-            i += 1;
+    while i < element.len() {
+        let Some(c) = char_at(element, i) else { break };
+        if !is_word(c) {
+            i += c.len_utf8();
+            continue;
         }
-        let is_relay = &text[id_start..i] == RELAY_SD_ID;
-        loop {
-            while b.get(i) == Some(&b' ') {
-                i += 1;
+        // A whole word run: a shorter one starting inside it ends at the same place.
+        let run_end = element[i..].find(|c: char| !is_word(c)).map_or(element.len(), |n| i + n);
+        if !element[run_end..].starts_with("=\"") {
+            i = run_end;
+            continue;
+        }
+        match quoted(element, run_end + 2) {
+            Some((raw, end)) => {
+                fields.insert(&element[i..run_end], unescape(raw));
+                i = end;
             }
-            match b.get(i)? {
-                b']' => {
-                    i += 1;
-                    break;
-                }
-                _ => {
-                    let name_start = i;
-                    while i < b.len() && !matches!(b[i], b'=' | b' ' | b']' | b'"') {
-                        i += 1;
-                    }
-                    let name = &text[name_start..i];
-                    if name.is_empty() || b.get(i) != Some(&b'=') || b.get(i + 1) != Some(&b'"') {
-                        return None;
-                    }
-                    i += 2;
-                    let (raw, end) = quoted(text, i)?;
-                    i = end;
-                    if is_relay {
-                        fields.insert(name, unescape(raw));
-                    }
-                }
-            }
+            // An unterminated value: every later `="` lies inside it and, read with the same
+            // escapes, is unterminated too, so no parameter follows.
+            None => break,
         }
     }
-    Some(i)
+    fields.into_vec()
 }
 
 /// The raw (still escaped) value starting at `start`, just after the opening quote, and the index

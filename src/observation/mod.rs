@@ -5,10 +5,12 @@
 mod reader;
 pub mod registry;
 pub mod schema;
+mod strict;
 
 use serde::{Deserialize, Serialize};
 
 pub use reader::{MAX_LINE_BYTES, read_records};
+pub use strict::parse_strict;
 
 /// The envelope version this build writes and accepts.
 pub const ENVELOPE_VERSION: i64 = 1;
@@ -39,7 +41,8 @@ pub struct Observation {
     /// Emission time, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<f64>,
-    #[serde(default = "envelope_version")]
+    /// JSON Schema counts `1.0` and `1e0` as the integer 1, and so does this.
+    #[serde(default = "envelope_version", deserialize_with = "integral")]
     pub v: i64,
 }
 
@@ -53,6 +56,18 @@ pub struct Window {
 
 fn envelope_version() -> i64 {
     ENVELOPE_VERSION
+}
+
+/// An integer, also when written with a zero fraction or an exponent (`1.0`, `1e0`).
+fn integral<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(whole) = number.as_i64() {
+        return Ok(whole);
+    }
+    match number.as_f64() {
+        Some(float) if float.fract() == 0.0 && float.abs() < 9.0e15 => Ok(float as i64),
+        _ => Err(serde::de::Error::custom(format!("{number} is not an integer"))),
+    }
 }
 
 /// Why a record was refused: every problem found, each naming its field.

@@ -4,7 +4,7 @@
 
 use std::io::{self, BufRead};
 
-use super::{Invalid, Observation, Problem, validate};
+use super::{Invalid, Observation, Problem, parse_strict, validate};
 
 /// The longest line read. An observation is a few hundred bytes and the largest registry value (an
 /// hour×weekday histogram of 168 numbers) a few KiB, so 1 MiB is ample headroom for object values;
@@ -48,8 +48,12 @@ impl<R: BufRead> Iterator for Records<R> {
             if text.is_empty() {
                 continue;
             }
-            let outcome = match serde_json::from_slice::<serde_json::Value>(text) {
+            let outcome = match parse_strict(text) {
                 Ok(record) => validate(&record),
+                // Well-formed, but naming a key twice.
+                Err(err) if err.classify() == serde_json::error::Category::Data => {
+                    Err(whole_record(format!("{err}: two readers could take different values")))
+                }
                 Err(err) => Err(whole_record(format!("not JSON: {err}"))),
             };
             return Some(Ok((self.number, outcome)));
@@ -117,6 +121,15 @@ mod tests {
         assert_eq!(got[1].0, 4);
         assert!(got[1].1.as_ref().unwrap_err().starts_with("not JSON: "), "{got:?}");
         assert_eq!(got[2], (5, Ok(())));
+    }
+
+    #[test]
+    fn a_record_naming_a_key_twice_is_refused() {
+        let twice = GOOD.replacen(r#""value":"bursty""#, r#""value":"bursty","value":"machine""#, 1);
+        let got = outcomes(format!("{twice}\n{GOOD}").as_bytes());
+        let reason = got[0].1.as_ref().unwrap_err();
+        assert!(reason.starts_with("duplicate key `value` at line 1"), "{reason}");
+        assert_eq!(got[1], (2, Ok(())));
     }
 
     #[test]

@@ -65,6 +65,9 @@ fn describe(error: &ValidationError<'_>, problems: &mut Vec<Problem>) {
             "{instance} is not a primitive path: two or more dot-separated segments of lowercase letters, digits \
              and `_`, e.g. `motor.keystroke_cadence`"
         ),
+        ValidationErrorKind::AnyOf { .. } if field == "id" => {
+            format!("{instance} is not a UUID: hyphenated, or 32 hex digits (uuid4().hex)")
+        }
         ValidationErrorKind::AnyOf { .. } if field == "value" => format!(
             "expected a string, integer, number, boolean, array of strings, array of numbers or object, got {}",
             value_shape(instance)

@@ -6,6 +6,8 @@
 
 mod sql;
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -193,4 +195,15 @@ pub trait AttackerStore {
         limit: u32,
         offset: u64,
     ) -> DbResult<Page<AttackerCommand>>;
+
+    /// The newest `per_attacker` commands of each of `attackers`, each attacker's oldest first (the
+    /// order DECNET keeps a list in, so the last is the newest), texts cut to `max_chars`
+    /// characters. One statement of one bounded index walk per attacker, however many commands
+    /// an attacker has; attackers without commands are left out.
+    async fn recent_commands(
+        &self,
+        attackers: &[Uuid],
+        per_attacker: u32,
+        max_chars: u32,
+    ) -> DbResult<HashMap<Uuid, Vec<AttackerCommand>>>;
 }

@@ -24,6 +24,10 @@ use crate::db::{DbError, DbResult, Page};
 /// bound variables.
 const MAX_PROFILE_ROWS_PER_INSERT: usize = 1024;
 
+/// Attackers per statement of `recent_commands`: sqlite allows at most 500 terms in a compound
+/// select.
+const MAX_UNION_TERMS: usize = 100;
+
 /// The `state` key of the profiler's cursor: the decimal id of the last log row folded in.
 const PROFILER_CURSOR_KEY: &str = "profiler_cursor";
 
@@ -118,6 +122,14 @@ struct CommandRow {
     service: String,
     decky: String,
     command: String,
+}
+
+/// A command with the attacker it belongs to, for reads over several attackers.
+#[derive(sqlx::FromRow)]
+struct RecentCommandRow {
+    attacker_uuid: String,
+    #[sqlx(flatten)]
+    command: CommandRow,
 }
 
 impl TryFrom<CommandRow> for AttackerCommand {
@@ -416,6 +428,42 @@ both_backends! {
                     .await?
             };
             Ok(Page { total: total.map_or(0, |(total,)| count(total)), rows: convert(rows)? })
+        }
+
+        async fn recent_commands(
+            &self,
+            attackers: &[Uuid],
+            per_attacker: u32,
+            max_chars: u32,
+        ) -> DbResult<HashMap<Uuid, Vec<AttackerCommand>>> {
+            let mut recent: HashMap<Uuid, Vec<AttackerCommand>> = HashMap::new();
+            for chunk in attackers.chunks(MAX_UNION_TERMS) {
+                // A union of per-attacker limited walks: a window function over `attacker_uuid in
+                // (…)` would read every command of every attacker on the page.
+                let mut union = QueryBuilder::<Sql>::new("");
+                for (n, attacker) in chunk.iter().enumerate() {
+                    if n > 0 {
+                        union.push(" union all ");
+                    }
+                    union
+                        .push("select * from (select attacker_uuid, log_id, timestamp, service, decky, substr(command, 1, ")
+                        .push_bind(i64::from(max_chars))
+                        .push(") as command from attacker_commands where attacker_uuid = ")
+                        .push_bind(attacker.to_string())
+                        .push(" order by timestamp desc, log_id desc limit ")
+                        .push_bind(i64::from(per_attacker))
+                        .push(format!(") as recent_{n}"));
+                }
+                let rows: Vec<RecentCommandRow> = union.build_query_as().fetch_all(&self.pool).await?;
+                for row in rows {
+                    let attacker = parse_uuid(&row.attacker_uuid)?;
+                    recent.entry(attacker).or_default().push(row.command.try_into()?);
+                }
+            }
+            for commands in recent.values_mut() {
+                commands.sort_by_key(|command| (command.timestamp, command.log_id));
+            }
+            Ok(recent)
         }
     }
 

@@ -80,6 +80,45 @@ pub struct BountyFilter {
     pub search: Option<String>,
 }
 
+/// Which credentials a view shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CredentialFilter {
+    /// A substring of the principal, printable secret, attacker IP, decky or service.
+    pub search: Option<String>,
+    /// Only this service, exactly.
+    pub service: Option<String>,
+    /// Only this attacker address, exactly.
+    pub attacker_ip: Option<String>,
+}
+
+/// One secret (with its principal) tried against several targets (decky and service pairs),
+/// from any number of addresses: the credentials table grouped, never stored apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialReuse {
+    /// 32 hex digits derived from the secret, its kind and principal: the same finding keeps it.
+    pub id: String,
+    pub secret_sha256: String,
+    pub secret_kind: String,
+    pub principal: Option<String>,
+    /// The principal, or "" when there is none.
+    pub principal_key: String,
+    pub secret_printable: String,
+    pub secret_b64: String,
+    /// Distinct (decky, service) pairs it was tried against.
+    pub target_count: u64,
+    /// Attempts over all of them.
+    pub attempt_count: u64,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    /// Distinct, sorted; the addresses at most [`MAX_REUSE_ADDRESSES`].
+    pub attacker_ips: Vec<String>,
+    pub deckies: Vec<String>,
+    pub services: Vec<String>,
+}
+
+/// The addresses a reuse finding lists at most: a common password is tried by thousands of bots.
+pub const MAX_REUSE_ADDRESSES: usize = 100;
+
 /// Log rows counted per time bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HistogramBucket {
@@ -114,6 +153,18 @@ pub trait LogStore {
     /// Newest first (timestamp, then id, descending), with the total that match.
     async fn bounties(&self, filter: &BountyFilter, limit: u32, offset: u64) -> DbResult<Page<BountyRecord>>;
 
-    /// Most recently seen first, at most `limit`.
-    async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>>;
+    /// Most recently seen first (then id, descending), with the total that match.
+    async fn credentials(&self, filter: &CredentialFilter, limit: u32, offset: u64)
+    -> DbResult<Page<CredentialRecord>>;
+
+    /// Secrets tried against at least `min_targets` distinct (decky, service) pairs, optionally of
+    /// one kind; most targets first, then most recently seen, with the total that match. Grouped
+    /// over the whole credentials table on every call.
+    async fn credential_reuse(
+        &self,
+        min_targets: u32,
+        secret_kind: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> DbResult<Page<CredentialReuse>>;
 }

@@ -5,10 +5,10 @@ use sqlx::QueryBuilder;
 
 use super::search::field_key;
 use super::{
-    BountyFilter, BountyRecord, CredentialRecord, HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore,
-    SearchTerm,
+    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
+    LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, SearchTerm,
 };
-use crate::db::codec::{contains_pattern, convert, count, millis, offset, time};
+use crate::db::codec::{contains_pattern, convert, count, dedup_key, millis, offset, time};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult, Page};
 use crate::logline::UNKNOWN_IP;
@@ -121,6 +121,56 @@ impl TryFrom<CredentialRow> for CredentialRecord {
     }
 }
 
+/// The attempts of a reuse finding as a BIGINT (MySQL's `sum` is a DECIMAL).
+const ATTEMPTS: &str = "cast(sum(attempts) as signed integer)";
+
+/// One reuse finding as the grouping reads it; its addresses and targets are read after.
+#[derive(sqlx::FromRow)]
+struct ReuseRow {
+    secret_sha256: String,
+    secret_kind: String,
+    principal_key: String,
+    principal: Option<String>,
+    secret_printable: String,
+    secret_b64: String,
+    target_count: i64,
+    attempt_count: i64,
+    first_seen: i64,
+    last_seen: i64,
+}
+
+impl ReuseRow {
+    /// The finding, with the (address, decky, service) of each of its credential rows.
+    fn into_finding(self, targets: Vec<(String, String, String)>) -> DbResult<CredentialReuse> {
+        let mut ips = std::collections::BTreeSet::new();
+        let mut deckies = std::collections::BTreeSet::new();
+        let mut services = std::collections::BTreeSet::new();
+        for (ip, decky, service) in targets {
+            ips.insert(ip);
+            deckies.insert(decky);
+            services.insert(service);
+        }
+        let mut id = dedup_key(&[&self.secret_sha256, &self.secret_kind, &self.principal_key]);
+        id.truncate(32);
+        Ok(CredentialReuse {
+            id,
+            secret_sha256: self.secret_sha256,
+            secret_kind: self.secret_kind,
+            principal: self.principal,
+            principal_key: self.principal_key,
+            secret_printable: self.secret_printable,
+            secret_b64: self.secret_b64,
+            target_count: count(self.target_count),
+            attempt_count: count(self.attempt_count),
+            first_seen: time(self.first_seen)?,
+            last_seen: time(self.last_seen)?,
+            attacker_ips: ips.into_iter().take(MAX_REUSE_ADDRESSES).collect(),
+            deckies: deckies.into_iter().collect(),
+            services: services.into_iter().collect(),
+        })
+    }
+}
+
 /// Whether `filter` keeps every row: then a total is the stored counter, not a count.
 fn is_unfiltered(filter: &LogFilter) -> bool {
     filter.terms.is_empty() && filter.since.is_none() && filter.until.is_none()
@@ -217,17 +267,82 @@ both_backends! {
             Ok(Page { total: count(total), rows: convert(rows)? })
         }
 
-        async fn credentials(&self, limit: u32) -> DbResult<Vec<CredentialRecord>> {
-            let rows: Vec<CredentialRow> = sqlx::query_as(&format!(
+        async fn credentials(
+            &self,
+            filter: &CredentialFilter,
+            limit: u32,
+            offset_rows: u64,
+        ) -> DbResult<Page<CredentialRecord>> {
+            let narrowed = filter.service.is_some() || filter.attacker_ip.is_some();
+            let hint = if narrowed { "" } else { Backend::CREDENTIALS_BY_LAST_SEEN };
+            let mut select = QueryBuilder::<Sql>::new(format!(
                 "select id, attacker_ip, decky, service, secret_kind, secret_sha256, principal, secret_printable, \
-                 secret_b64, outcome, attempt_count, first_seen, last_seen \
-                 from credentials{} order by last_seen desc, id desc limit ?",
-                Backend::CREDENTIALS_BY_LAST_SEEN
-            ))
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
-            convert(rows)
+                 secret_b64, outcome, attempt_count, first_seen, last_seen from credentials{hint}"
+            ));
+            push_credential_filter(&mut select, filter);
+            select.push(" order by last_seen desc, id desc limit ").push_bind(i64::from(limit));
+            select.push(" offset ").push_bind(offset(offset_rows));
+            let rows: Vec<CredentialRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+            let mut count_query = QueryBuilder::<Sql>::new("select count(*) from credentials");
+            push_credential_filter(&mut count_query, filter);
+            let (total,): (i64,) = count_query.build_query_as().fetch_one(&self.pool).await?;
+            Ok(Page { total: count(total), rows: convert(rows)? })
+        }
+
+        async fn credential_reuse(
+            &self,
+            min_targets: u32,
+            secret_kind: Option<&str>,
+            limit: u32,
+            offset_rows: u64,
+        ) -> DbResult<Page<CredentialReuse>> {
+            // One row per target first, so the outer count is of distinct (decky, service) pairs
+            // without a concatenation the dialects spell differently.
+            let grouped = |query: &mut QueryBuilder<'_, Sql>| {
+                query.push(format!(
+                    "select secret_sha256, secret_kind, principal_key, max(principal) as principal, \
+                     max(secret_printable) as secret_printable, max(secret_b64) as secret_b64, \
+                     count(*) as target_count, {ATTEMPTS} as attempt_count, min(first_seen) as first_seen, \
+                     max(last_seen) as last_seen from (select secret_sha256, secret_kind, principal_key, \
+                     max(principal) as principal, max(secret_printable) as secret_printable, \
+                     max(secret_b64) as secret_b64, sum(attempt_count) as attempts, \
+                     min(first_seen) as first_seen, max(last_seen) as last_seen from credentials"
+                ));
+                if let Some(kind) = secret_kind {
+                    query.push(" where secret_kind = ").push_bind(Backend::indexed(kind).to_string());
+                }
+                query.push(
+                    " group by secret_sha256, secret_kind, principal_key, decky, service) as targets \
+                     group by secret_sha256, secret_kind, principal_key having count(*) >= ",
+                );
+                query.push_bind(i64::from(min_targets));
+            };
+            let mut select = QueryBuilder::<Sql>::new("");
+            grouped(&mut select);
+            select.push(" order by target_count desc, last_seen desc, secret_sha256, principal_key limit ");
+            select.push_bind(i64::from(limit)).push(" offset ").push_bind(offset(offset_rows));
+            let groups: Vec<ReuseRow> = select.build_query_as().fetch_all(&self.pool).await?;
+
+            let mut count_query = QueryBuilder::<Sql>::new("select count(*) from (");
+            grouped(&mut count_query);
+            count_query.push(") as findings");
+            let (total,): (i64,) = count_query.build_query_as().fetch_one(&self.pool).await?;
+
+            let mut findings = Vec::with_capacity(groups.len());
+            for group in groups {
+                let targets: Vec<(String, String, String)> = sqlx::query_as(
+                    "select attacker_ip, decky, service from credentials \
+                     where secret_sha256 = ? and secret_kind = ? and principal_key = ?",
+                )
+                .bind(&group.secret_sha256)
+                .bind(&group.secret_kind)
+                .bind(&group.principal_key)
+                .fetch_all(&self.pool)
+                .await?;
+                findings.push(group.into_finding(targets)?);
+            }
+            Ok(Page { total: count(total), rows: findings })
         }
     }
 
@@ -271,6 +386,26 @@ both_backends! {
         if let Some(until) = filter.until {
             next(query);
             query.push("timestamp <= ").push_bind(millis(until));
+        }
+    }
+
+    fn push_credential_filter(query: &mut QueryBuilder<'_, Sql>, filter: &CredentialFilter) {
+        let mut joiner = " where ";
+        if let Some(service) = &filter.service {
+            query.push(joiner).push("service = ").push_bind(Backend::indexed(service).to_string());
+            joiner = " and ";
+        }
+        if let Some(attacker_ip) = &filter.attacker_ip {
+            query.push(joiner).push("attacker_ip = ").push_bind(Backend::indexed(attacker_ip).to_string());
+            joiner = " and ";
+        }
+        if let Some(search) = &filter.search {
+            let pattern = contains_pattern(search);
+            query.push(joiner).push("(principal like ").push_bind(pattern.clone());
+            for column in ["secret_printable", "attacker_ip", "decky", "service"] {
+                query.push(Backend::LIKE_ESCAPE).push(" or ").push(column).push(" like ").push_bind(pattern.clone());
+            }
+            query.push(Backend::LIKE_ESCAPE).push(")");
         }
     }
 

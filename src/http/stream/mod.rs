@@ -13,6 +13,7 @@
 //! [`log_tail`] (the newest committed log id every stream waits on) and [`summaries`] (the
 //! statistics and histogram the streams share).
 
+pub mod attacker_events;
 pub mod log_tail;
 pub mod sse;
 pub mod summaries;
@@ -49,7 +50,7 @@ pub use sse::SseSlots;
 pub use summaries::Summaries;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/stream", get(stream))
+    Router::new().route("/stream", get(stream)).route("/attackers/{uuid}/events", get(attacker_events::attacker_events))
 }
 
 /// Rows per `logs` frame.
@@ -90,7 +91,8 @@ impl Validate for StreamQuery {
 }
 
 /// The `Last-Event-ID` header an `EventSource` sends when it reconnects: the `id:` of the last frame
-/// it received. Anything but a non-negative integer is a 422, rather than a silent start from now.
+/// it received. Anything but a non-negative integer in decimal digits (an empty value too: an
+/// `EventSource` without an id sends no header) is a 422, rather than a silent start from now.
 #[derive(Debug)]
 pub struct LastEventId(pub Option<i64>);
 
@@ -99,12 +101,10 @@ impl FromRequestParts<AppState> for LastEventId {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let Some(value) = parts.headers.get(RESUME_HEADER) else { return Ok(LastEventId(None)) };
-        let text = value.to_str().map(str::trim).unwrap_or("invalid");
-        if text.is_empty() {
-            return Ok(LastEventId(None));
-        }
+        let text = value.to_str().map(str::trim).unwrap_or("");
+        let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
         match text.parse::<i64>() {
-            Ok(id) if id >= 0 => Ok(LastEventId(Some(id))),
+            Ok(id) if digits => Ok(LastEventId(Some(id))),
             _ => {
                 let error = FieldError::new(
                     "int_parsing",
@@ -132,7 +132,7 @@ impl FromRequestParts<AppState> for LastEventId {
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this log id (sent by EventSource on reconnect)"),
     ),
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
         (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
         (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),

@@ -19,6 +19,16 @@ use uuid::Uuid;
 
 use crate::http::ApiError;
 
+/// One Server-Sent Events frame as the OpenAPI document describes a stream's items: its `event`
+/// name, its `data` (a JSON text) and, on the log stream's row frames, its `id`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SseFrame {
+    pub event: Option<String>,
+    /// A JSON text.
+    pub data: String,
+    pub id: Option<String>,
+}
+
 /// A comment line this often keeps proxies and browsers from closing an idle stream.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
 

@@ -135,13 +135,18 @@ fn hex_sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The vault's view of a credential: who, what kind, the printable form and the hash. Never the
-/// base64 secret: the bounty list is shown and searched far more widely than the credential table.
+/// The vault's view of a credential: who, what kind, the printable form and the hash, and the same
+/// who and printable form as `username` and `password`, the names DECNET's Bounty page reads.
+/// Never the base64 secret: the bounty list is shown and searched far more widely than the
+/// credential table.
 fn credential_payload(credential: &NewCredential) -> Payload {
     let mut payload = Payload::default();
-    payload.set("principal", credential.principal.clone().map_or(Value::Null, Value::String));
+    let principal = credential.principal.clone().map_or(Value::Null, Value::String);
+    payload.set("principal", principal.clone());
+    payload.set("username", principal);
     payload.set("secret_kind", credential.secret_kind.clone());
     payload.set("secret_printable", credential.secret_printable.clone());
+    payload.set("password", credential.secret_printable.clone());
     payload.set("secret_sha256", credential.secret_sha256.clone());
     payload
 }
@@ -364,8 +369,10 @@ mod tests {
             bounties[0],
             serde_json::json!({
                 "principal": "root",
+                "username": "root",
                 "secret_kind": "plaintext",
                 "secret_printable": "hunter2",
+                "password": "hunter2",
                 "secret_sha256": "f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7",
             })
         );
@@ -524,7 +531,7 @@ mod tests {
         );
 
         let h2 =
-            line("https", "http2_settings", r#"remote_addr="1.1.1.1" settings="{\"1\": 65536}" frame_order="[4, 8]""#);
+            line("https", "http2_settings", r#"remote_addr="1.1.1.1" settings="{\"1\": 65536}" frame_order="[4, 8\]""#);
         assert_eq!(
             only(&derive(&h2, at()), "fingerprint"),
             [

@@ -3,7 +3,7 @@
 //! out. Everything a later fold needs is in the profile's `fold_state`, so folding a log in any
 //! number of batches, across any number of restarts, gives the same profile as folding it at once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,8 @@ pub struct FoldState {
     pub shell: ShellTally,
 }
 
-/// Welford's running count, mean and sum of squared deviations of the inter-arrival times (ms).
+/// Welford's running count, mean and sum of squared deviations of the inter-arrival times (ms),
+/// their least and greatest, and their distribution for the median.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunningTiming {
@@ -48,6 +49,23 @@ pub struct RunningTiming {
     pub m2: f64,
     /// The latest timestamp folded so far, epoch ms.
     pub max_ts_ms: Option<i64>,
+    pub min_gap_ms: Option<u64>,
+    pub max_gap_ms: Option<u64>,
+    /// How many gaps fell in each [`gap_bucket`]: the median without keeping every gap.
+    pub gap_histogram: BTreeMap<u64, u64>,
+}
+
+/// The bucket of a gap: exact below a second, else rounded to three significant digits (0.5% at
+/// most), so a profile holds at most 900 buckets a decade of gap lengths, however many events.
+fn gap_bucket(gap_ms: u64) -> u64 {
+    if gap_ms < 1000 {
+        return gap_ms;
+    }
+    let mut step = 1u64;
+    while gap_ms / step >= 1000 {
+        step *= 10;
+    }
+    (gap_ms + step / 2) / step * step
 }
 
 impl RunningTiming {
@@ -60,12 +78,35 @@ impl RunningTiming {
             self.max_ts_ms = Some(ts_ms);
             return;
         };
-        let gap = ts_ms.saturating_sub(max).max(0) as f64;
+        let gap_ms = ts_ms.saturating_sub(max).max(0) as u64;
+        self.min_gap_ms = Some(self.min_gap_ms.map_or(gap_ms, |least| least.min(gap_ms)));
+        self.max_gap_ms = Some(self.max_gap_ms.map_or(gap_ms, |most| most.max(gap_ms)));
+        *self.gap_histogram.entry(gap_bucket(gap_ms)).or_insert(0) += 1;
+        let gap = gap_ms as f64;
         self.count += 1;
         let delta = gap - self.mean_ms;
         self.mean_ms += delta / self.count as f64;
         self.m2 += delta * (gap - self.mean_ms);
         self.max_ts_ms = Some(max.max(ts_ms));
+    }
+
+    /// The median gap in seconds (the mean of the middle two for an even count, as Python's
+    /// `statistics.median`), to the histogram's precision; `None` before the second row, or for a
+    /// state written before the histogram was kept.
+    fn median_s(&self) -> Option<f64> {
+        let total: u64 = self.gap_histogram.values().sum();
+        if total == 0 {
+            return None;
+        }
+        let at_rank = |rank: u64| {
+            let mut seen = 0;
+            self.gap_histogram.iter().find_map(|(&bucket, &n)| {
+                seen += n;
+                (seen > rank).then_some(bucket)
+            })
+        };
+        let (low, high) = (at_rank((total - 1) / 2)?, at_rank(total / 2)?);
+        Some((low + high) as f64 / 2.0 / 1000.0)
     }
 
     /// Mean and population standard deviation, seconds; `None` before the second row.
@@ -259,8 +300,12 @@ pub fn behavior(profile: &AttackerProfile, state: &FoldState) -> Value {
         "tool_guesses": [],
         "timing_stats": {
             "event_count": profile.event_count,
+            "duration_s": (profile.last_seen - profile.first_seen).num_milliseconds() as f64 / 1000.0,
             "mean_iat_s": stats.map(|_| mean_s),
+            "median_iat_s": state.timing.median_s(),
             "stdev_iat_s": stats.map(|_| stdev_s),
+            "min_iat_s": state.timing.min_gap_ms.map(seconds),
+            "max_iat_s": state.timing.max_gap_ms.map(seconds),
             "cv": stats.map(|_| timing.cv()),
         },
         "phase_sequence": {
@@ -270,6 +315,10 @@ pub fn behavior(profile: &AttackerProfile, state: &FoldState) -> Value {
             "large_payload_count": phases.large_payloads,
         },
     })
+}
+
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
 }
 
 fn iso(ms: i64) -> Option<String> {
@@ -377,6 +426,12 @@ mod tests {
         assert_eq!(b["beacon_jitter_pct"], Value::Null);
         assert_eq!(b["timing_stats"]["event_count"], 6);
         assert_eq!(b["timing_stats"]["mean_iat_s"], 10.0);
+        // Gaps 0, 10, 10, 10, 20 sorted.
+        assert_eq!(
+            (&b["timing_stats"]["duration_s"], &b["timing_stats"]["median_iat_s"]),
+            (&json!(50.0), &json!(10.0))
+        );
+        assert_eq!((&b["timing_stats"]["min_iat_s"], &b["timing_stats"]["max_iat_s"]), (&json!(0.0), &json!(20.0)));
         // Gaps 10, 10, 0, 20, 10 around 10: population variance (0+0+100+100+0)/5 = 40.
         let sd = b["timing_stats"]["stdev_iat_s"].as_f64().unwrap();
         assert!((sd - 40f64.sqrt()).abs() < 1e-9, "{sd}");
@@ -527,11 +582,38 @@ mod tests {
     fn one_row_has_no_timing_yet() {
         let b = behavior_of(&fold_all(None, &sequence()[..1], at(0)).unwrap().profile);
         assert_eq!(b["behavior_class"], "unknown");
-        assert_eq!(b["timing_stats"], json!({"event_count": 1, "mean_iat_s": null, "stdev_iat_s": null, "cv": null}));
+        assert_eq!(
+            b["timing_stats"],
+            json!({
+                "event_count": 1, "duration_s": 0.0, "mean_iat_s": null, "median_iat_s": null, "stdev_iat_s": null,
+                "min_iat_s": null, "max_iat_s": null, "cv": null,
+            })
+        );
         assert_eq!(
             b["phase_sequence"],
             json!({"recon_end_ts": "2027-01-15T08:00:00.000Z", "exfil_start_ts": null, "exfil_latency_s": null, "large_payload_count": 0})
         );
+    }
+
+    #[test]
+    fn the_median_is_kept_across_folds_within_half_a_percent() {
+        // Gaps 1.5 s, 2 s, 3.25 s, then 1234.567 s and 7 s: folded in two batches.
+        let times = [0, 1_500, 3_500, 6_750, 1_241_317, 1_248_317];
+        let rows: Vec<LogRecord> = times
+            .iter()
+            .enumerate()
+            .map(|(n, &ms)| LogRecord {
+                timestamp: DateTime::from_timestamp_millis(at(0).timestamp_millis() + ms).unwrap(),
+                ..row(n as i64, 0, IP, "decky-01", "ssh", "connection", "{}")
+            })
+            .collect();
+        let first = fold_all(None, &rows[..3], at(0)).unwrap().profile;
+        assert_eq!(behavior_of(&first)["timing_stats"]["median_iat_s"], 1.75, "the mean of the middle two");
+        let b = behavior_of(&fold_all(Some(&first), &rows[3..], at(0)).unwrap().profile);
+        assert_eq!(b["timing_stats"]["median_iat_s"], 3.25);
+        assert_eq!((&b["timing_stats"]["min_iat_s"], &b["timing_stats"]["max_iat_s"]), (&json!(1.5), &json!(1234.567)));
+        assert_eq!(b["timing_stats"]["duration_s"], 1248.317);
+        assert_eq!((gap_bucket(999), gap_bucket(1_234_567), gap_bucket(1_235_500)), (999, 1_230_000, 1_240_000));
     }
 
     #[test]

@@ -29,7 +29,9 @@ pub enum Intake {
 
 /// Reads one `attacker.observation.*` message.
 pub fn read(body: &[u8]) -> Intake {
-    let event: Event = match serde_json::from_slice(body) {
+    // Strictly: a record that names a key twice could be read two ways.
+    let event = observation::parse_strict(body).and_then(serde_json::from_value::<Event>);
+    let event = match event {
         Ok(event) => event,
         Err(err) => return Intake::Rejected(format!("not a bus event: {err}")),
     };
@@ -177,5 +179,21 @@ mod tests {
         let mut extra = record();
         extra["surprise"] = json!(1);
         assert!(matches!(read(&message(extra)), Intake::Rejected(_)));
+    }
+
+    #[test]
+    fn a_payload_naming_a_key_twice_is_rejected_and_the_hex_id_accepted() {
+        let mut payload = record();
+        payload["id"] = json!("5f0c5e8e1d2b4c539d7e2b7f2c1a9e11");
+        payload["v"] = json!(1.0);
+        let body = String::from_utf8(message(payload)).unwrap();
+        assert!(
+            matches!(read(body.as_bytes()), Intake::Valid(o) if o.id.as_deref() == Some("5f0c5e8e1d2b4c539d7e2b7f2c1a9e11"))
+        );
+        let twice = body.replacen(r#""confidence":0.5"#, r#""confidence":0.5,"confidence":0.9"#, 1);
+        assert!(
+            matches!(read(twice.as_bytes()), Intake::Rejected(r) if r.contains("duplicate key `confidence`")),
+            "{twice}"
+        );
     }
 }

@@ -1,0 +1,273 @@
+//! `GET /credentials` (every captured secret, one row per address, decky, service, secret and
+//! principal, with its attempts) and `GET /credential-reuse` (the same secret tried against
+//! several deckies or services), in DECNET's shapes. The ingester stores the credentials; the
+//! reuse findings are grouped from them on every request, not kept apart.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, check_range, given};
+use super::guard::Viewer;
+use super::logs::{DEFAULT_LIMIT, MAX_OFFSET, MAX_SEARCH_CHARS, check_page};
+use super::{AppState, Result};
+use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db};
+use crate::time::format_utc;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/credentials", get(list_credentials)).route("/credential-reuse", get(list_credential_reuse))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CredentialsQuery {
+    /// Rows per page, 1 to 1000.
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: Option<i64>,
+    /// Rows to skip.
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
+    pub offset: Option<i64>,
+    /// A substring of the principal, printable secret, attacker address, decky or service; at most
+    /// 512 characters.
+    #[param(max_length = 512)]
+    pub search: Option<String>,
+    /// Only this service, exactly.
+    pub service: Option<String>,
+    /// Only this attacker address, exactly.
+    pub attacker_ip: Option<String>,
+}
+
+impl Validate for CredentialsQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_page(self.limit, self.offset, errors);
+        check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
+    }
+}
+
+/// One captured secret, DECNET's credential row.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CredentialEntry {
+    pub id: i64,
+    pub attacker_ip: String,
+    /// The profile of the address, once the profiler has made one.
+    pub attacker_uuid: Option<Uuid>,
+    pub decky_name: String,
+    pub service: String,
+    /// Who authenticated (user name, domain, DN); null for secrets without one.
+    pub principal: Option<String>,
+    /// `plaintext`, `http_bearer`, `vnc_des_response`, …
+    pub secret_kind: String,
+    pub secret_sha256: String,
+    pub secret_b64: String,
+    /// The secret with bytes outside printable ASCII as `?`.
+    pub secret_printable: String,
+    /// `success`, `failure` or `observed`, when the decoy said.
+    pub outcome: Option<String>,
+    /// Service-specific extras as JSON text; none are kept yet (`{}`).
+    pub fields: String,
+    /// RFC 3339, UTC, milliseconds.
+    pub first_seen: String,
+    pub last_seen: String,
+    pub attempt_count: u64,
+}
+
+impl CredentialEntry {
+    fn new(credential: CredentialRecord, attacker_uuid: Option<Uuid>) -> Self {
+        CredentialEntry {
+            id: credential.id,
+            attacker_ip: credential.attacker_ip,
+            attacker_uuid,
+            decky_name: credential.decky,
+            service: credential.service,
+            principal: credential.principal,
+            secret_kind: credential.secret_kind,
+            secret_sha256: credential.secret_sha256,
+            secret_b64: credential.secret_b64,
+            secret_printable: credential.secret_printable,
+            outcome: credential.outcome,
+            fields: "{}".into(),
+            first_seen: format_utc(credential.first_seen),
+            last_seen: format_utc(credential.last_seen),
+            attempt_count: credential.attempt_count,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CredentialsResponse {
+    /// Credentials matching the filter, on every page.
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub data: Vec<CredentialEntry>,
+}
+
+/// One page of captured credentials, most recently tried first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/credentials",
+    tag = "logs",
+    security(("bearer" = [])),
+    params(CredentialsQuery),
+    responses(
+        (status = 200, description = "A page of credentials, most recently tried first", body = CredentialsResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "A parameter out of range or too long"),
+    )
+)]
+pub async fn list_credentials(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidQuery(query): ValidQuery<CredentialsQuery>,
+) -> Result<Json<CredentialsResponse>> {
+    // In range after validation.
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
+    let offset = query.offset.unwrap_or(0) as u64;
+    let filter = CredentialFilter {
+        search: given(&query.search).map(str::to_string),
+        service: given(&query.service).map(str::to_string),
+        attacker_ip: given(&query.attacker_ip).map(str::to_string),
+    };
+    let page = state.db.credentials(&filter, limit, offset).await?;
+    let ips: Vec<String> = page.rows.iter().map(|row| row.attacker_ip.clone()).collect();
+    let profiles = profile_uuids(&state.db, ips).await?;
+    let data = page
+        .rows
+        .into_iter()
+        .map(|credential| {
+            let uuid = profiles.get(&credential.attacker_ip).copied();
+            CredentialEntry::new(credential, uuid)
+        })
+        .collect();
+    Ok(Json(CredentialsResponse { total: page.total, limit, offset, data }))
+}
+
+/// The profile uuid of each of `ips` that has one.
+async fn profile_uuids(db: &Db, mut ips: Vec<String>) -> Result<HashMap<String, Uuid>> {
+    ips.sort();
+    ips.dedup();
+    let profiles = db.attackers_by_ip(&ips).await?;
+    Ok(profiles.into_iter().map(|profile| (profile.ip, profile.uuid)).collect())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReuseQuery {
+    /// Findings per page, 1 to 1000.
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: Option<i64>,
+    /// Findings to skip.
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
+    pub offset: Option<i64>,
+    /// Only secrets tried against at least this many distinct (decky, service) pairs.
+    #[param(minimum = 2, maximum = 2147483647, default = 2)]
+    pub min_target_count: Option<i64>,
+    /// Only this kind of secret (`plaintext`, …), exactly.
+    pub secret_kind: Option<String>,
+}
+
+impl Validate for ReuseQuery {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_page(self.limit, self.offset, errors);
+        check_range("min_target_count", self.min_target_count.unwrap_or(MIN_TARGETS), MIN_TARGETS, MAX_OFFSET, errors);
+    }
+}
+
+/// Reuse needs two targets at least.
+const MIN_TARGETS: i64 = 2;
+
+/// One secret (with its principal) tried against several targets, DECNET's credential-reuse row.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CredentialReuseEntry {
+    /// 32 hex digits, the same for the same secret, kind and principal.
+    pub id: String,
+    pub secret_sha256: String,
+    pub secret_kind: String,
+    pub principal: Option<String>,
+    /// The principal, or "" when there is none.
+    pub principal_key: String,
+    /// The profiles of the addresses that have one.
+    pub attacker_uuids: Vec<Uuid>,
+    /// Distinct, sorted; at most 100.
+    pub attacker_ips: Vec<String>,
+    pub deckies: Vec<String>,
+    pub services: Vec<String>,
+    /// Distinct (decky, service) pairs.
+    pub target_count: u64,
+    pub attempt_count: u64,
+    /// Always 1: findings are exact matches of the secret.
+    pub confidence: f64,
+    /// RFC 3339, UTC, milliseconds.
+    pub first_seen: String,
+    pub last_seen: String,
+    /// Findings are grouped when asked for: the newest attempt.
+    pub updated_at: String,
+    pub secret_printable: String,
+    pub secret_b64: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CredentialReuseResponse {
+    /// Findings matching the filter, on every page.
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u64,
+    pub data: Vec<CredentialReuseEntry>,
+}
+
+/// One page of credential-reuse findings, most targets first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/credential-reuse",
+    tag = "logs",
+    security(("bearer" = [])),
+    params(ReuseQuery),
+    responses(
+        (status = 200, description = "A page of findings, most targets first", body = CredentialReuseResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "A parameter out of range"),
+    )
+)]
+pub async fn list_credential_reuse(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidQuery(query): ValidQuery<ReuseQuery>,
+) -> Result<Json<CredentialReuseResponse>> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
+    let offset = query.offset.unwrap_or(0) as u64;
+    let min_targets = query.min_target_count.unwrap_or(MIN_TARGETS) as u32;
+    let page = state.db.credential_reuse(min_targets, given(&query.secret_kind), limit, offset).await?;
+    let ips = page.rows.iter().flat_map(|finding| finding.attacker_ips.iter().cloned()).collect();
+    let profiles = profile_uuids(&state.db, ips).await?;
+    let data = page.rows.into_iter().map(|finding| reuse_entry(finding, &profiles)).collect();
+    Ok(Json(CredentialReuseResponse { total: page.total, limit, offset, data }))
+}
+
+fn reuse_entry(finding: CredentialReuse, profiles: &HashMap<String, Uuid>) -> CredentialReuseEntry {
+    CredentialReuseEntry {
+        attacker_uuids: finding.attacker_ips.iter().filter_map(|ip| profiles.get(ip).copied()).collect(),
+        id: finding.id,
+        secret_sha256: finding.secret_sha256,
+        secret_kind: finding.secret_kind,
+        principal: finding.principal,
+        principal_key: finding.principal_key,
+        attacker_ips: finding.attacker_ips,
+        deckies: finding.deckies,
+        services: finding.services,
+        target_count: finding.target_count,
+        attempt_count: finding.attempt_count,
+        confidence: 1.0,
+        first_seen: format_utc(finding.first_seen),
+        last_seen: format_utc(finding.last_seen),
+        updated_at: format_utc(finding.last_seen),
+        secret_printable: finding.secret_printable,
+        secret_b64: finding.secret_b64,
+    }
+}
