@@ -162,5 +162,5 @@ ensure_schemathesis() {
         python3 -m venv "$venv"
         "$venv/bin/pip" install --quiet --disable-pip-version-check 'schemathesis>=4.32,<5'
     fi
-    SCHEMATHESIS="$venv/bin/schemathesis"
+    export SCHEMATHESIS="$venv/bin/schemathesis"
 }
