@@ -126,6 +126,8 @@ async fn deckies_deploy_serve_and_reach_the_ingest_file_and_teardown_removes_the
         assert_eq!(status_of(&rows, decky).0, "succeeded", "{rows:?}\n{}", fleet.api.output());
     }
     assert_eq!(podman.containers().len(), 3);
+    let images = podman.run(&["images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/svc-decky"]);
+    assert_eq!(images.lines().count(), 1, "older decky images are removed once a new one is built: {images}");
     let deckies = fleet.deckies().await;
     assert!(deckies.iter().all(|d| d["state"] == "running"), "{deckies:?}");
     let web = ip_of(&deckies, "web-01");

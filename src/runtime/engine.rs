@@ -11,7 +11,7 @@ use bollard::container::{
     RemoveContainerOptions, StartContainerOptions,
 };
 use bollard::errors::Error as BollardError;
-use bollard::image::ImportImageOptions;
+use bollard::image::{ImportImageOptions, ListImagesOptions};
 use bollard::models::{
     EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum,
 };
@@ -113,6 +113,27 @@ impl ContainerRuntime for Engine {
             }
         }
         Ok(())
+    }
+
+    async fn image_tags(&self, repository: &str) -> RuntimeResult<Vec<String>> {
+        let filters = HashMap::from([("reference".to_string(), vec![repository.to_string()])]);
+        let images = self.docker()?.list_images(Some(ListImagesOptions { filters, ..Default::default() })).await;
+        let prefix = format!("{repository}:");
+        Ok(images
+            .map_err(classify)?
+            .into_iter()
+            .flat_map(|image| image.repo_tags)
+            .filter(|tag| tag.starts_with(&prefix))
+            .collect())
+    }
+
+    async fn remove_image(&self, reference: &str) -> RuntimeResult<()> {
+        match self.docker()?.remove_image(reference, None, None).await.map_err(classify) {
+            Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),
+            // In use (409): a container still runs it; it goes at a later build.
+            Err(RuntimeError::Engine(text)) if text.starts_with("409") => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()> {

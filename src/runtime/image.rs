@@ -62,11 +62,21 @@ impl DeckyImage {
             .map_err(|e| RuntimeError::Engine(format!("building the image: {e}")))?
             .map_err(|e| RuntimeError::Engine(format!("building the image: {e}")))?;
         runtime.load_image(archive).await?;
-        if runtime.image_exists(&self.reference).await? {
-            Ok(())
-        } else {
-            Err(RuntimeError::Engine(format!("the engine loaded the archive but has no image {}", self.reference)))
+        if !runtime.image_exists(&self.reference).await? {
+            return Err(RuntimeError::Engine(format!(
+                "the engine loaded the archive but has no image {}",
+                self.reference
+            )));
         }
+        // Each build of svc makes a new image: the older ones no container runs are removed, so an
+        // upgraded host does not keep every image it ever built.
+        for tag in runtime.image_tags(REPOSITORY).await? {
+            if tag != self.reference {
+                tracing::info!(image = %tag, "Removing an older decky image");
+                runtime.remove_image(&tag).await?;
+            }
+        }
+        Ok(())
     }
 }
 

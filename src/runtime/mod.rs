@@ -91,6 +91,12 @@ pub trait ContainerRuntime: Send + Sync {
     /// Loads an image archive (the `docker save` format) with the tags its manifest names.
     async fn load_image(&self, archive: Bytes) -> RuntimeResult<()>;
 
+    /// The tags of every image of `repository` (e.g. `localhost/svc-decky`).
+    async fn image_tags(&self, repository: &str) -> RuntimeResult<Vec<String>>;
+
+    /// Removes an image; one in use by a container, or already gone, is left as it is.
+    async fn remove_image(&self, reference: &str) -> RuntimeResult<()>;
+
     /// Creates the network unless one of that name exists.
     async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()>;
 
