@@ -29,6 +29,10 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
             tracing::warn!("SVC_EMBED_COLLECTOR is on but SVC_INGEST_LOG_FILE is empty: the collector is not started");
         }
     }
+    // A sniffer that cannot capture keeps retrying and reports its fault; the API goes on.
+    if reading.config.sniffer.embed {
+        workers.push(svc_workers::sniffer::body());
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,
