@@ -40,6 +40,8 @@ pub struct Outlets {
     pub counters: Counters,
     pub fault: Fault,
     pub cancel: CancellationToken,
+    /// Where the task that interrupts a blocked read on cancellation runs.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// Reads `source` until it ends (a file) or `cancel` (either). Blocking: run it on its own thread.
@@ -106,6 +108,26 @@ fn read<T: Activated + ?Sized>(
         tracing::error!(datalink = dlt.0, "Unsupported link type; nothing will be read");
         return Ok(());
     };
+    // libpcap keeps polling through its read timeout, so a stop must break its loop.
+    let interrupt = capture.breakloop_handle();
+    let cancel = out.cancel.clone();
+    let waker = out.runtime.spawn(async move {
+        cancel.cancelled().await;
+        interrupt.breakloop();
+    });
+    let result = read_frames(&mut capture, link, sniffer, meter, out, to_the_end);
+    waker.abort();
+    result
+}
+
+fn read_frames<T: Activated + ?Sized>(
+    capture: &mut Capture<T>,
+    link: LinkType,
+    sniffer: &mut Sniffer,
+    meter: &mut Meter,
+    out: &mut Outlets,
+    to_the_end: bool,
+) -> Result<(), pcap::Error> {
     let mut batch = Vec::new();
     loop {
         if out.cancel.is_cancelled() && !to_the_end {
@@ -120,6 +142,7 @@ fn read<T: Activated + ?Sized>(
                 sniffer.on_frame(at_us, link, packet.data, &mut batch);
             }
             Err(pcap::Error::TimeoutExpired) => {}
+            // The end of a file, or a live read broken by a stop.
             Err(pcap::Error::NoMorePackets) => {
                 meter.flush(sniffer, None);
                 return send(out, &mut batch);

@@ -81,6 +81,7 @@ pub async fn run(ctx: WorkerContext, source: Source, directory: Arc<dyn DeckyDir
         counters: ctx.counters.clone(),
         fault: ctx.fault.clone(),
         cancel: ctx.cancel.clone(),
+        runtime: tokio::runtime::Handle::current(),
     };
     let limits = limits(config);
     let captured = tokio::task::spawn_blocking(move || capture::run(&source, limits, outlets))
