@@ -20,6 +20,8 @@ pub mod fingerprint;
 pub mod packet;
 pub mod reassembly;
 mod syn;
+#[cfg(test)]
+mod tests;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
