@@ -79,10 +79,32 @@ impl Lab {
             // One segment per frame, as on a wire: no segmentation offload coalescing them.
             ip(&["-n", ns, "link", "set", iface, "gso_max_segs", "1", "up"]);
         }
-        ip(&["-n", &lab.client, "route", "add", &format!("{SERVER_SPLIT}/32"), "dev", &client_if, "mtu", "lock", "128"]);
+        ip(&[
+            "-n",
+            &lab.client,
+            "route",
+            "add",
+            &format!("{SERVER_SPLIT}/32"),
+            "dev",
+            &client_if,
+            "mtu",
+            "lock",
+            "128",
+        ]);
         run(Command::new("openssl").current_dir(lab.dir.path()).args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
-            "-subj", "/CN=decky.test",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=decky.test",
         ]));
         lab
     }
@@ -133,7 +155,10 @@ impl Lab {
     fn tcpdump(&self, file: &str) -> Proc {
         let mut command = Command::new("tcpdump");
         // Every packet handed over and written as it comes, so none is pending when it stops.
-        command.args(["-i", &self.server_if, "--immediate-mode", "-U", "-Z", "root", "-w"]).arg(self.path(file)).arg("tcp");
+        command
+            .args(["-i", &self.server_if, "--immediate-mode", "-U", "-Z", "root", "-w"])
+            .arg(self.path(file))
+            .arg("tcp");
         Proc::spawn(self.inside(&self.server, &command))
     }
 }
@@ -167,9 +192,28 @@ fn client_of(line: &LogLine) -> (String, String) {
 /// tshark's JA3 and JA3S per client endpoint.
 fn tshark_ja3(pcap: &Path) -> BTreeMap<(String, String), (Option<String>, Option<String>)> {
     let out = run(Command::new("tshark").arg("-r").arg(pcap).args([
-        "-Y", "tls.handshake.type == 1 || tls.handshake.type == 2", "-T", "fields", "-E", "separator=|",
-        "-e", "ip.src", "-e", "ipv6.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "ipv6.dst", "-e", "tcp.dstport",
-        "-e", "tls.handshake.ja3", "-e", "tls.handshake.ja3s",
+        "-Y",
+        "tls.handshake.type == 1 || tls.handshake.type == 2",
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-e",
+        "ip.src",
+        "-e",
+        "ipv6.src",
+        "-e",
+        "tcp.srcport",
+        "-e",
+        "ip.dst",
+        "-e",
+        "ipv6.dst",
+        "-e",
+        "tcp.dstport",
+        "-e",
+        "tls.handshake.ja3",
+        "-e",
+        "tls.handshake.ja3s",
     ]));
     let mut flows: BTreeMap<(String, String), (Option<String>, Option<String>)> = BTreeMap::new();
     for row in String::from_utf8_lossy(&out.stdout).lines() {
@@ -241,12 +285,39 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
     let v4 = format!("{SERVER_V4}:{PORT}");
     let split = format!("{SERVER_SPLIT}:{PORT}");
     let clients: Vec<Vec<&str>> = vec![
-        vec!["s_client", "-connect", &v4, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256", "-servername", "one.test"],
-        vec!["s_client", "-connect", &v4, "-tls1_3", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256", "-alpn", "h2,http/1.1"],
+        vec![
+            "s_client",
+            "-connect",
+            &v4,
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+            "-servername",
+            "one.test",
+        ],
+        vec![
+            "s_client",
+            "-connect",
+            &v4,
+            "-tls1_3",
+            "-ciphersuites",
+            "TLS_CHACHA20_POLY1305_SHA256",
+            "-alpn",
+            "h2,http/1.1",
+        ],
         vec!["s_client", "-connect", &v4, "-tls1_2", "-cipher", "AES256-SHA", "-no_ticket", "-noservername"],
         vec!["s_client", "-connect", &split, "-servername", &long_sni, "-alpn", "http/1.1"],
         // The first client again: the same attacker and fingerprint within the window, not reported again.
-        vec!["s_client", "-connect", &v4, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256", "-servername", "one.test"],
+        vec![
+            "s_client",
+            "-connect",
+            &v4,
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+            "-servername",
+            "one.test",
+        ],
     ];
     for args in &clients {
         lab.attacker("openssl", args);
@@ -281,8 +352,12 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
     let tshark = tshark_ja3(&pcap);
     let foxio = ja4plus(&pcap);
     let segments = run(Command::new("tshark").arg("-r").arg(&pcap).args([
-        "-Y", &format!("ip.dst == {SERVER_SPLIT} && tcp.len > 0 && !tls.handshake.type == 16"), "-T", "fields",
-        "-e", "tcp.len",
+        "-Y",
+        &format!("ip.dst == {SERVER_SPLIT} && tcp.len > 0 && !tls.handshake.type == 16"),
+        "-T",
+        "fields",
+        "-e",
+        "tcp.len",
     ]));
     let segments = String::from_utf8_lossy(&segments.stdout).lines().count();
     assert!(segments > 3, "the long ClientHello came in {segments} segments");
@@ -432,10 +507,7 @@ async fn health_follows_an_embedded_sniffers_interface() {
     })
     .await;
     let _cleanup = DummyInterface::add(&iface);
-    eventually("the sniffer captures once the interface exists", || async {
-        sniffer().await["status"] == "ok"
-    })
-    .await;
+    eventually("the sniffer captures once the interface exists", || async { sniffer().await["status"] == "ok" }).await;
     ip(&["link", "del", &iface]);
     eventually("the sniffer fails when the interface is gone", || async {
         sniffer().await["detail"] == "capture interface unavailable"

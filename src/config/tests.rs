@@ -308,7 +308,8 @@ fn reading_problems_come_first_then_the_apis_rules_in_step_order() {
 
 #[test]
 fn the_sniffer_section_reads_its_variables_and_names_bad_ones() {
-    let mut env = vars(&[("SVC_EMBED_SNIFFER", "true"), ("SVC_SNIFFER_IFACE", "eth9"), ("SVC_SNIFFER_DEDUP_SECS", "2")]);
+    let mut env =
+        vars(&[("SVC_EMBED_SNIFFER", "true"), ("SVC_SNIFFER_IFACE", "eth9"), ("SVC_SNIFFER_DEDUP_SECS", "2")]);
     let config = for_api(env.clone()).unwrap();
     assert!(config.sniffer.embed);
     assert_eq!(config.sniffer.iface.as_deref(), Some("eth9"));

@@ -115,8 +115,11 @@ const WORKER_COMPONENTS: [(&str, &str, bool); 5] = [
 
 async fn components(state: &AppState) -> Vec<Component> {
     let database_ok = state.database.probe(&state.db).await;
-    let mut components =
-        vec![Component { name: "database", required: true, failure: (!database_ok).then(|| "database unavailable".into()) }];
+    let mut components = vec![Component {
+        name: "database",
+        required: true,
+        failure: (!database_ok).then(|| "database unavailable".into()),
+    }];
     let (bus_connected, now) = (state.bus.is_connected(), crate::bus::epoch_seconds());
     // A worker this deployment does not run (never embedded, never heard from) is not a component:
     // it would make every deployment without it read degraded.

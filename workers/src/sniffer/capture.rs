@@ -51,7 +51,8 @@ pub fn run(source: &Source, limits: Limits, mut out: Outlets) -> anyhow::Result<
     match source {
         Source::File(path) => {
             let capture = Capture::from_file(path).with_context(|| format!("cannot read {}", path.display()))?;
-            read(capture, &mut sniffer, &mut meter, &mut out, true).with_context(|| format!("reading {}", path.display()))
+            read(capture, &mut sniffer, &mut meter, &mut out, true)
+                .with_context(|| format!("reading {}", path.display()))
         }
         Source::Live { iface, filter } => {
             let mut reported = false;

@@ -19,6 +19,7 @@ pub mod events;
 pub mod fingerprint;
 pub mod packet;
 pub mod reassembly;
+pub mod samples;
 mod syn;
 #[cfg(test)]
 mod tests;

@@ -266,7 +266,10 @@ mod tests {
         assert!(seg.payload.is_empty(), "padding is not payload");
         let options = TcpOptions::parse(seg.options);
         assert_eq!(options.signature, "M1460,S,T,N,W7");
-        assert_eq!((options.mss, options.wscale, options.sack_permitted, options.timestamps), (Some(1460), Some(7), true, true));
+        assert_eq!(
+            (options.mss, options.wscale, options.sack_permitted, options.timestamps),
+            (Some(1460), Some(7), true, true)
+        );
     }
 
     #[test]

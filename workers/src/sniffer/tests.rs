@@ -4,7 +4,7 @@
 //! records, hellos split over records and segments, random frames. Nothing panics and the flow
 //! table never exceeds its bound.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -13,35 +13,19 @@ use super::deckies::{Decky, DeckyMap};
 use super::engine::{Limits, Sniffer};
 use super::fingerprint;
 use super::packet::{ACK, LinkType, SYN};
+use super::samples::{client_hello, frame, server_hello};
 use super::tls::{self, Progress};
-
-const CLIENT_HELLO: [&str; 5] = [
-    "16030100c9010000c503036b74d6b50235e9df3045357d67a0609f827f6d8603c48d1a711e2fca38be9869000038c02c",
-    "c030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c",
-    "0035002f00ff010000640000000e000c000009612e6578616d706c65000b000403000102000a000c000a001d0017001e",
-    "00190018002300000016000000170000000d002a0028040305030603080708080809080a080b08040805080604010501",
-    "0601030303010302040205020602",
-];
-const SERVER_HELLO: [&str; 2] = [
-    "16030300410200003d030393bf4af84ceae8d6a2e299747e3986de90e9c4070674054a444f574e4752440100c0300000",
-    "15ff01000100000b0004030001020023000000170000",
-];
-
-fn unhex(parts: &[&str]) -> Vec<u8> {
-    let hex: String = parts.concat();
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
-}
 
 #[test]
 fn a_recorded_handshake_gives_the_reference_fingerprints() {
-    let Progress::Done(hello) = tls::client_hello(&unhex(&CLIENT_HELLO)) else { panic!("a ClientHello") };
+    let Progress::Done(hello) = tls::client_hello(&client_hello()) else { panic!("a ClientHello") };
     assert_eq!(hello.sni.as_deref(), Some("a.example"));
     assert_eq!(fingerprint::ja3(&hello), "871a754af286dfb70c1b53c6887c62e0");
     assert_eq!(fingerprint::ja4(&hello), "t12d280700_d943125447b4_e7e480e5a997");
-    let Progress::Done(server) = tls::server_hello(&unhex(&SERVER_HELLO)) else { panic!("a ServerHello") };
+    let Progress::Done(server) = tls::server_hello(&server_hello()) else { panic!("a ServerHello") };
     assert_eq!(fingerprint::ja3s(&server), "ec74a5c51106f0419184d0dd08fb05bc");
     assert_eq!(fingerprint::ja4s(&server), "t120400_c030_12a20535f9be");
-    assert_eq!(tls::client_hello(&unhex(&SERVER_HELLO)), Progress::Not, "a ServerHello is no ClientHello");
+    assert_eq!(tls::client_hello(&server_hello()), Progress::Not, "a ServerHello is no ClientHello");
 }
 
 /// The hello's handshake message re-framed into records of `size` bytes each.
@@ -57,7 +41,7 @@ fn in_records(record: &[u8], size: usize) -> Vec<u8> {
 
 #[test]
 fn a_hello_split_over_records_reads_the_same() {
-    let record = unhex(&CLIENT_HELLO);
+    let record = client_hello();
     let whole = tls::client_hello(&record);
     for size in [1, 7, 64, 150] {
         assert_eq!(tls::client_hello(&in_records(&record, size)), whole, "records of {size} bytes");
@@ -67,13 +51,13 @@ fn a_hello_split_over_records_reads_the_same() {
 proptest! {
     #[test]
     fn every_truncation_waits_for_more(len in 0usize..206) {
-        let record = unhex(&CLIENT_HELLO);
+        let record = client_hello();
         prop_assert_eq!(tls::client_hello(&record[..len.min(record.len() - 1)]), Progress::Need);
     }
 
     #[test]
     fn mutated_hellos_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
-        let mut record = unhex(&CLIENT_HELLO);
+        let mut record = client_hello();
         for (at, byte) in flips {
             let i = at.index(record.len());
             record[i] = byte;
@@ -105,28 +89,17 @@ fn engine(max_flows: usize) -> Sniffer {
     Sniffer::new(limits, Arc::new(DeckyMap::new([decky])))
 }
 
-/// A raw IPv4 frame carrying one TCP segment.
-fn frame(src: SocketAddr, dst: SocketAddr, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
-    let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), dst.ip()) else { unreachable!() };
-    let total = (40 + payload.len()) as u16;
-    let mut f = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 6, 0, 0];
-    f[2..4].copy_from_slice(&total.to_be_bytes());
-    f.extend_from_slice(&s.octets());
-    f.extend_from_slice(&d.octets());
-    f.extend_from_slice(&src.port().to_be_bytes());
-    f.extend_from_slice(&dst.port().to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend_from_slice(&ack.to_be_bytes());
-    f.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
-
 /// One handshake with its ClientHello in `pieces` segments delivered in `order`.
-fn handshake(sniffer: &mut Sniffer, port: u16, order: &[usize], pieces: usize, out: &mut Vec<super::events::SnifferEvent>) {
+fn handshake(
+    sniffer: &mut Sniffer,
+    port: u16,
+    order: &[usize],
+    pieces: usize,
+    out: &mut Vec<super::events::SnifferEvent>,
+) {
     let client: SocketAddr = format!("{CLIENT}:{port}").parse().unwrap();
     let server: SocketAddr = format!("{DECKY_IP}:443").parse().unwrap();
-    let hello = unhex(&CLIENT_HELLO);
+    let hello = client_hello();
     sniffer.on_frame(1_000, LinkType::Raw, &frame(client, server, SYN, 100, 0, &[]), out);
     sniffer.on_frame(1_100, LinkType::Raw, &frame(server, client, SYN | ACK, 500, 101, &[]), out);
     sniffer.on_frame(1_150, LinkType::Raw, &frame(client, server, ACK, 101, 501, &[]), out);

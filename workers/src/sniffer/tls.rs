@@ -122,8 +122,7 @@ impl ClientHello {
 pub fn server_hello(stream: &[u8]) -> Progress<ServerHello> {
     first_handshake(stream, SERVER_HELLO).and_then(|message| match parse_tls_message_handshake(&message) {
         Ok((_, TlsMessage::Handshake(TlsMessageHandshake::ServerHello(hello)))) => {
-            let mut out =
-                ServerHello { version: hello.version.0, cipher: hello.cipher.0, ..ServerHello::default() };
+            let mut out = ServerHello { version: hello.version.0, cipher: hello.cipher.0, ..ServerHello::default() };
             for (kind, raw) in extensions(hello.ext.unwrap_or_default()) {
                 out.extensions.push(kind);
                 match parse_tls_server_hello_extension(raw) {
