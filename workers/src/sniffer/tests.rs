@@ -161,3 +161,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_ssh_client_banner_and_a_syn_fingerprint_are_reported() {
+    let mut sniffer = engine(16);
+    let mut out = Vec::new();
+    let client: SocketAddr = format!("{CLIENT}:41000").parse().unwrap();
+    let server: SocketAddr = format!("{DECKY_IP}:22").parse().unwrap();
+    sniffer.on_frame(1_000, LinkType::Raw, &frame(client, server, SYN, 10, 0, &[]), &mut out);
+    sniffer.on_frame(1_100, LinkType::Raw, &frame(server, client, SYN | ACK, 90, 11, &[]), &mut out);
+    // The server speaks first; only the client's banner is the attacker's.
+    sniffer.on_frame(1_200, LinkType::Raw, &frame(server, client, ACK, 91, 11, b"SSH-2.0-OpenSSH_9.2\r\n"), &mut out);
+    sniffer.on_frame(1_300, LinkType::Raw, &frame(client, server, ACK, 11, 112, b"SSH-2.0-libs"), &mut out);
+    sniffer.on_frame(1_400, LinkType::Raw, &frame(client, server, ACK, 23, 112, b"sh_0.10.5\r\n"), &mut out);
+    let kinds: Vec<&str> = out.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["tcp_syn_fingerprint", "ssh_client_banner"]);
+    assert_eq!(out[1].field("ssh_version"), Some("SSH-2.0-libssh_0.10.5"));
+    assert_eq!(
+        (out[0].field("ttl"), out[0].field("initial_ttl"), out[0].field("os_guess")),
+        (Some("64"), Some("64"), Some("unix"))
+    );
+}
