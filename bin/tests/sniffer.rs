@@ -5,12 +5,15 @@
 //! interface; every JA3/JA3S is compared with tshark's, every JA4/JA4S/JA4L with FoxIO's `ja4plus`,
 //! and `svc worker sniffer --read` of the recording must write the very same lines (and publish
 //! them on the bus). The recording's split ClientHello, reordered and retransmitted, still gives
-//! one fingerprint. `/health` follows an embedded sniffer's interface coming and going.
+//! one fingerprint. `/health` follows an embedded sniffer's interface coming and going. The
+//! address → decky map follows deploys and teardowns in the fleet store (sqlite and MariaDB).
 //!
 //! Needs root, `ip`, `openssl`, `curl`, `tcpdump`, `tshark` (scripts/lib.sh installs them) and
 //! `ja4plus` (PyPI, also installed there).
 
 mod common;
+#[path = "../../tests/common/mod.rs"]
+mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -530,5 +533,63 @@ impl DummyInterface {
 impl Drop for DummyInterface {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["link", "del", &self.0]).stderr(std::process::Stdio::null()).status();
+    }
+}
+
+/// A decky as a deploy stores it.
+fn stored_decky(name: &str, ip: &str) -> svc::db::DeckyConfig {
+    svc::db::DeckyConfig {
+        name: name.into(),
+        ip: ip.into(),
+        services: vec!["ssh".into()],
+        distro: "debian".into(),
+        base_image: "svc-decky".into(),
+        build_base: "svc-decky".into(),
+        hostname: name.into(),
+        archetype: None,
+        service_config: Default::default(),
+        nmap_os: "linux".into(),
+        mutate_interval: None,
+        last_mutated: 0.0,
+        last_login_attempt: 0.0,
+        host_uuid: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_decky_map_follows_deploys_and_teardowns_in_the_fleet_store() {
+    use std::sync::Arc;
+    use svc::db::{Deployment, FleetNetwork};
+    use svc_workers::sniffer::deckies::{self, DeckyMap, FleetDeckies};
+
+    for db in store::TestDb::all() {
+        let repo = db.open().await;
+        let network = FleetNetwork { subnet: "10.9.0.0/24".into(), gateway: "10.9.0.1".into(), interface: None };
+        let deploy = |deckies: Vec<svc::db::DeckyConfig>| {
+            let (repo, network) = (repo.clone(), network.clone());
+            async move {
+                let at = chrono::Utc::now();
+                let deployment = Deployment { network: &network, deckies: &deckies, replace: false, lifecycles: &[], at };
+                repo.commit_deployment(deployment).await.unwrap();
+            }
+        };
+        deploy(vec![stored_decky("web-1", "10.9.0.5")]).await;
+        let (maps_tx, maps) = tokio::sync::watch::channel(Arc::new(DeckyMap::default()));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let follower = tokio::spawn(deckies::follow(
+            Arc::new(FleetDeckies(repo.clone())),
+            std::time::Duration::from_millis(50),
+            maps_tx,
+            cancel.clone(),
+        ));
+        let decky_of = |ip: &str| maps.borrow().decky(&ip.parse().unwrap()).map(str::to_string);
+        eventually("the first decky is mapped", || async { decky_of("10.9.0.5").as_deref() == Some("web-1") }).await;
+        deploy(vec![stored_decky("db-1", "10.9.0.6")]).await;
+        eventually("a deployed decky is mapped", || async { decky_of("10.9.0.6").as_deref() == Some("db-1") }).await;
+        assert!(repo.remove_decky("web-1").await.unwrap());
+        eventually("a torn down decky is no longer mapped", || async { decky_of("10.9.0.5").is_none() }).await;
+        assert_eq!(decky_of("10.9.0.6").as_deref(), Some("db-1"));
+        cancel.cancel();
+        follower.await.unwrap();
     }
 }

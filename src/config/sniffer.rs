@@ -13,7 +13,8 @@ pub const FLEET_INTERFACES: [&str; 2] = ["decnet_macvlan0", "decnet_ipvlan0"];
 pub struct SnifferConfig {
     /// `SVC_EMBED_SNIFFER`, default false: the sniffer runs inside the API.
     pub embed: bool,
-    /// `SVC_SNIFFER_IFACE`; by default the first of [`FLEET_INTERFACES`] that exists.
+    /// `SVC_SNIFFER_IFACE`; by default the fleet network's host interface, else the first of
+    /// [`FLEET_INTERFACES`] that exists.
     pub iface: Option<String>,
     /// `SVC_SNIFFER_FILTER`, default `tcp`: the BPF filter of a live capture.
     pub filter: String,
@@ -27,7 +28,8 @@ pub struct SnifferConfig {
     pub dedup_window: Duration,
     /// `SVC_SNIFFER_REFRESH_SECS`, default 30: how often the decky addresses are read again.
     pub refresh: Duration,
-    /// `SVC_SNIFFER_DECKIES` (`name=address,…`): decky addresses listed by hand.
+    /// `SVC_SNIFFER_DECKIES` (`name=address,…`): decky addresses listed by hand, used instead of the
+    /// fleet store's (a capture host watching addresses of its own; the process tests).
     pub deckies: Vec<(String, IpAddr)>,
 }
 

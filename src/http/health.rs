@@ -129,7 +129,7 @@ async fn components(state: &AppState) -> Vec<Component> {
         components.push(Component {
             name: "container_runtime",
             required: true,
-            failure: (!runtime_ok).then_some("container runtime unavailable"),
+            failure: (!runtime_ok).then(|| "container runtime unavailable".into()),
         });
     }
     for (name, worker, required) in WORKER_COMPONENTS {

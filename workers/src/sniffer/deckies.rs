@@ -1,13 +1,17 @@
 //! Which decky an address belongs to. The sniffer asks a [`DeckyDirectory`] for the fleet's deckies
 //! every refresh interval and hands the capture thread a new [`DeckyMap`] when the answer changed,
 //! so deploys and teardowns are followed without a restart. A failed refresh keeps the last map.
+//! The fleet store ([`FleetDeckies`]) is the directory; a list given by hand ([`StaticDeckies`],
+//! `SVC_SNIFFER_DECKIES`) replaces it on a capture host that watches addresses of its own.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use async_trait::async_trait;
+use svc::db::Db;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -72,6 +76,24 @@ impl StaticDeckies {
 impl DeckyDirectory for StaticDeckies {
     async fn deckies(&self) -> anyhow::Result<Vec<Decky>> {
         Ok(self.0.lock().expect("deckies lock").clone())
+    }
+}
+
+/// The deckies the fleet store holds, whatever their deploy state (a teardown removes them).
+pub struct FleetDeckies(pub Db);
+
+#[async_trait]
+impl DeckyDirectory for FleetDeckies {
+    async fn deckies(&self) -> anyhow::Result<Vec<Decky>> {
+        let fleet = self.0.fleet().await.context("reading the fleet")?;
+        let mut deckies = Vec::with_capacity(fleet.deckies.len());
+        for stored in fleet.deckies {
+            match stored.config.ip.parse::<IpAddr>() {
+                Ok(ip) => deckies.push(Decky { name: stored.config.name, ip }),
+                Err(_) => tracing::warn!(decky = %stored.config.name, "A decky without a usable address is not watched"),
+            }
+        }
+        Ok(deckies)
     }
 }
 

@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use capture::{NO_INTERFACE, Source};
-use deckies::{Decky, DeckyDirectory, DeckyMap, StaticDeckies};
+use deckies::{Decky, DeckyDirectory, DeckyMap, FleetDeckies, StaticDeckies};
 use engine::Limits;
 use events::SnifferEvent;
 
@@ -50,8 +50,8 @@ const EVENT_QUEUE: usize = 64;
 /// capture on `SVC_SNIFFER_IFACE` (default: the fleet's interface).
 pub fn body() -> WorkerBody {
     WorkerBody::new(NAME, |ctx: WorkerContext| async move {
-        let source = Source::Live { iface: interface(&ctx.config.sniffer), filter: ctx.config.sniffer.filter.clone() };
-        let directory = directory(&ctx)?;
+        let source = Source::Live { iface: interface(&ctx).await, filter: ctx.config.sniffer.filter.clone() };
+        let directory = directory(&ctx);
         run(ctx, source, directory).await
     })
 }
@@ -59,7 +59,7 @@ pub fn body() -> WorkerBody {
 /// `svc worker sniffer --read FILE`: the file's frames through the same engine, then exit.
 pub fn replay_body(file: PathBuf) -> WorkerBody {
     WorkerBody::new(NAME, move |ctx: WorkerContext| async move {
-        let directory = directory(&ctx)?;
+        let directory = directory(&ctx);
         run(ctx, Source::File(file), directory).await
     })
 }
@@ -106,20 +106,29 @@ pub fn limits(config: &SnifferConfig) -> Limits {
     }
 }
 
-/// `SVC_SNIFFER_IFACE`, else the first fleet interface this host has (the first one when none is
-/// there yet: the capture waits for it).
-fn interface(config: &SnifferConfig) -> String {
-    if let Some(iface) = &config.iface {
+/// `SVC_SNIFFER_IFACE`; else the host interface the fleet's macvlan network sits on, as the fleet
+/// store has it; else the first of DECNET's helper interfaces this host has (the first one when
+/// none is there yet: the capture waits for it).
+async fn interface(ctx: &WorkerContext) -> String {
+    if let Some(iface) = &ctx.config.sniffer.iface {
         return iface.clone();
+    }
+    if let Ok(fleet) = ctx.db.fleet().await
+        && let Some(iface) = fleet.network.and_then(|n| n.interface)
+    {
+        return iface;
     }
     let present = |name: &&&str| Path::new("/sys/class/net").join(name).exists();
     FLEET_INTERFACES.iter().find(present).unwrap_or(&FLEET_INTERFACES[0]).to_string()
 }
 
-/// Where the deckies' addresses come from: `SVC_SNIFFER_DECKIES` (`name=address,…`) when set.
-fn directory(ctx: &WorkerContext) -> anyhow::Result<Arc<dyn DeckyDirectory>> {
-    let listed = ctx.config.sniffer.deckies.iter().map(|(name, ip)| Decky { name: name.clone(), ip: *ip });
-    Ok(Arc::new(StaticDeckies::new(listed.collect())))
+/// Where the deckies' addresses come from: the fleet store, or `SVC_SNIFFER_DECKIES` when set.
+fn directory(ctx: &WorkerContext) -> Arc<dyn DeckyDirectory> {
+    let listed = &ctx.config.sniffer.deckies;
+    if listed.is_empty() {
+        return Arc::new(FleetDeckies(ctx.db.clone()));
+    }
+    Arc::new(StaticDeckies::new(listed.iter().map(|(name, ip)| Decky { name: name.clone(), ip: *ip }).collect()))
 }
 
 /// Appends each batch's lines to the ingest file and publishes each event, until the capture ends.
