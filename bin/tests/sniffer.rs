@@ -569,7 +569,8 @@ async fn the_decky_map_follows_deploys_and_teardowns_in_the_fleet_store() {
             let (repo, network) = (repo.clone(), network.clone());
             async move {
                 let at = chrono::Utc::now();
-                let deployment = Deployment { network: &network, deckies: &deckies, replace: false, lifecycles: &[], at };
+                let deployment =
+                    Deployment { network: &network, deckies: &deckies, replace: false, lifecycles: &[], at };
                 repo.commit_deployment(deployment).await.unwrap();
             }
         };

@@ -455,10 +455,10 @@ impl Fleet {
         };
         for container in containers {
             let decky = container.labels.get(DECKY_LABEL).map(String::as_str).unwrap_or_default();
-            if remove(decky) {
-                if let Err(err) = self.runtime.remove(&container.id).await {
-                    tracing::warn!(container = %container.name, error = %err, "Could not remove a container");
-                }
+            if remove(decky)
+                && let Err(err) = self.runtime.remove(&container.id).await
+            {
+                tracing::warn!(container = %container.name, error = %err, "Could not remove a container");
             }
         }
     }

@@ -90,7 +90,9 @@ impl DeckyDirectory for FleetDeckies {
         for stored in fleet.deckies {
             match stored.config.ip.parse::<IpAddr>() {
                 Ok(ip) => deckies.push(Decky { name: stored.config.name, ip }),
-                Err(_) => tracing::warn!(decky = %stored.config.name, "A decky without a usable address is not watched"),
+                Err(_) => {
+                    tracing::warn!(decky = %stored.config.name, "A decky without a usable address is not watched")
+                }
             }
         }
         Ok(deckies)

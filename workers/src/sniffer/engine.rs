@@ -44,8 +44,8 @@ pub struct Stats {
     pub events: u64,
 }
 
-/// Remembered dedup keys at most (a bound, not a window).
-const MAX_DEDUP: usize = 200_000;
+/// Remembered dedup keys at most (a bound, not a window): 16 bytes each.
+const MAX_DEDUP: usize = 1_000_000;
 /// Source addresses whose SYNs are remembered at most.
 const MAX_SYN_SOURCES: usize = 100_000;
 /// The longest SSH banner line read (RFC 4253 allows 255 bytes).
@@ -213,12 +213,13 @@ impl Sniffer {
                 fields.push(("ja3s".into(), ja3s.clone()));
                 fields.push(("ja4s".into(), ja4s.clone()));
                 fields.push(("tls_version".into(), tls::version_label(hello.negotiated_version())));
-                let (ja3, ja4) = match &flow.hello {
+                // The session is the last thing a flow reports: its client's fields are let go.
+                let (ja3, ja4) = match flow.hello.take() {
                     Some(h) => {
                         fields.push(("ja3".into(), h.ja3.clone()));
                         fields.push(("ja4".into(), h.ja4.clone()));
-                        fields.extend(h.fields.iter().cloned());
-                        (h.ja3.clone(), h.ja4.clone())
+                        fields.extend(h.fields);
+                        (h.ja3, h.ja4)
                     }
                     None => (String::new(), String::new()),
                 };

@@ -4,6 +4,8 @@
 //! per attacker and fingerprint. Times are capture times, so a replay writes the same lines.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::hash::RandomState;
 
 use chrono::{DateTime, Utc};
 use svc::bus::{Event, topics};
@@ -51,29 +53,29 @@ impl SnifferEvent {
     }
 }
 
-/// Remembers (attacker, event, fingerprint) for a window; bounded, the oldest forgotten first.
+/// Remembers (attacker, event, fingerprint) for a window, by a keyed 64-bit hash of the three (16
+/// bytes an entry, so a million fit in a few tens of MB). Bounded: when full, a new key is let
+/// through without being remembered until the periodic sweep has made room.
 #[derive(Debug)]
 pub struct Dedup {
     window_us: i64,
     max: usize,
-    seen: HashMap<(String, &'static str, String), i64>,
+    keys: RandomState,
+    seen: HashMap<u64, i64>,
 }
 
 impl Dedup {
     pub fn new(window_us: i64, max: usize) -> Dedup {
-        Dedup { window_us, max, seen: HashMap::new() }
+        Dedup { window_us, max, keys: RandomState::new(), seen: HashMap::new() }
     }
 
     /// True the first time within the window.
     pub fn first(&mut self, attacker: &str, kind: &'static str, fingerprint: &str, now_us: i64) -> bool {
-        let key = (attacker.to_owned(), kind, fingerprint.to_owned());
+        let key = self.keys.hash_one((attacker, kind, fingerprint));
         if self.seen.get(&key).is_some_and(|&at| now_us - at < self.window_us) {
             return false;
         }
-        if self.seen.len() >= self.max {
-            self.sweep(now_us);
-        }
-        if self.seen.len() < self.max {
+        if self.seen.len() < self.max || self.seen.contains_key(&key) {
             self.seen.insert(key, now_us);
         }
         true
