@@ -42,10 +42,11 @@ ensure_rust() {
     fi
 }
 
-# What building and running svc needs: a C compiler for the bundled sqlite, and nats-server; and
-# what its tests need: systemd-analyze (from the systemd package) to verify the generated units.
+# What building and running svc needs: a C compiler for the bundled sqlite, libpcap for the
+# sniffer, and nats-server; and what its tests need: systemd-analyze (from the systemd package) to
+# verify the generated units.
 ensure_build_deps() {
-    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc
+    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc libpcap-dev
     command -v systemd-analyze >/dev/null 2>&1 || apt_install_missing systemd
     ensure_rust
 }
@@ -84,6 +85,18 @@ CONF
     done
     echo "podman's API service did not come up; see $dir/podman.log" >&2
     return 1
+}
+
+# What the sniffer's tests run against real packets: network namespaces (iproute2), the TLS peers
+# (openssl, curl), a recorder (tcpdump) and the reference fingerprinters: tshark (JA3/JA3S) and
+# FoxIO's ja4plus (JA4/JA4S/JA4L; from PyPI into a project-local virtualenv put on PATH).
+ensure_sniffer_test_tools() {
+    apt_install_missing iproute2 openssl curl tcpdump tshark python3 python3-venv
+    command -v ja4plus >/dev/null 2>&1 && return 0
+    local venv=.svc/venv
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check ja4plus==1.4.0
+    export PATH="$PWD/$venv/bin:$PATH"
 }
 
 # MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::hashing::HashPool;
 use crate::auth::session::Sessions;
 use crate::auth::token::TokenKeys;
-use crate::bus::{self, Bus, Counters, WorkerRegistry};
+use crate::bus::{self, Bus, Counters, Fault, WorkerRegistry};
 use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, Db, DbError, NewUser, Role};
 use crate::fleet::Fleet;
@@ -227,6 +227,7 @@ impl Lifespan {
             tracing::info!(worker = name, "Starting embedded worker");
             let registry = self.state.workers.clone();
             registry.set_embedded(name, true);
+            registry.embed_fault(name, ctx.fault.clone());
             self.tasks.spawn(async move {
                 match (worker.run)(ctx).await {
                     Ok(()) => tracing::info!(worker = name, "Embedded worker stopped"),
@@ -248,6 +249,7 @@ impl Lifespan {
             "api".into(),
             self.state.config.bus.heartbeat_interval,
             Counters::default(),
+            Fault::default(),
             self.cancel.clone(),
         );
         self.tasks.spawn(heartbeat);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::bus::{Bus, Counters};
+use crate::bus::{Bus, Counters, Fault};
 use crate::config::Config;
 use crate::db::Db;
 
@@ -23,13 +23,15 @@ pub struct WorkerContext {
     pub bus: Bus,
     /// Reported in the worker's heartbeat when it runs as its own process.
     pub counters: Counters,
+    /// Set while the worker cannot do its work (reported in its heartbeat and by `/health`).
+    pub fault: Fault,
     pub cancel: CancellationToken,
 }
 
 impl WorkerContext {
-    /// A context whose counters start empty; clone `counters` to read them from outside.
+    /// A context whose counters start empty and with no fault; clone them to read them from outside.
     pub fn new(config: Arc<Config>, db: Db, bus: Bus, cancel: CancellationToken) -> WorkerContext {
-        WorkerContext { config, db, bus, counters: Counters::default(), cancel }
+        WorkerContext { config, db, bus, counters: Counters::default(), fault: Fault::default(), cancel }
     }
 }
 

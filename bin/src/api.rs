@@ -32,6 +32,10 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
     if reading.config.api.embed_webhook {
         workers.push(svc_workers::webhook::body());
     }
+    // A sniffer that cannot capture keeps retrying and reports its fault; the API goes on.
+    if reading.config.sniffer.embed {
+        workers.push(svc_workers::sniffer::body());
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,

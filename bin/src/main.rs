@@ -47,6 +47,10 @@ enum Command {
     Worker {
         /// The worker to run.
         name: String,
+        /// The sniffer only: read this pcap or pcapng file through the same engine instead of
+        /// capturing live, write its events, and exit.
+        #[arg(long, value_name = "FILE")]
+        read: Option<std::path::PathBuf>,
     },
     /// Ingest an existing log file of RFC 5424 lines once, to its end, and exit: how to back-fill
     /// history.
@@ -114,7 +118,7 @@ fn main() -> ExitCode {
             Command::Migrate => user::migrate(&reading.config).await,
             Command::Deploy(args) => deploy::run(args, reading.config).await,
             Command::User(command) => user::run(command, &reading.config).await,
-            Command::Worker { name } => worker::run(&name, reading.config).await,
+            Command::Worker { name, read } => worker::run(&name, read, reading.config).await,
             Command::IngestReplay { file } => ingest::replay(&file, reading.config).await,
             Command::Supervise(args) => supervisor::run(args, reading.config).await,
             Command::Systemd(command) => systemd::run(command),

@@ -1,4 +1,7 @@
-//! `svc worker <name>`: one worker as its own process, under the shared runner.
+//! `svc worker <name>`: one worker as its own process, under the shared runner; `svc worker sniffer
+//! --read FILE` replays a capture file through the sniffer and exits.
+
+use std::path::PathBuf;
 
 use anyhow::bail;
 use svc::config::Config;
@@ -14,6 +17,12 @@ pub fn find(name: &str) -> anyhow::Result<WorkerBody> {
     bail!("no worker `{name}` in this build; available workers: {available}")
 }
 
-pub async fn run(name: &str, config: Config) -> anyhow::Result<()> {
-    svc_workers::runner::run(config, find(name)?).await
+/// Runs worker `name`; `read` (the sniffer's `--read FILE`) replays a capture file instead.
+pub async fn run(name: &str, read: Option<PathBuf>, config: Config) -> anyhow::Result<()> {
+    let body = match read {
+        None => find(name)?,
+        Some(file) if name == svc_workers::sniffer::NAME => svc_workers::sniffer::replay_body(file),
+        Some(_) => bail!("--read is the sniffer's option; `{name}` has no capture to replay"),
+    };
+    svc_workers::runner::run(config, body).await
 }

@@ -113,8 +113,9 @@ async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_
 #[test]
 fn a_worker_without_a_body_is_refused_with_the_available_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let out = svc(dir.path(), &["worker", "gardener"]).output().unwrap();
+    let out = svc(dir.path(), &["worker", "no-such-worker"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("no worker `gardener`") && err.contains("fixture-a"), "{err}");
+    assert!(err.contains("no worker `no-such-worker`") && err.contains("fixture-a"), "{err}");
+    assert!(err.contains("sniffer"), "the sniffer is one of them: {err}");
 }

@@ -1,5 +1,6 @@
 //! The heartbeat every process sends on `system.<name>.health`: who it is (pid, host, version),
-//! how long it has run and its own counters. A beat while the bus is down is skipped, not queued,
+//! how long it has run, its own counters and, while it cannot do its work, its fault (a generic
+//! text such as "capture interface unavailable", which `/health` shows). A beat while the bus is down is skipped, not queued,
 //! and one goes out as soon as the bus comes back, so the registry recovers without a full interval.
 
 use std::collections::BTreeMap;
@@ -25,8 +26,33 @@ impl Counters {
         *self.0.lock().expect("counters lock").entry(name).or_default() += n;
     }
 
+    /// Sets a gauge (frames per second, flows open) rather than adding to a count.
+    pub fn set(&self, name: &'static str, value: u64) {
+        self.0.lock().expect("counters lock").insert(name, value);
+    }
+
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         self.0.lock().expect("counters lock").iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+}
+
+/// Why a running worker cannot do its work right now, if it cannot: set and cleared by the worker,
+/// sent with every heartbeat, read by `/health` (directly when the worker is embedded). The text is
+/// fixed by the worker and generic; raw errors go to the worker's log.
+#[derive(Clone, Debug, Default)]
+pub struct Fault(Arc<Mutex<Option<&'static str>>>);
+
+impl Fault {
+    pub fn set(&self, detail: &'static str) {
+        *self.0.lock().expect("fault lock") = Some(detail);
+    }
+
+    pub fn clear(&self) {
+        *self.0.lock().expect("fault lock") = None;
+    }
+
+    pub fn get(&self) -> Option<&'static str> {
+        *self.0.lock().expect("fault lock")
     }
 }
 
@@ -40,10 +66,19 @@ pub struct HealthPayload {
     pub version: String,
     pub uptime_sec: f64,
     pub counters: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// Beats for `worker` every `interval` until `cancel`, starting at once.
-pub async fn run(bus: Bus, worker: String, interval: Duration, counters: Counters, cancel: CancellationToken) {
+pub async fn run(
+    bus: Bus,
+    worker: String,
+    interval: Duration,
+    counters: Counters,
+    fault: Fault,
+    cancel: CancellationToken,
+) {
     let topic = match topics::worker_health(&worker) {
         Ok(topic) => topic,
         Err(err) => {
@@ -67,6 +102,7 @@ pub async fn run(bus: Bus, worker: String, interval: Duration, counters: Counter
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 uptime_sec: started.elapsed().as_secs_f64(),
                 counters: counters.snapshot(),
+                fault: fault.get().map(str::to_string),
             };
             let event = Event::new(topic.clone(), HEALTH_TYPE, serde_json::to_value(payload).expect("serialises"));
             if let Err(err) = bus.publish(&event).await {

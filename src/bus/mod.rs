@@ -16,7 +16,7 @@ use async_nats::connection::State;
 use serde::{Deserialize, Serialize};
 
 pub use control::ControlRequest;
-pub use heartbeat::{Counters, HealthPayload};
+pub use heartbeat::{Counters, Fault, HealthPayload};
 pub use registry::{KNOWN_WORKERS, Tier, WorkerRegistry, WorkerRow};
 
 /// How long startup waits for a first connection before going on without one.

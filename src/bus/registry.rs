@@ -14,7 +14,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use super::{Bus, Event, topics};
+use super::{Bus, Event, Fault, topics};
 
 /// The workers this project runs; each always has a row, heard from or not.
 pub const KNOWN_WORKERS: [&str; 7] = ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator"];
@@ -58,11 +58,19 @@ pub struct WorkerRegistry {
     announced: Mutex<BTreeMap<String, Tier>>,
     /// Embedded worker name → whether its task is still running.
     embedded: Mutex<BTreeMap<String, bool>>,
+    /// Embedded worker name → its fault, read directly rather than through the bus.
+    faults: Mutex<BTreeMap<String, Fault>>,
 }
 
 impl WorkerRegistry {
     pub fn new(stale_after: Duration) -> WorkerRegistry {
-        WorkerRegistry { stale_after, heard: Mutex::default(), announced: Mutex::default(), embedded: Mutex::default() }
+        WorkerRegistry {
+            stale_after,
+            heard: Mutex::default(),
+            announced: Mutex::default(),
+            embedded: Mutex::default(),
+            faults: Mutex::default(),
+        }
     }
 
     /// Listens to every heartbeat until `cancel`. Without a bus there is nothing to hear; the
@@ -138,6 +146,24 @@ impl WorkerRegistry {
     /// Records whether the embedded worker `name` is running.
     pub fn set_embedded(&self, name: &str, running: bool) {
         self.embedded.lock().expect("registry lock").insert(name.to_string(), running);
+    }
+
+    /// Reads the embedded worker `name`'s fault from `fault`.
+    pub fn embed_fault(&self, name: &str, fault: Fault) {
+        self.faults.lock().expect("registry lock").insert(name.to_string(), fault);
+    }
+
+    /// Why a worker that is up cannot do its work: an embedded worker's own fault, else the one its
+    /// last fresh heartbeat carried (printable, at most 64 characters, as it reaches `/health`).
+    pub fn fault(&self, name: &str, bus_connected: bool, now: f64) -> Option<String> {
+        if self.embedded.lock().expect("registry lock").get(name) == Some(&true) {
+            let faults = self.faults.lock().expect("registry lock");
+            return faults.get(name).and_then(Fault::get).map(str::to_string);
+        }
+        let heard = self.heard.lock().expect("registry lock");
+        let heard = heard.get(name).filter(|h| self.tier(h, bus_connected, now) == Tier::Ok)?;
+        let fault = heard.extra.get("fault")?.as_str()?;
+        Some(crate::text::prefix_chars(&crate::text::printable(fault.as_bytes()), 64).to_string())
     }
 
     /// A known worker, or one that has been heard from.
@@ -256,6 +282,25 @@ mod tests {
         let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
         assert_eq!(names, ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "prober"]);
         assert!(registry.is_known("prober") && registry.is_known("tarpit"));
+    }
+
+    #[test]
+    fn a_fault_comes_from_the_embedded_worker_or_its_fresh_heartbeat() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        let event = Event::new(
+            topics::worker_health("sniffer").unwrap(),
+            "health",
+            serde_json::json!({"worker": "sniffer", "ts": 1.0, "fault": "capture interface unavailable\n"}),
+        );
+        registry.record(&event.topic, &serde_json::to_vec(&event).unwrap(), 1000.0);
+        assert_eq!(registry.fault("sniffer", true, 1001.0).as_deref(), Some("capture interface unavailable?"));
+        assert_eq!(registry.fault("sniffer", true, 1100.0), None, "a stale beat says nothing");
+        let fault = Fault::default();
+        registry.set_embedded("sniffer", true);
+        registry.embed_fault("sniffer", fault.clone());
+        assert_eq!(registry.fault("sniffer", true, 1001.0), None);
+        fault.set("capture interface unavailable");
+        assert_eq!(registry.fault("sniffer", true, 1001.0).as_deref(), Some("capture interface unavailable"));
     }
 
     #[test]

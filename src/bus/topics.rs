@@ -107,6 +107,11 @@ pub fn matches(pattern: &str, subject: &str) -> bool {
     subject_tokens.next().is_none()
 }
 
+/// `decky.<decky>.traffic`: what the sniffer saw of the decky's traffic (one event per fingerprint).
+pub fn decky_traffic(decky: &str) -> Result<String, BadToken> {
+    Ok(format!("decky.{}.traffic", token(decky)?))
+}
+
 /// The worker a `system.<worker>.health` subject is about.
 pub fn worker_of_health(subject: &str) -> Option<&str> {
     let worker = subject.strip_prefix("system.")?.strip_suffix(".health")?;
@@ -127,6 +132,8 @@ mod tests {
         assert_eq!(worker_health("api").unwrap(), "system.api.health");
         assert_eq!(worker_control("sniffer").unwrap(), "system.sniffer.control");
         assert_eq!(worker_of_health("system.collector.health"), Some("collector"));
+        assert_eq!(decky_traffic("web-01").unwrap(), "decky.web-01.traffic");
+        assert!(decky_traffic("a.b").is_err());
     }
 
     #[test]

@@ -48,6 +48,8 @@ fn defaults_are_the_spec_defaults() {
     assert_eq!(config.api.cors_origins, vec!["http://localhost:8080"]);
     assert_eq!(config.api.admin_user, "admin");
     assert!(!config.api.embed_profiler);
+    assert!(!config.sniffer.embed && config.sniffer.iface.is_none());
+    assert_eq!(config.sniffer.filter, "tcp");
     assert!(config.api.limiter_enabled);
     assert!(!config.api.contract_test && !config.testing && !config.api.developer);
     assert_eq!((config.api.host.as_str(), config.api.port), ("127.0.0.1", 8000));
@@ -320,4 +322,18 @@ fn reading_problems_come_first_then_the_apis_rules_in_step_order() {
     let reading = Config::read(vars(&[("SVC_JWT_SECRET", "changeme"), ("SVC_MODE", "agent")]));
     assert!(reading.check().is_ok());
     assert!(reading.check_for_api().is_err());
+}
+
+#[test]
+fn the_sniffer_section_reads_its_variables_and_names_bad_ones() {
+    let mut env =
+        vars(&[("SVC_EMBED_SNIFFER", "true"), ("SVC_SNIFFER_IFACE", "eth9"), ("SVC_SNIFFER_DEDUP_SECS", "2")]);
+    let config = for_api(env.clone()).unwrap();
+    assert!(config.sniffer.embed);
+    assert_eq!(config.sniffer.iface.as_deref(), Some("eth9"));
+    assert_eq!(config.sniffer.dedup_window, std::time::Duration::from_secs(2));
+    env.push(("SVC_SNIFFER_MAX_FLOWS".into(), "0".into()));
+    env.push(("SVC_EMBED_SNIFFER".into(), "maybe".into()));
+    let vars: Vec<&str> = for_api(env).unwrap_err().0.iter().map(|p| p.var).collect();
+    assert!(vars.contains(&"SVC_SNIFFER_MAX_FLOWS") && vars.contains(&"SVC_EMBED_SNIFFER"), "{vars:?}");
 }

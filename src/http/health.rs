@@ -101,7 +101,7 @@ struct Component {
     name: &'static str,
     /// A failing required component makes the whole service unhealthy.
     required: bool,
-    failure: Option<&'static str>,
+    failure: Option<String>,
 }
 
 /// Health component, worker it reports on, and whether it is required.
@@ -115,8 +115,11 @@ const WORKER_COMPONENTS: [(&str, &str, bool); 5] = [
 
 async fn components(state: &AppState) -> Vec<Component> {
     let database_ok = state.database.probe(&state.db).await;
-    let mut components =
-        vec![Component { name: "database", required: true, failure: (!database_ok).then_some("database unavailable") }];
+    let mut components = vec![Component {
+        name: "database",
+        required: true,
+        failure: (!database_ok).then(|| "database unavailable".into()),
+    }];
     let (bus_connected, now) = (state.bus.is_connected(), crate::bus::epoch_seconds());
     // A worker this deployment does not run (never embedded, never heard from) is not a component:
     // it would make every deployment without it read degraded.
@@ -126,13 +129,19 @@ async fn components(state: &AppState) -> Vec<Component> {
         components.push(Component {
             name: "container_runtime",
             required: true,
-            failure: (!runtime_ok).then_some("container runtime unavailable"),
+            failure: (!runtime_ok).then(|| "container runtime unavailable".into()),
         });
     }
     for (name, worker, required) in WORKER_COMPONENTS {
         if state.workers.is_deployed(worker) {
-            let up = state.workers.is_up(worker, bus_connected, now);
-            components.push(Component { name, required, failure: (!up).then_some("not running") });
+            // A running worker that cannot do its work (the sniffer without its interface) fails
+            // with the generic reason it gives.
+            let failure = if state.workers.is_up(worker, bus_connected, now) {
+                state.workers.fault(worker, bus_connected, now)
+            } else {
+                Some("not running".into())
+            };
+            components.push(Component { name, required, failure });
         }
     }
     components
@@ -168,7 +177,7 @@ pub async fn health(State(state): State<AppState>) -> Result<Json<HealthResponse
             .into_iter()
             .map(|c| {
                 let status = if c.failure.is_some() { ComponentStatus::Failing } else { ComponentStatus::Ok };
-                (c.name.to_string(), ComponentHealth { status, detail: c.failure.map(str::to_string) })
+                (c.name.to_string(), ComponentHealth { status, detail: c.failure })
             })
             .collect(),
     };
@@ -180,7 +189,7 @@ mod tests {
     use super::*;
 
     fn component(required: bool, failing: bool) -> Component {
-        Component { name: "x", required, failure: failing.then_some("down") }
+        Component { name: "x", required, failure: failing.then(|| "down".into()) }
     }
 
     #[test]

@@ -10,13 +10,14 @@ pub mod lease;
 pub mod profiler;
 pub mod runner;
 pub mod webhook;
+pub mod sniffer;
 
 pub use svc::worker::WorkerBody;
 
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = vec![ingest::body(), profiler::body(), collector::body(), webhook::body()];
+    let mut bodies = vec![ingest::body(), profiler::body(), collector::body(), webhook::body(), sniffer::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies

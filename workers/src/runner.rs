@@ -33,6 +33,7 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
         name.to_string(),
         config.bus.heartbeat_interval,
         ctx.counters.clone(),
+        ctx.fault.clone(),
         helpers.clone(),
     ));
     tasks.spawn(listen_for_control(bus.clone(), name, cancel.clone(), helpers.clone()));
