@@ -13,8 +13,8 @@ mod fleet;
 mod ingest;
 mod profiler;
 mod rules;
-mod webhook;
 mod sniffer;
+mod webhook;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -24,8 +24,8 @@ pub use bus::BusConfig;
 pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST, FleetConfig};
 pub use ingest::IngestConfig;
 pub use profiler::ProfilerConfig;
-pub use webhook::WebhookConfig;
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
+pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;
 use env::Env;

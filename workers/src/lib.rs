@@ -9,8 +9,8 @@ pub mod ingest;
 pub mod lease;
 pub mod profiler;
 pub mod runner;
-pub mod webhook;
 pub mod sniffer;
+pub mod webhook;
 
 pub use svc::worker::WorkerBody;
 
