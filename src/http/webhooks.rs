@@ -99,11 +99,14 @@ pub struct WebhookCreated {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateWebhookRequest {
     /// 1 to 64 characters, unique in any letter case.
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
     /// `http` or `https`, to a host whose every address is public.
+    #[schema(min_length = 1, max_length = 2000)]
     pub url: String,
     /// The HMAC key, 16 to 256 characters; generated when absent.
     #[serde(default)]
+    #[schema(min_length = 16, max_length = 256)]
     pub secret: Option<String>,
     #[serde(default)]
     pub simple_events: Vec<SimpleEvent>,
@@ -130,8 +133,11 @@ impl Validate for CreateWebhookRequest {
 /// Every field optional; what is absent stays as it is.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct UpdateWebhookRequest {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: Option<String>,
+    #[schema(min_length = 1, max_length = 2000)]
     pub url: Option<String>,
+    #[schema(min_length = 16, max_length = 256)]
     pub secret: Option<String>,
     pub simple_events: Option<Vec<SimpleEvent>>,
     pub topic_patterns: Option<Vec<String>>,
