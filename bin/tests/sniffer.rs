@@ -3,7 +3,8 @@
 //! (IPv4 and IPv6) as attackers, and a ClientHello forced over many segments by a small MSS.
 //! `svc worker sniffer` captures live inside the decky's namespace while `tcpdump` records the same
 //! interface; every JA3/JA3S is compared with tshark's, every JA4/JA4S/JA4L with FoxIO's `ja4plus`,
-//! and `svc worker sniffer --read` of the recording must write the very same lines (and publish
+//! the TLS 1.2 sessions' certificate with `openssl x509`'s reading of it, and `svc worker sniffer
+//! --read` of the recording must write the very same lines (and publish
 //! them on the bus). The recording's split ClientHello, reordered and retransmitted, still gives
 //! one fingerprint. `/health` follows an embedded sniffer's interface coming and going. The
 //! address → decky map follows deploys and teardowns in the fleet store (sqlite and MariaDB).
@@ -107,7 +108,9 @@ impl Lab {
             "-days",
             "2",
             "-subj",
-            "/CN=decky.test",
+            "/CN=decky.test/O=Decoy Works",
+            "-addext",
+            &format!("subjectAltName=DNS:decky.test,IP:{SERVER_V4},IP:{SERVER_V6}"),
         ]));
         lab
     }
@@ -190,6 +193,18 @@ fn of_kind<'a>(lines: &'a [LogLine], kind: &str) -> Vec<&'a LogLine> {
 /// The client end of a line's flow, as the reference tools key their output.
 fn client_of(line: &LogLine) -> (String, String) {
     (line.field("src_ip").unwrap().to_string(), line.field("src_port").unwrap().to_string())
+}
+
+/// The certificate's validity as `openssl x509` reads it, in RFC 3339.
+fn openssl_dates(cert: &Path) -> (String, String) {
+    let out = run(Command::new("openssl").args(["x509", "-noout", "-startdate", "-enddate", "-in"]).arg(cert));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let date = |key: &str| {
+        let value = text.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("{key} in {text}"));
+        let at = chrono::NaiveDateTime::parse_from_str(value.trim(), "%b %e %H:%M:%S %Y GMT").unwrap();
+        at.and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    (date("notBefore="), date("notAfter="))
 }
 
 /// tshark's JA3 and JA3S per client endpoint.
@@ -327,11 +342,13 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
     }
     let resolve = format!("decky.test:{PORT}:{SERVER_V4}");
     lab.attacker("curl", &["-sk", "--resolve", &resolve, &format!("https://decky.test:{PORT}/"), "-o", "/dev/null"]);
-    lab.attacker("curl", &["-sk", "--http1.1", &format!("https://[{SERVER_V6}]:{PORT}/"), "-o", "/dev/null"]);
+    let v6_url = format!("https://[{SERVER_V6}]:{PORT}/");
+    lab.attacker("curl", &["-sk", "--http1.1", &v6_url, "-o", "/dev/null"]);
+    lab.attacker("curl", &["-sk", "--http1.1", "--tls-max", "1.2", &v6_url, "-o", "/dev/null"]);
 
-    // probe + 4 distinct openssl clients + 2 curls; the repeat is deduplicated.
+    // probe + 4 distinct openssl clients + 3 curls; the repeat is deduplicated.
     let live = lab.path("live.log");
-    eventually("the sniffer reported every session", || async { of_kind(&lines(&live), "tls_session").len() >= 7 })
+    eventually("the sniffer reported every session", || async { of_kind(&lines(&live), "tls_session").len() >= 8 })
         .await;
     sniffer.signal(Signal::TERM);
     assert!(sniffer.wait().success(), "{}", sniffer.output());
@@ -341,7 +358,7 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
 
     let hellos = of_kind(&live_lines, "tls_client_hello");
     let sessions = of_kind(&live_lines, "tls_session");
-    assert_eq!((hellos.len(), sessions.len()), (7, 7), "{live_lines:#?}");
+    assert_eq!((hellos.len(), sessions.len()), (8, 8), "{live_lines:#?}");
     assert!(!of_kind(&live_lines, "tcp_syn_fingerprint").is_empty());
     assert!(live_lines.iter().all(|l| l.decky == DECKY && l.service == "sniffer"));
     assert!(sessions.iter().all(|l| l.pri == 132), "tls_session is a warning");
@@ -349,6 +366,22 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
     assert_eq!(split_hello.field("sni"), Some(long_sni.as_str()));
     assert!(sessions.iter().any(|l| l.field("src_ip") == Some(CLIENT_V6)), "IPv6 is fingerprinted");
     assert!(hellos.iter().all(|l| [CLIENT_V4, CLIENT_V6].contains(&l.attacker_ip.as_str())));
+
+    // The server's certificate, read from the TLS 1.2 sessions (1.3 encrypts it): once per attacker,
+    // as openssl reads the same certificate.
+    let certificates = of_kind(&live_lines, "tls_certificate");
+    let attackers: Vec<&str> = certificates.iter().map(|l| l.attacker_ip.as_str()).collect();
+    assert_eq!(attackers, [CLIENT_V4, CLIENT_V6], "{certificates:#?}");
+    let (not_before, not_after) = openssl_dates(&lab.path("cert.pem"));
+    for cert in &certificates {
+        assert_eq!(cert.field("subject_cn"), Some("decky.test"));
+        assert_eq!(cert.field("issuer"), Some("CN=decky.test, O=Decoy Works"));
+        assert_eq!(cert.field("self_signed"), Some("true"));
+        assert_eq!((cert.field("not_before"), cert.field("not_after")), (Some(&*not_before), Some(&*not_after)));
+        assert_eq!(cert.field("sans"), Some(format!("decky.test,{SERVER_V4},{SERVER_V6}").as_str()));
+        assert_eq!(cert.field("dst_port"), Some(PORT));
+    }
+    assert_eq!(certificates[0].field("sni"), Some("probe.test"), "the first TLS 1.2 client's SNI");
 
     // The reference implementations, on the same packets.
     let pcap = lab.path("live.pcap");

@@ -1,8 +1,8 @@
 //! The sniffer's engine, fed one captured frame at a time (live or replayed, the same way): it
 //! keeps a bounded table of the TCP flows that touch a decky, reassembles each direction's first
 //! bytes, and turns what they start with into events: a ClientHello (`tls_client_hello`), a
-//! ServerHello (`tls_session`, oriented client → server and carrying the client's fingerprints),
-//! an SSH client banner (`ssh_client_banner`); a client SYN to a decky gives
+//! ServerHello (`tls_session`, oriented client → server and carrying the client's fingerprints)
+//! and, up to TLS 1.2, the server's certificate after it (`tls_certificate`), an SSH client banner (`ssh_client_banner`); a client SYN to a decky gives
 //! `tcp_syn_fingerprint`. A direction is read once: after its hello (or once it is plainly not one)
 //! its bytes are released, so an idle open flow costs a few hundred bytes. Flows expire when idle;
 //! when the table is full a new flow is refused and counted, never an old one's state corrupted.
@@ -19,7 +19,7 @@ use super::fingerprint;
 use super::packet::{self, ACK, FIN, LinkType, RST, SYN, Segment};
 use super::reassembly::Stream;
 use super::syn::SynHistory;
-use super::tls::{self, ClientHello, Progress, ServerHello};
+use super::tls::{self, Certificate, ClientHello, Progress, ServerHello};
 
 /// The bounds of the engine's memory and its windows.
 #[derive(Clone, Copy, Debug)]
@@ -77,8 +77,20 @@ impl FlowKey {
 #[derive(Default)]
 struct Direction {
     stream: Stream,
-    done: bool,
+    reading: Reading,
     fin: bool,
+}
+
+/// What a direction's bytes are read for next.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Reading {
+    /// Its first message: a hello or a banner.
+    #[default]
+    Start,
+    /// The Certificate after a TLS ≤ 1.2 ServerHello.
+    Certificate,
+    /// Nothing more: its bytes are let go.
+    Done,
 }
 
 /// The client's fingerprints, kept for the `tls_session` that follows.
@@ -98,6 +110,8 @@ struct Flow {
     syn_ack: Option<(i64, u8, u32)>,
     ack_us: Option<i64>,
     hello: Option<Box<HelloFields>>,
+    /// The client's SNI, kept from the session until the server's certificate is read.
+    sni: Option<Box<str>>,
     last_us: i64,
 }
 
@@ -105,6 +119,7 @@ struct Flow {
 enum Found {
     ClientHello(ClientHello),
     ServerHello(ServerHello),
+    Certificate(Certificate),
     SshBanner(String),
 }
 
@@ -177,7 +192,7 @@ impl Sniffer {
             flow.dirs[dir].fin = true;
         }
         let closed = flow.dirs.iter().all(|d| d.fin);
-        if let Some(found) = found {
+        for found in found {
             self.report(key, &seg, found, at_us, out);
         }
         if closed {
@@ -213,9 +228,13 @@ impl Sniffer {
                 fields.push(("ja3s".into(), ja3s.clone()));
                 fields.push(("ja4s".into(), ja4s.clone()));
                 fields.push(("tls_version".into(), tls::version_label(hello.negotiated_version())));
-                // The session is the last thing a flow reports: its client's fields are let go.
+                // The session is the last thing a flow reports but the certificate: the client's
+                // fields are let go, its SNI kept while a certificate may follow.
                 let (ja3, ja4) = match flow.hello.take() {
                     Some(h) => {
+                        if hello.certificate_follows() {
+                            flow.sni = h.fields.iter().find(|(k, v)| k == "sni" && !v.is_empty()).map(|(_, v)| v.as_str().into());
+                        }
                         fields.push(("ja3".into(), h.ja3.clone()));
                         fields.push(("ja4".into(), h.ja4.clone()));
                         fields.extend(h.fields);
@@ -226,6 +245,23 @@ impl Sniffer {
                 fields.extend(ja4l);
                 let identity = format!("{ja3}|{ja3s}|{ja4}|{ja4s}");
                 self.emit(at_us, client, seg.src, "tls_session", Severity::Warning, &identity, fields, out);
+            }
+            Found::Certificate(cert) => {
+                let client = flow.client.unwrap_or(seg.dst);
+                let mut fields = tuple(client, seg.src);
+                let identity = format!("{}|{}", cert.subject_cn, cert.issuer);
+                fields.push(("subject_cn".into(), cert.subject_cn));
+                fields.push(("issuer".into(), cert.issuer));
+                fields.push(("self_signed".into(), cert.self_signed.to_string()));
+                fields.push(("not_before".into(), cert.not_before));
+                fields.push(("not_after".into(), cert.not_after));
+                if !cert.sans.is_empty() {
+                    fields.push(("sans".into(), cert.sans.join(",")));
+                }
+                if let Some(sni) = flow.sni.take() {
+                    fields.push(("sni".into(), sni.into()));
+                }
+                self.emit(at_us, client, seg.src, "tls_certificate", Severity::Info, &identity, fields, out);
             }
             Found::SshBanner(banner) => {
                 let from_client = match flow.client {
@@ -302,28 +338,48 @@ impl Flow {
         }
     }
 
-    /// Adds the segment to its direction and, when the bytes grew, looks at what they hold.
-    fn read(&mut self, seg: &Segment<'_>, dir: usize, cap: usize) -> Option<Found> {
+    /// Adds the segment to its direction and, when the bytes grew, looks at what they hold: the
+    /// first message and, after a TLS ≤ 1.2 ServerHello, the certificate (both may be in one segment).
+    fn read(&mut self, seg: &Segment<'_>, dir: usize, cap: usize) -> Vec<Found> {
         let direction = &mut self.dirs[dir];
-        if direction.done || !direction.stream.push(seg.seq, seg.payload, cap) {
-            return None;
+        let mut found = Vec::new();
+        if direction.reading == Reading::Done || !direction.stream.push(seg.seq, seg.payload, cap) {
+            return found;
         }
-        let progress = inspect(direction.stream.bytes(), cap);
-        if matches!(progress, Progress::Need) {
-            return None;
-        }
-        direction.done = true;
-        direction.stream.release();
-        match progress {
-            Progress::Done(found) => Some(found),
-            _ => None,
+        loop {
+            let bytes = direction.stream.bytes();
+            let progress = match direction.reading {
+                Reading::Start => inspect(bytes),
+                Reading::Certificate => match tls::certificate(bytes) {
+                    Progress::Done(cert) => Progress::Done(Found::Certificate(cert)),
+                    Progress::Need => Progress::Need,
+                    Progress::Not => Progress::Not,
+                },
+                Reading::Done => Progress::Not,
+            };
+            // A message that never completes within the kept bytes is given up.
+            if matches!(progress, Progress::Need) && bytes.len() < cap {
+                return found;
+            }
+            let next = match &progress {
+                Progress::Done(Found::ServerHello(hello)) if hello.certificate_follows() => Reading::Certificate,
+                _ => Reading::Done,
+            };
+            if let Progress::Done(message) = progress {
+                found.push(message);
+            }
+            direction.reading = next;
+            if next == Reading::Done {
+                direction.stream.release();
+                return found;
+            }
         }
     }
 }
 
 /// What a direction's first bytes hold: a TLS hello, an SSH banner, or nothing we read.
-fn inspect(bytes: &[u8], cap: usize) -> Progress<Found> {
-    let progress = match bytes.first() {
+fn inspect(bytes: &[u8]) -> Progress<Found> {
+    match bytes.first() {
         None => Progress::Need,
         Some(0x16) => match tls::client_hello(bytes) {
             Progress::Done(hello) => Progress::Done(Found::ClientHello(hello)),
@@ -336,9 +392,7 @@ fn inspect(bytes: &[u8], cap: usize) -> Progress<Found> {
         },
         Some(b'S') => ssh_banner(bytes),
         Some(_) => Progress::Not,
-    };
-    // A hello that never completes within the kept bytes is given up.
-    if matches!(progress, Progress::Need) && bytes.len() >= cap { Progress::Not } else { progress }
+    }
 }
 
 fn ssh_banner(bytes: &[u8]) -> Progress<Found> {

@@ -8,11 +8,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use rcgen::{CertificateParams, DistinguishedName, DnType, Issuer, KeyPair, SanType, date_time_ymd};
 
 use super::deckies::{Decky, DeckyMap};
 use super::engine::{Limits, Sniffer};
 use super::fingerprint;
-use super::packet::{ACK, LinkType, SYN};
+use super::packet::{ACK, FIN, LinkType, SYN};
 use super::samples::{client_hello, frame, server_hello};
 use super::tls::{self, Progress};
 
@@ -181,4 +182,137 @@ fn an_ssh_client_banner_and_a_syn_fingerprint_are_reported() {
         (out[0].field("ttl"), out[0].field("initial_ttl"), out[0].field("os_guess")),
         (Some("64"), Some("64"), Some("unix"))
     );
+}
+
+/// A certificate for `decky.test` (names and addresses in its SAN), signed by a CA made with it
+/// unless `self_signed`; its DER and its CA's.
+fn certificate(self_signed: bool) -> (Vec<u8>, Vec<u8>) {
+    let name = |cn: &str| {
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, cn);
+        dn.push(DnType::OrganizationName, "Decoy Works");
+        dn
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name = name("Decoy Root CA");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(vec!["decky.test".to_string(), "www.decky.test".to_string()]).unwrap();
+    leaf.subject_alt_names.push(SanType::IpAddress("10.0.0.2".parse().unwrap()));
+    leaf.subject_alt_names.push(SanType::IpAddress("fd00::2".parse().unwrap()));
+    leaf.distinguished_name = name("decky.test");
+    leaf.not_before = date_time_ymd(2026, 1, 2);
+    leaf.not_after = date_time_ymd(2027, 3, 4);
+    let leaf = if self_signed {
+        leaf.self_signed(&key).unwrap()
+    } else {
+        leaf.signed_by(&key, &Issuer::from_params(&ca, &ca_key)).unwrap()
+    };
+    (leaf.der().to_vec(), ca_cert.der().to_vec())
+}
+
+/// A Certificate handshake record carrying `chain`.
+fn certificate_record(chain: &[&[u8]]) -> Vec<u8> {
+    let u24 = |n: usize| [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+    let mut entries = Vec::new();
+    for cert in chain {
+        entries.extend_from_slice(&u24(cert.len()));
+        entries.extend_from_slice(cert);
+    }
+    let mut body = u24(entries.len()).to_vec();
+    body.extend_from_slice(&entries);
+    let mut message = vec![11];
+    message.extend_from_slice(&u24(body.len()));
+    message.extend_from_slice(&body);
+    let mut record = vec![0x16, 0x03, 0x03];
+    record.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    record.extend_from_slice(&message);
+    record
+}
+
+#[test]
+fn the_certificate_after_a_tls12_server_hello_is_read_as_x509() {
+    let (leaf, ca) = certificate(false);
+    let mut flight = server_hello();
+    flight.extend_from_slice(&certificate_record(&[&leaf, &ca]));
+    let Progress::Done(cert) = tls::certificate(&flight) else { panic!("a certificate") };
+    assert_eq!(cert.subject_cn, "decky.test");
+    assert_eq!(cert.issuer, "CN=Decoy Root CA, O=Decoy Works");
+    assert!(!cert.self_signed);
+    assert_eq!((cert.not_before.as_str(), cert.not_after.as_str()), ("2026-01-02T00:00:00Z", "2027-03-04T00:00:00Z"));
+    assert_eq!(cert.sans, ["decky.test", "www.decky.test", "10.0.0.2", "fd00::2"]);
+
+    let (own, _) = certificate(true);
+    let mut flight = server_hello();
+    flight.extend_from_slice(&certificate_record(&[&own]));
+    let Progress::Done(cert) = tls::certificate(&flight) else { panic!("a certificate") };
+    assert!(cert.self_signed);
+    assert_eq!(cert.issuer, "CN=decky.test, O=Decoy Works");
+
+    // Each truncation waits; re-framed into small records it reads the same.
+    for len in [0, 10, flight.len() / 2, flight.len() - 1] {
+        assert_eq!(tls::certificate(&flight[..len]), Progress::Need, "{len} bytes");
+    }
+    let hello_len = server_hello().len();
+    let mut reframed = server_hello();
+    reframed.extend_from_slice(&in_records(&flight[hello_len..], 100));
+    assert_eq!(tls::certificate(&reframed), tls::certificate(&flight));
+
+    // A resumed session's ChangeCipherSpec, or another message, where the certificate would be.
+    let mut resumed = server_hello();
+    resumed.extend_from_slice(&[0x14, 0x03, 0x03, 0x00, 0x01, 0x01]);
+    assert_eq!(tls::certificate(&resumed), Progress::Not);
+    assert_eq!(tls::certificate(&client_hello()), Progress::Not);
+}
+
+#[test]
+fn a_server_flight_over_segments_reports_the_certificate_once_with_the_sni() {
+    let mut sniffer = engine(16);
+    let mut out = Vec::new();
+    handshake(&mut sniffer, 42_000, &[0], 1, &mut out);
+    let client: SocketAddr = format!("{CLIENT}:42000").parse().unwrap();
+    let server: SocketAddr = format!("{DECKY_IP}:443").parse().unwrap();
+    let (leaf, ca) = certificate(false);
+    let mut flight = server_hello();
+    flight.extend_from_slice(&certificate_record(&[&leaf, &ca]));
+    // In segments of 300 bytes, the last first; the ServerHello is whole in the first segment.
+    let pieces: Vec<(usize, &[u8])> = flight.chunks(300).enumerate().map(|(i, p)| (i * 300, p)).collect();
+    for &(at, piece) in pieces.iter().rev().chain(pieces.iter()) {
+        sniffer.on_frame(3_000, LinkType::Raw, &frame(server, client, ACK, 501 + at as u32, 102, piece), &mut out);
+    }
+    let kinds: Vec<&str> = out.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["tcp_syn_fingerprint", "tls_client_hello", "tls_session", "tls_certificate"]);
+    let cert = &out[3];
+    assert_eq!((cert.field("src_ip"), cert.field("dst_port")), (Some(CLIENT), Some("443")));
+    assert_eq!(cert.field("subject_cn"), Some("decky.test"));
+    assert_eq!(cert.field("self_signed"), Some("false"));
+    assert_eq!(cert.field("sans"), Some("decky.test,www.decky.test,10.0.0.2,fd00::2"));
+    assert_eq!(cert.field("sni"), Some("a.example"), "the client's SNI");
+
+    // The same certificate to the same attacker on another connection: not again; the flow closes.
+    out.clear();
+    handshake(&mut sniffer, 42_001, &[0], 1, &mut out);
+    let client: SocketAddr = format!("{CLIENT}:42001").parse().unwrap();
+    sniffer.on_frame(4_000, LinkType::Raw, &frame(server, client, ACK, 501, 102, &flight), &mut out);
+    assert!(out.iter().all(|e| e.kind != "tls_certificate"), "{out:?}");
+    sniffer.on_frame(5_000, LinkType::Raw, &frame(server, client, FIN | ACK, 501 + flight.len() as u32, 102, &[]), &mut out);
+    sniffer.on_frame(5_001, LinkType::Raw, &frame(client, server, FIN | ACK, 102, 502, &[]), &mut out);
+    assert_eq!(sniffer.flows(), 1, "the closed flow is forgotten, the open one kept");
+}
+
+proptest! {
+    #[test]
+    fn mutated_certificates_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16)) {
+        let (leaf, _) = certificate(true);
+        let mut flight = server_hello();
+        let hello_len = flight.len();
+        flight.extend_from_slice(&certificate_record(&[&leaf]));
+        for (at, byte) in flips {
+            let i = hello_len + at.index(flight.len() - hello_len);
+            flight[i] = byte;
+        }
+        let _ = tls::certificate(&flight);
+    }
 }

@@ -1,12 +1,19 @@
-//! Reading a TLS ClientHello or ServerHello out of the first bytes of a reassembled stream, with
-//! `tls-parser` doing the parsing: records are unwrapped and their handshake fragments joined (a
-//! hello may span records as well as segments), then the hello and each of its extensions are
-//! parsed. Extensions are listed in wire order by their type numbers even when one's content is
+//! Reading a TLS ClientHello or ServerHello (and, up to TLS 1.2, the server's Certificate after
+//! it) out of the first bytes of a reassembled stream, with `tls-parser` doing the parsing and
+//! `x509-parser` reading the certificate: records are unwrapped and their handshake fragments
+//! joined (a message may span records as well as segments), then the message and each of its
+//! extensions are parsed. Extensions are listed in wire order by their type numbers even when one's content is
 //! malformed, because the fingerprints count and hash types, not contents.
 
+use std::net::IpAddr;
+
+use chrono::{DateTime, SecondsFormat};
 use tls_parser::{
     TlsExtension, TlsMessage, TlsMessageHandshake, TlsRecordType, parse_tls_client_hello_extension,
     parse_tls_message_handshake, parse_tls_raw_record, parse_tls_server_hello_extension,
+};
+use x509_parser::prelude::{
+    ASN1Time, AttributeTypeAndValue, FromDer, GeneralName, X509Certificate, X509Name,
 };
 
 /// What a stream's first bytes say so far.
@@ -63,16 +70,42 @@ impl ServerHello {
     pub fn negotiated_version(&self) -> u16 {
         self.selected_version.unwrap_or(self.version)
     }
+
+    /// Whether the server's certificate follows in the clear: up to TLS 1.2 it does (unless the
+    /// session resumes or the suite is anonymous, which the next message tells); from 1.3 it is
+    /// encrypted.
+    pub fn certificate_follows(&self) -> bool {
+        self.negotiated_version() <= 0x0303
+    }
+}
+
+/// The server's own (leaf) certificate, as `tls_certificate` reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Certificate {
+    /// The subject's first common name.
+    pub subject_cn: String,
+    /// The issuer's name, `CN=…, O=…` in the certificate's order.
+    pub issuer: String,
+    /// Issued by itself: the issuer's name is the subject's.
+    pub self_signed: bool,
+    /// RFC 3339, UTC.
+    pub not_before: String,
+    pub not_after: String,
+    /// DNS names and IP addresses of the subjectAltName extension, in order.
+    pub sans: Vec<String>,
 }
 
 const CLIENT_HELLO: u8 = 1;
 const SERVER_HELLO: u8 = 2;
+const CERTIFICATE: u8 = 11;
 /// A hello larger than this is not one we wait for (real ones are a few kB at most).
 const MAX_HELLO: usize = 16 * 1024;
+/// Nor a certificate chain larger than this (real ones are a few kB; the stream's cap bounds it too).
+const MAX_CERTIFICATES: usize = 64 * 1024;
 
 /// The ClientHello at the start of `stream`.
 pub fn client_hello(stream: &[u8]) -> Progress<ClientHello> {
-    first_handshake(stream, CLIENT_HELLO).and_then(|message| match parse_tls_message_handshake(&message) {
+    handshake(stream, &[CLIENT_HELLO], MAX_HELLO).and_then(|message| match parse_tls_message_handshake(&message) {
         Ok((_, TlsMessage::Handshake(TlsMessageHandshake::ClientHello(hello)))) => {
             let mut out = ClientHello {
                 version: hello.version.0,
@@ -120,7 +153,7 @@ impl ClientHello {
 
 /// The ServerHello at the start of `stream`.
 pub fn server_hello(stream: &[u8]) -> Progress<ServerHello> {
-    first_handshake(stream, SERVER_HELLO).and_then(|message| match parse_tls_message_handshake(&message) {
+    handshake(stream, &[SERVER_HELLO], MAX_HELLO).and_then(|message| match parse_tls_message_handshake(&message) {
         Ok((_, TlsMessage::Handshake(TlsMessageHandshake::ServerHello(hello)))) => {
             let mut out = ServerHello { version: hello.version.0, cipher: hello.cipher.0, ..ServerHello::default() };
             for (kind, raw) in extensions(hello.ext.unwrap_or_default()) {
@@ -137,6 +170,81 @@ pub fn server_hello(stream: &[u8]) -> Progress<ServerHello> {
     })
 }
 
+/// The Certificate that follows the ServerHello at the start of `stream` (TLS ≤ 1.2): its first
+/// entry, the server's own certificate, read as X.509.
+pub fn certificate(stream: &[u8]) -> Progress<Certificate> {
+    handshake(stream, &[SERVER_HELLO, CERTIFICATE], MAX_CERTIFICATES).and_then(|message| {
+        match parse_tls_message_handshake(&message) {
+            Ok((_, TlsMessage::Handshake(TlsMessageHandshake::Certificate(chain)))) => {
+                match chain.cert_chain.first().map(|leaf| X509Certificate::from_der(leaf.data)) {
+                    Some(Ok((_, leaf))) => Progress::Done(certificate_fields(&leaf)),
+                    _ => Progress::Not,
+                }
+            }
+            _ => Progress::Not,
+        }
+    })
+}
+
+fn certificate_fields(cert: &X509Certificate<'_>) -> Certificate {
+    let subject_cn = cert.subject().iter_common_name().next().map(attribute_text).unwrap_or_default();
+    let sans = match cert.subject_alternative_name() {
+        Ok(Some(ext)) => ext.value.general_names.iter().filter_map(general_name_text).collect(),
+        _ => Vec::new(),
+    };
+    Certificate {
+        subject_cn,
+        issuer: name_text(cert.issuer()),
+        self_signed: cert.issuer().as_raw() == cert.subject().as_raw(),
+        not_before: time_text(cert.validity().not_before),
+        not_after: time_text(cert.validity().not_after),
+        sans,
+    }
+}
+
+/// A distinguished name as `CN=…, O=…`, attributes in the certificate's order; types without a
+/// short name are written as their dotted OID.
+fn name_text(name: &X509Name<'_>) -> String {
+    let attributes = name.iter_rdn().flat_map(|rdn| rdn.iter()).map(|attr| {
+        let kind = match attr.attr_type().to_id_string().as_str() {
+            "2.5.4.3" => "CN".to_string(),
+            "2.5.4.6" => "C".to_string(),
+            "2.5.4.7" => "L".to_string(),
+            "2.5.4.8" => "ST".to_string(),
+            "2.5.4.10" => "O".to_string(),
+            "2.5.4.11" => "OU".to_string(),
+            other => other.to_string(),
+        };
+        format!("{kind}={}", attribute_text(attr))
+    });
+    attributes.collect::<Vec<_>>().join(", ")
+}
+
+fn attribute_text(attr: &AttributeTypeAndValue<'_>) -> String {
+    match attr.as_str() {
+        Ok(text) => text.to_string(),
+        Err(_) => String::from_utf8_lossy(attr.attr_value().data).into_owned(),
+    }
+}
+
+fn general_name_text(name: &GeneralName<'_>) -> Option<String> {
+    match name {
+        GeneralName::DNSName(dns) => Some((*dns).to_string()),
+        GeneralName::IPAddress(bytes) => match bytes.len() {
+            4 => <[u8; 4]>::try_from(*bytes).ok().map(|b| IpAddr::from(b).to_string()),
+            16 => <[u8; 16]>::try_from(*bytes).ok().map(|b| IpAddr::from(b).to_string()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn time_text(time: ASN1Time) -> String {
+    DateTime::from_timestamp(time.timestamp(), 0)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
 impl<T> Progress<T> {
     fn and_then<U>(self, f: impl FnOnce(T) -> Progress<U>) -> Progress<U> {
         match self {
@@ -147,11 +255,31 @@ impl<T> Progress<T> {
     }
 }
 
-/// The first handshake message of the stream, header included, when it is of type `wanted`:
-/// handshake records are unwrapped and their contents joined until the message is whole.
-fn first_handshake(mut stream: &[u8], wanted: u8) -> Progress<Vec<u8>> {
-    let mut message = Vec::new();
+/// The last of the handshake messages at the start of the stream whose types are `kinds`, in
+/// that order, header included: handshake records are unwrapped and their contents joined (a
+/// message may span records, and a record hold several messages) until that message is whole.
+/// Another message type, or anything but a handshake record before it (a ChangeCipherSpec,
+/// encrypted data), means it is not there.
+fn handshake(mut stream: &[u8], kinds: &[u8], max: usize) -> Progress<Vec<u8>> {
+    let mut joined = Vec::new();
+    let (mut start, mut seen) = (0, 0);
     loop {
+        if joined.get(start).is_some_and(|&kind| kind != kinds[seen]) {
+            return Progress::Not;
+        }
+        if let Some(header) = joined.get(start..start + 4) {
+            let len = 4 + (usize::from(header[1]) << 16 | usize::from(header[2]) << 8 | usize::from(header[3]));
+            if len > max {
+                return Progress::Not;
+            }
+            if joined.len() - start >= len {
+                if seen + 1 == kinds.len() {
+                    return Progress::Done(joined[start..start + len].to_vec());
+                }
+                (start, seen) = (start + len, seen + 1);
+                continue;
+            }
+        }
         if stream.is_empty() {
             return Progress::Need;
         }
@@ -166,20 +294,7 @@ fn first_handshake(mut stream: &[u8], wanted: u8) -> Progress<Vec<u8>> {
         if record.hdr.record_type != TlsRecordType::Handshake || record.hdr.version.0 >> 8 != 3 {
             return Progress::Not;
         }
-        message.extend_from_slice(record.data);
-        if message.first().is_some_and(|&kind| kind != wanted) {
-            return Progress::Not;
-        }
-        if message.len() >= 4 {
-            let len = 4 + (usize::from(message[1]) << 16 | usize::from(message[2]) << 8 | usize::from(message[3]));
-            if len > MAX_HELLO {
-                return Progress::Not;
-            }
-            if message.len() >= len {
-                message.truncate(len);
-                return Progress::Done(message);
-            }
-        }
+        joined.extend_from_slice(record.data);
     }
 }
 
