@@ -233,7 +233,11 @@ impl Sniffer {
                 let (ja3, ja4) = match flow.hello.take() {
                     Some(h) => {
                         if hello.certificate_follows() {
-                            flow.sni = h.fields.iter().find(|(k, v)| k == "sni" && !v.is_empty()).map(|(_, v)| v.as_str().into());
+                            flow.sni = h
+                                .fields
+                                .iter()
+                                .find(|(k, v)| k == "sni" && !v.is_empty())
+                                .map(|(_, v)| v.as_str().into());
                         }
                         fields.push(("ja3".into(), h.ja3.clone()));
                         fields.push(("ja4".into(), h.ja4.clone()));

@@ -297,7 +297,12 @@ fn a_server_flight_over_segments_reports_the_certificate_once_with_the_sni() {
     let client: SocketAddr = format!("{CLIENT}:42001").parse().unwrap();
     sniffer.on_frame(4_000, LinkType::Raw, &frame(server, client, ACK, 501, 102, &flight), &mut out);
     assert!(out.iter().all(|e| e.kind != "tls_certificate"), "{out:?}");
-    sniffer.on_frame(5_000, LinkType::Raw, &frame(server, client, FIN | ACK, 501 + flight.len() as u32, 102, &[]), &mut out);
+    sniffer.on_frame(
+        5_000,
+        LinkType::Raw,
+        &frame(server, client, FIN | ACK, 501 + flight.len() as u32, 102, &[]),
+        &mut out,
+    );
     sniffer.on_frame(5_001, LinkType::Raw, &frame(client, server, FIN | ACK, 102, 502, &[]), &mut out);
     assert_eq!(sniffer.flows(), 1, "the closed flow is forgotten, the open one kept");
 }

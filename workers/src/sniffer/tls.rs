@@ -12,9 +12,7 @@ use tls_parser::{
     TlsExtension, TlsMessage, TlsMessageHandshake, TlsRecordType, parse_tls_client_hello_extension,
     parse_tls_message_handshake, parse_tls_raw_record, parse_tls_server_hello_extension,
 };
-use x509_parser::prelude::{
-    ASN1Time, AttributeTypeAndValue, FromDer, GeneralName, X509Certificate, X509Name,
-};
+use x509_parser::prelude::{ASN1Time, AttributeTypeAndValue, FromDer, GeneralName, X509Certificate, X509Name};
 
 /// What a stream's first bytes say so far.
 #[derive(Debug, PartialEq, Eq)]
