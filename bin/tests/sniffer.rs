@@ -6,7 +6,8 @@
 //! the TLS 1.2 sessions' certificate with `openssl x509`'s reading of it, and `svc worker sniffer
 //! --read` of the recording must write the very same lines (and publish
 //! them on the bus). The recording's split ClientHello, reordered and retransmitted, still gives
-//! one fingerprint. `/health` follows an embedded sniffer's interface coming and going. The
+//! one fingerprint. `/health` follows a sniffer's interface coming and going, the sniffer embedded
+//! in the API or in its own process (by its heartbeat). The
 //! address → decky map follows deploys and teardowns in the fleet store (sqlite and MariaDB).
 //!
 //! Needs root, `ip`, `openssl`, `curl`, `tcpdump`, `tshark` (scripts/lib.sh installs them) and
@@ -526,13 +527,39 @@ fn source_savefile(path: &Path) -> pcap::Savefile {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn health_follows_an_embedded_sniffers_interface() {
-    assert!(rustix::process::geteuid().is_root(), "the sniffer tests create interfaces: run them as root");
     let dir = tempfile::tempdir().unwrap();
     let iface = format!("svcsn{}", std::process::id() % 100_000);
     let (mut command, port) = common::api_command(dir.path(), None);
     command.env("SVC_EMBED_SNIFFER", "true").env("SVC_SNIFFER_IFACE", &iface);
     // No such interface yet: the API starts anyway and says why the sniffer fails.
     let api = common::start_api(command, port).await;
+    health_follows_the_interface(port, &iface).await;
+    assert!(api.output().contains("Cannot capture"), "the raw reason is in the server log");
+}
+
+/// The same for a sniffer in its own process (a capture host's), known to the API by its heartbeat.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_follows_a_separate_sniffers_interface_by_its_heartbeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let iface = format!("svchb{}", std::process::id() % 100_000);
+    let nats = Nats::start();
+    let (command, port) = common::api_command(dir.path(), Some(&nats));
+    let _api = common::start_api(command, port).await;
+    let mut worker = svc(dir.path(), &["worker", "sniffer"]);
+    worker
+        .env("SVC_NATS_URL", nats.url())
+        .env("SVC_SNIFFER_IFACE", &iface)
+        .env("SVC_SNIFFER_DECKIES", format!("{DECKY}={SERVER_V4}"))
+        .env("SVC_INGEST_LOG_FILE", dir.path().join("sniffer.log"));
+    let sniffer = Proc::spawn(worker);
+    health_follows_the_interface(port, &iface).await;
+    assert!(sniffer.output().contains("Cannot capture"), "the raw reason is in the worker's log");
+}
+
+/// `/health`'s sniffer component while `iface` is missing (failing, a generic reason), then
+/// present (ok), then gone again (failing).
+async fn health_follows_the_interface(port: u16, iface: &str) {
+    assert!(rustix::process::geteuid().is_root(), "the sniffer tests create interfaces: run them as root");
     let url = format!("http://127.0.0.1:{port}/api/v1/health");
     let sniffer = || async {
         let body: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
@@ -542,14 +569,13 @@ async fn health_follows_an_embedded_sniffers_interface() {
         sniffer().await == serde_json::json!({"status": "failing", "detail": "capture interface unavailable"})
     })
     .await;
-    let _cleanup = DummyInterface::add(&iface);
+    let _cleanup = DummyInterface::add(iface);
     eventually("the sniffer captures once the interface exists", || async { sniffer().await["status"] == "ok" }).await;
-    ip(&["link", "del", &iface]);
+    ip(&["link", "del", iface]);
     eventually("the sniffer fails when the interface is gone", || async {
         sniffer().await["detail"] == "capture interface unavailable"
     })
     .await;
-    assert!(api.output().contains("Cannot capture"), "the raw reason is in the server log");
 }
 
 /// An interface of the test's own (one end of a veth pair, no traffic), removed on drop if still there.
