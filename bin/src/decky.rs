@@ -34,7 +34,7 @@ pub async fn run(args: DeckyArgs) -> anyhow::Result<()> {
         apply_ini_file(&mut specs, &args.name, ini)?;
     }
     if let Some(text) = &args.ini_text {
-        apply_ini(&mut specs, &args.name, text);
+        apply_ini(&mut specs, &args.name, text)?;
     }
     let shared = Shared::new(Emitter::stdout(&args.name), Limits::default());
     let decky = Decky::bind(&specs, args.bind, shared).await?;

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use svc::fleet::ini::Ini;
 
 /// Every service this build can run, with its usual port: the fleet's catalog, so a deployment
 /// INI and `svc decky` agree.
@@ -81,31 +82,29 @@ pub fn parse_services(list: &str) -> anyhow::Result<Vec<ServiceSpec>> {
     Ok(specs)
 }
 
-/// Adds each service's settings from the INI sections `[<decky>.<service>]` (any letter case).
-pub fn apply_ini(specs: &mut [ServiceSpec], decky: &str, ini: &str) {
-    let mut section: Option<String> = None;
-    for raw in ini.lines() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+/// Adds each service's settings from the INI sections `[<decky>.<service>]` (the decky's name in
+/// any letter case), read with the deployment INI's own grammar, so `key: value`, continuation
+/// lines and `[DEFAULT]` mean here what they mean to a deploy.
+pub fn apply_ini(specs: &mut [ServiceSpec], decky: &str, text: &str) -> anyhow::Result<()> {
+    let ini = Ini::parse(text).context("reading the INI")?;
+    for (section, options) in ini.sections() {
+        let Some((name, service)) = section.rsplit_once('.') else { continue };
+        if !name.eq_ignore_ascii_case(decky) {
             continue;
         }
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = Some(name.trim().to_ascii_lowercase());
-            continue;
-        }
-        let (Some(section), Some((key, value))) = (&section, line.split_once('=')) else { continue };
-        let Some(service) = section.strip_prefix(&format!("{}.", decky.to_ascii_lowercase())) else { continue };
-        if let Some(spec) = specs.iter_mut().find(|s| s.name == service) {
-            spec.settings.set(key.trim(), value.trim());
+        if let Some(spec) = specs.iter_mut().find(|s| s.name.eq_ignore_ascii_case(service)) {
+            for (key, value) in options {
+                spec.settings.set(key, value);
+            }
         }
     }
+    Ok(())
 }
 
 /// Reads the INI file at `path` into `specs`.
 pub fn apply_ini_file(specs: &mut [ServiceSpec], decky: &str, path: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    apply_ini(specs, decky, &text);
-    Ok(())
+    apply_ini(specs, decky, &text).with_context(|| format!("in {}", path.display()))
 }
 
 /// Where the services listen: every address unless told otherwise.
@@ -134,7 +133,7 @@ mod tests {
         let mut specs = parse_services("ssh,http").unwrap();
         let ini = "[general]\nnet = 10.0.0.0/24\n[web-01.ssh]\nbanner = SSH-2.0-OpenSSH_8.4\n\
                    users = root:toor, pi:raspberry\n[other.ssh]\nbanner = no\n[WEB-01.http]\nhostname = intranet\n";
-        apply_ini(&mut specs, "web-01", ini);
+        apply_ini(&mut specs, "web-01", ini).unwrap();
         assert_eq!(specs[0].settings.get("banner"), Some("SSH-2.0-OpenSSH_8.4"));
         assert_eq!(
             specs[0].settings.users(DEFAULT_USERS),
@@ -142,5 +141,16 @@ mod tests {
         );
         assert_eq!(specs[1].settings.get("hostname"), Some("intranet"));
         assert_eq!(specs[1].settings.users(DEFAULT_USERS).len(), DEFAULT_USERS.len());
+    }
+
+    #[test]
+    fn the_ini_reads_with_the_deployments_grammar_and_refuses_what_a_deploy_refuses() {
+        let mut specs = parse_services("ssh").unwrap();
+        let ini = "[web-01.ssh]\nbanner: SSH-2.0-dropbear\nusers = root:toor,\n  admin:admin\n";
+        apply_ini(&mut specs, "web-01", ini).unwrap();
+        assert_eq!(specs[0].settings.get("banner"), Some("SSH-2.0-dropbear"));
+        assert_eq!(specs[0].settings.users(DEFAULT_USERS).len(), 2, "a continuation line continues the value");
+        let err = apply_ini(&mut specs, "web-01", "banner = x\n[web-01.ssh]\n").unwrap_err();
+        assert!(format!("{err:#}").contains("an option before any section header"), "{err:#}");
     }
 }
