@@ -40,8 +40,8 @@ pub const DECKY_LABEL: &str = "svc.decky";
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
-/// How long an engine ping is believed.
-const PING_CACHE: Duration = Duration::from_secs(5);
+/// How long the runtime's health (is a fleet deployed, does the engine answer) is believed.
+const HEALTH_CACHE: Duration = Duration::from_secs(5);
 
 /// The generic texts a failed lifecycle record carries; the engine's own words are in the log.
 const IMAGE_FAILED: &str = "the decky image could not be built";
@@ -91,12 +91,13 @@ pub struct Fleet {
     /// One deploy decision at a time in this process (a second API replica is held off by the
     /// store's unique keys).
     deciding: Arc<tokio::sync::Mutex<()>>,
-    ping: Arc<std::sync::Mutex<Option<(Instant, bool)>>>,
+    /// The last [`Fleet::runtime_health`] answer and when it was found.
+    health: Arc<std::sync::Mutex<Option<(Instant, Option<bool>)>>>,
 }
 
 impl Fleet {
     pub fn new(db: Db, runtime: Runtime, settings: FleetConfig, bus: Bus) -> Fleet {
-        Fleet { db, bus, runtime, settings: Arc::new(settings), deciding: Arc::default(), ping: Arc::default() }
+        Fleet { db, bus, runtime, settings: Arc::new(settings), deciding: Arc::default(), health: Arc::default() }
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -165,6 +166,7 @@ impl Fleet {
             }
             Err(err) => return Err(err.into()),
         }
+        self.fleet_changed();
         let moved = stored.network.as_ref().is_some_and(|current| *current != network);
         let run = Run { deckies, lifecycles: lifecycles.iter().map(|l| l.id).collect(), network, moved };
         let fleet = self.clone();
@@ -331,6 +333,7 @@ impl Fleet {
             return Err(FleetError::Runtime);
         }
         self.db.remove_decky(name).await?;
+        self.fleet_changed();
         self.announce_state(name, "removed", None).await;
         if stored.deckies.len() == 1
             && let Err(err) = self.runtime.remove_network(&self.network_name()).await
@@ -379,19 +382,30 @@ impl Fleet {
         Ok((running, statuses.len() as u64))
     }
 
-    /// Whether the engine answers (a ping at most every 5 s), once a fleet is deployed; `None`
-    /// while there is none (or the store cannot tell), when the engine matters to nothing.
+    /// Whether the engine answers, once a fleet is deployed; `None` while there is none (or the
+    /// store cannot tell), when the engine matters to nothing. Found at most every 5 s (a deploy
+    /// or teardown here finds it again at once), so `/health` polls cost neither a store read nor
+    /// a ping each.
     pub async fn runtime_health(&self) -> Option<bool> {
-        if !self.db.fleet().await.is_ok_and(|f| !f.deckies.is_empty()) {
-            return None;
-        }
-        let cached = *self.ping.lock().expect("the ping lock is never poisoned");
-        if let Some((at, ok)) = cached
-            && at.elapsed() < PING_CACHE
+        let cached = *self.health.lock().expect("the health lock is never poisoned");
+        if let Some((at, health)) = cached
+            && at.elapsed() < HEALTH_CACHE
         {
-            return Some(ok);
+            return health;
         }
-        let ok = match tokio::time::timeout(Duration::from_secs(2), self.runtime.ping()).await {
+        let deployed = self.db.fleet().await.is_ok_and(|f| !f.deckies.is_empty());
+        let health = if deployed { Some(self.ping().await) } else { None };
+        *self.health.lock().expect("the health lock is never poisoned") = Some((Instant::now(), health));
+        health
+    }
+
+    /// Forgets the cached runtime health: the fleet changed.
+    fn fleet_changed(&self) {
+        *self.health.lock().expect("the health lock is never poisoned") = None;
+    }
+
+    async fn ping(&self) -> bool {
+        match tokio::time::timeout(Duration::from_secs(2), self.runtime.ping()).await {
             Ok(Ok(())) => true,
             Ok(Err(err)) => {
                 tracing::warn!(error = %err, "Container runtime ping failed");
@@ -401,9 +415,7 @@ impl Fleet {
                 tracing::warn!("Container runtime ping timed out");
                 false
             }
-        };
-        *self.ping.lock().expect("the ping lock is never poisoned") = Some((Instant::now(), ok));
-        Some(ok)
+        }
     }
 
     /// Makes the engine match the store: a stored decky whose container is gone is started again
