@@ -92,8 +92,11 @@ pub struct Fleet {
     /// store's unique keys).
     deciding: Arc<tokio::sync::Mutex<()>>,
     /// The last [`Fleet::runtime_health`] answer and when it was found.
-    health: Arc<std::sync::Mutex<Option<(Instant, Option<bool>)>>>,
+    health: Arc<std::sync::Mutex<Option<CachedHealth>>>,
 }
+
+/// When the runtime's health was found, and what it was.
+type CachedHealth = (Instant, Option<bool>);
 
 impl Fleet {
     pub fn new(db: Db, runtime: Runtime, settings: FleetConfig, bus: Bus) -> Fleet {
