@@ -21,5 +21,6 @@ pub mod startup;
 pub mod systemd;
 pub mod text;
 pub mod time;
+pub mod topology;
 pub mod webhook;
 pub mod worker;

@@ -24,6 +24,7 @@ use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots}
 use crate::runtime::Engine;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
+use crate::topology::Topologies;
 use crate::worker::{WorkerBody, WorkerContext};
 
 /// Below this soft open-file limit a busy API runs out of sockets.
@@ -65,6 +66,9 @@ impl Lifespan {
         // in the background (step 9 only needs the handle).
         let bus = Bus::connect(config.bus.nats_url.as_deref(), "svc-api").await;
         let cancel = CancellationToken::new();
+        let fleet =
+            Fleet::new(db.clone(), Arc::new(Engine::new(&config.fleet.docker_host)), config.fleet.clone(), bus.clone());
+        let topologies = Topologies::new(db.clone(), bus.clone(), fleet.clone());
         let lifespan = Lifespan {
             state: AppState {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
@@ -72,12 +76,8 @@ impl Lifespan {
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
-                fleet: Fleet::new(
-                    db.clone(),
-                    Arc::new(Engine::new(&config.fleet.docker_host)),
-                    config.fleet.clone(),
-                    bus.clone(),
-                ),
+                fleet,
+                topologies,
                 units: Arc::new(UnitListing::new(
                     UnitSource::detect(config.api.unit_dirs.as_deref()),
                     config.api.unit_cache,

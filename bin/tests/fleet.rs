@@ -46,14 +46,7 @@ async fn api_on(podman: &Podman, collector: bool) -> Fleet {
 
 impl Fleet {
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let url = format!("http://127.0.0.1:{}/api/v1{path}", self.port);
-        let mut request = reqwest::Client::new().request(method, url).bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        common::api_call(self.port, &self.token, method, path, body).await
     }
 
     /// Deploys `ini` and waits until every lifecycle record is terminal; the records.

@@ -68,6 +68,24 @@ pub fn decky_lifecycle(decky: &str) -> Result<String, BadToken> {
     Ok(format!("decky.{}.lifecycle", token(decky)?))
 }
 
+/// Every `topology.<id>.mutation.enqueued`: what wakes the mutator early.
+pub const ALL_MUTATIONS_ENQUEUED: &str = "topology.*.mutation.enqueued";
+
+/// `topology.<id>.mutation.<state>`: a mutation was `enqueued`, or is `applying`, `applied`, `failed`.
+pub fn topology_mutation(topology: uuid::Uuid, state: &str) -> Result<String, BadToken> {
+    Ok(format!("topology.{topology}.mutation.{}", token(state)?))
+}
+
+/// `topology.<id>.status`: the topology's status changed.
+pub fn topology_status(topology: uuid::Uuid) -> String {
+    format!("topology.{topology}.status")
+}
+
+/// Everything under `topology.<id>.`, for its event stream.
+pub fn topology_events(topology: uuid::Uuid) -> String {
+    format!("topology.{topology}.>")
+}
+
 /// Why a text cannot be a subject pattern.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a subject pattern: tokens are non-empty, without whitespace; `*` and `>` stand alone, `>` last")]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::env::Env;
+use crate::fleet::subnet::Subnet;
 
 /// Where Docker listens when nothing else is configured.
 pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
@@ -23,6 +24,15 @@ pub struct FleetConfig {
     pub deployment_limit: usize,
     /// `SVC_DECKY_BINARY`: the svc binary the default decky image carries (default: this one).
     pub decky_binary: Option<PathBuf>,
+    /// `SVC_TOPOLOGY_SUBNET_POOL`, default `172.16.0.0/12`: the range topologies' /24 LANs are
+    /// handed out from.
+    pub topology_subnet_pool: Subnet,
+    /// `SVC_MUTATOR_POLL_S`, default 10: how often the mutator looks for work when nothing on
+    /// the bus woke it.
+    pub mutator_poll: Duration,
+    /// `SVC_MUTATOR_CLAIM_TIMEOUT_S`, default 300: a mutation `applying` for longer was left by a
+    /// mutator that died, and is failed.
+    pub mutator_claim_timeout: Duration,
 }
 
 impl FleetConfig {
@@ -31,7 +41,20 @@ impl FleetConfig {
         if name.len() > 32 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
             env.report("SVC_FLEET_NAME", "must be 1 to 32 of a-z, 0-9 and '-'");
         }
+        let pool = env.non_empty("SVC_TOPOLOGY_SUBNET_POOL").unwrap_or_else(|| "172.16.0.0/12".into());
+        let topology_subnet_pool = match pool.parse::<Subnet>() {
+            Ok(subnet) if pool.rsplit_once('/').and_then(|(_, p)| p.parse::<u8>().ok()).is_some_and(|p| p <= 24) => {
+                subnet
+            }
+            _ => {
+                env.report("SVC_TOPOLOGY_SUBNET_POOL", "must be an IPv4 subnet of prefix 8 to 24, like 172.16.0.0/12");
+                "172.16.0.0/12".parse().expect("the default pool parses")
+            }
+        };
         FleetConfig {
+            topology_subnet_pool,
+            mutator_poll: env.seconds("SVC_MUTATOR_POLL_S", 10.0),
+            mutator_claim_timeout: env.seconds("SVC_MUTATOR_CLAIM_TIMEOUT_S", 300.0),
             docker_host: env.non_empty("SVC_DOCKER_HOST").unwrap_or_else(|| DEFAULT_DOCKER_HOST.into()),
             name,
             deployment_limit: env.count("SVC_DEPLOYMENT_LIMIT", 10, 1..=1000),

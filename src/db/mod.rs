@@ -1,5 +1,5 @@
 //! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
-//! `logs`, `attackers`, `observations`, `webhooks`), each with its trait of domain verbs and its types in `mod.rs`,
+//! `logs`, `attackers`, `observations`, `webhooks`, `topology`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -20,6 +20,7 @@ mod mysql;
 pub mod observations;
 pub mod sessions;
 mod sqlite;
+pub mod topology;
 pub mod users;
 pub mod webhooks;
 
@@ -45,6 +46,10 @@ pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};
 pub use sessions::{RevokedToken, SessionStore};
 pub use sqlite::SqliteDb;
+pub use topology::{
+    ABANDONED_MUTATION, Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky,
+    TopologyDetail, TopologyEdit, TopologyStatus, TopologyStore,
+};
 pub use users::{NewUser, Role, User, UserStore};
 pub use webhooks::{Delivery, DeliveryFailure, FailureOutcome, NewDelivery, Webhook, WebhookChange, WebhookStore};
 
@@ -92,6 +97,7 @@ pub trait Database:
     + AttackerStore
     + ObservationStore
     + WebhookStore
+    + TopologyStore
     + Send
     + Sync
     + 'static

@@ -37,6 +37,8 @@ pub const DEFAULT_IMAGE: &str = crate::runtime::image::REPOSITORY;
 pub const FLEET_LABEL: &str = "svc.fleet";
 /// The label naming the decky a container is.
 pub const DECKY_LABEL: &str = "svc.decky";
+/// The label naming the topology a container or network belongs to (absent on the flat fleet's).
+pub const TOPOLOGY_LABEL: &str = "svc.topology";
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
@@ -105,6 +107,10 @@ impl Fleet {
 
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    pub fn settings(&self) -> &FleetConfig {
+        &self.settings
     }
 
     fn network_name(&self) -> String {
@@ -235,6 +241,7 @@ impl Fleet {
             parent: run.network.interface.clone(),
             subnet: run.network.subnet.clone(),
             gateway: run.network.gateway.clone(),
+            internal: false,
             labels: BTreeMap::from([(FLEET_LABEL.to_string(), self.settings.name.clone())]),
         };
         if let Err(err) = self.runtime.ensure_network(&spec).await {
@@ -245,7 +252,7 @@ impl Fleet {
     }
 
     /// The default image's reference, built first when the engine lacks it.
-    async fn default_image(&self) -> Result<String, &'static str> {
+    pub(crate) async fn default_image(&self) -> Result<String, &'static str> {
         let binary = match &self.settings.decky_binary {
             Some(path) => path.clone(),
             None => std::env::current_exe().unwrap_or_else(|_| PathBuf::from("svc")),
@@ -283,6 +290,7 @@ impl Fleet {
                 (FLEET_LABEL.to_string(), self.settings.name.clone()),
                 (DECKY_LABEL.to_string(), decky.name.clone()),
             ]),
+            sysctls: BTreeMap::new(),
         };
         match self.runtime.run(&spec).await {
             Ok(id) => {
@@ -350,7 +358,7 @@ impl Fleet {
     /// Every stored decky with its container's state now.
     pub async fn statuses(&self) -> Result<Vec<DeckyStatus>, FleetError> {
         let stored = self.db.fleet().await?;
-        let containers = match self.runtime.list(FLEET_LABEL, &self.settings.name).await {
+        let containers = match self.own_containers().await {
             Ok(containers) => Some(by_decky(containers)),
             Err(err) => {
                 tracing::warn!(error = %err, "Cannot list the fleet's containers");
@@ -428,7 +436,7 @@ impl Fleet {
     pub async fn reconcile(&self) -> Result<(), FleetError> {
         let _deciding = self.deciding.lock().await;
         let stored = self.db.fleet().await?;
-        let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await.map_err(|err| {
+        let containers = self.own_containers().await.map_err(|err| {
             tracing::debug!(error = %err, "Reconcile: the engine cannot be reached");
             FleetError::Runtime
         })?;
@@ -472,6 +480,13 @@ impl Fleet {
         Ok(())
     }
 
+    /// The flat fleet's containers: a topology's deckies carry the fleet label too (the collector
+    /// follows them), but they are the topology's to manage.
+    async fn own_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
+        Ok(containers.into_iter().filter(|c| !c.labels.contains_key(TOPOLOGY_LABEL)).collect())
+    }
+
     /// Removes this fleet's containers that the store no longer names (a replaced fleet's).
     async fn remove_strays(&self) {
         let names: BTreeSet<String> = match self.db.fleet().await {
@@ -485,7 +500,7 @@ impl Fleet {
     }
 
     async fn remove_containers(&self, remove: impl Fn(&str) -> bool) {
-        let containers = match self.runtime.list(FLEET_LABEL, &self.settings.name).await {
+        let containers = match self.own_containers().await {
             Ok(containers) => containers,
             Err(err) => {
                 tracing::warn!(error = %err, "Cannot list the fleet's containers");

@@ -23,6 +23,7 @@ pub mod state;
 pub mod stats;
 pub mod stream;
 pub mod system;
+pub mod topologies;
 pub mod users;
 pub mod webhooks;
 pub mod workers;
@@ -80,6 +81,7 @@ fn api_routes() -> Router<AppState> {
         .merge(attacker_evidence::router())
         .merge(stream::router())
         .merge(webhooks::router())
+        .merge(topologies::router())
 }
 
 /// The whole application.

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::systemd::UnitListing;
+use crate::topology::Topologies;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -29,6 +30,8 @@ pub struct AppState {
     pub workers: Arc<WorkerRegistry>,
     /// The deckies: deploys, teardowns and the container runtime they run on.
     pub fleet: Fleet,
+    /// Topologies: generation, child edits, deploys and the mutation queue.
+    pub topologies: Topologies,
     pub units: Arc<UnitListing>,
     /// The newest committed log id, which log streams wait on.
     pub log_tail: LogTail,

@@ -15,7 +15,7 @@ use bollard::image::{ImportImageOptions, ListImagesOptions};
 use bollard::models::{
     EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum,
 };
-use bollard::network::CreateNetworkOptions;
+use bollard::network::{ConnectNetworkOptions, CreateNetworkOptions, DisconnectNetworkOptions};
 use bollard::system::EventsOptions;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
@@ -155,6 +155,7 @@ impl ContainerRuntime for Engine {
                 ..Default::default()
             },
             options,
+            internal: spec.internal,
             labels: spec.labels.clone().into_iter().collect(),
             ..Default::default()
         };
@@ -179,6 +180,7 @@ impl ContainerRuntime for Engine {
             labels: Some(spec.labels.clone().into_iter().collect()),
             host_config: Some(HostConfig {
                 network_mode: Some(spec.network.clone()),
+                sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
                 restart_policy: Some(RestartPolicy {
                     name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
                     maximum_retry_count: None,
@@ -198,6 +200,22 @@ impl ContainerRuntime for Engine {
             return Err(err);
         }
         Ok(created.id)
+    }
+
+    async fn connect(&self, network: &str, container: &str, ip: &str) -> RuntimeResult<()> {
+        let config = ConnectNetworkOptions::<String> {
+            container: container.to_string(),
+            endpoint_config: EndpointSettings {
+                ipam_config: Some(EndpointIpamConfig { ipv4_address: Some(ip.to_string()), ..Default::default() }),
+                ..Default::default()
+            },
+        };
+        self.docker()?.connect_network(network, config).await.map_err(classify)
+    }
+
+    async fn disconnect(&self, network: &str, container: &str) -> RuntimeResult<()> {
+        let config = DisconnectNetworkOptions::<String> { container: container.to_string(), force: true };
+        absent_is_done(self.docker()?.disconnect_network(network, config).await)
     }
 
     async fn start(&self, name_or_id: &str) -> RuntimeResult<()> {

@@ -41,6 +41,8 @@ pub struct NetworkSpec {
     pub parent: Option<String>,
     pub subnet: String,
     pub gateway: String,
+    /// No route out of the network (a topology's inner LANs).
+    pub internal: bool,
     pub labels: BTreeMap<String, String>,
 }
 
@@ -55,6 +57,8 @@ pub struct ContainerSpec {
     pub network: String,
     pub ip: String,
     pub labels: BTreeMap<String, String>,
+    /// Kernel settings of the container's network namespace (`net.ipv4.ip_forward` of a bridge).
+    pub sysctls: BTreeMap<String, String>,
 }
 
 /// A container as the engine lists it.
@@ -105,6 +109,12 @@ pub trait ContainerRuntime: Send + Sync {
 
     /// Creates and starts a container, replacing any container of the same name; returns its id.
     async fn run(&self, spec: &ContainerSpec) -> RuntimeResult<String>;
+
+    /// Attaches a running container to one more network, at `ip`.
+    async fn connect(&self, network: &str, container: &str, ip: &str) -> RuntimeResult<()>;
+
+    /// Detaches a container from a network; one not attached (or gone) is already detached.
+    async fn disconnect(&self, network: &str, container: &str) -> RuntimeResult<()>;
 
     /// Starts an existing, stopped container.
     async fn start(&self, name_or_id: &str) -> RuntimeResult<()>;

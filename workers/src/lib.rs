@@ -7,6 +7,7 @@ pub mod collector;
 mod fixture;
 pub mod ingest;
 pub mod lease;
+pub mod mutator;
 pub mod profiler;
 pub mod runner;
 pub mod sniffer;
@@ -17,7 +18,8 @@ pub use svc::worker::WorkerBody;
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = vec![ingest::body(), profiler::body(), collector::body(), webhook::body(), sniffer::body()];
+    let mut bodies =
+        vec![ingest::body(), profiler::body(), collector::body(), webhook::body(), sniffer::body(), mutator::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies

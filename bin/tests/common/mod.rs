@@ -195,6 +195,24 @@ pub async fn admin_token(port: u16) -> String {
     token
 }
 
+/// `METHOD /api/v1PATH` on the API at `port` as `token`, with a JSON body when given: (status, JSON body).
+pub async fn api_call(
+    port: u16,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let url = format!("http://127.0.0.1:{port}/api/v1{path}");
+    let mut request = reqwest::Client::new().request(method, url).bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(serde_json::Value::Null))
+}
+
 /// The one way these tests call the worker routes, as the admin: (status, JSON body).
 pub async fn workers_api(method: reqwest::Method, port: u16, path: &str) -> (u16, serde_json::Value) {
     let url = format!("http://127.0.0.1:{port}/api/v1{path}");

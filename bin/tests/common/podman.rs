@@ -111,6 +111,20 @@ impl Podman {
             let _ = self.podman().args(["rm", "-f", &id]).output();
         }
         let _ = self.podman().args(["network", "rm", "-f", &format!("{}-fleet", self.fleet)]).output();
+        // A topology's networks carry the fleet's label too.
+        for network in self.networks() {
+            let _ = self.podman().args(["network", "rm", "-f", &network]).output();
+        }
+    }
+
+    /// The names of the networks labelled with this fleet.
+    pub fn networks(&self) -> Vec<String> {
+        let output = self
+            .podman()
+            .args(["network", "ls", "-q", "--filter", &format!("label=svc.fleet={}", self.fleet)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
     }
 }
 

@@ -17,6 +17,7 @@ pub mod attacker_events;
 pub mod log_tail;
 pub mod sse;
 pub mod summaries;
+pub mod topology_events;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -50,7 +51,10 @@ pub use sse::SseSlots;
 pub use summaries::Summaries;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/stream", get(stream)).route("/attackers/{uuid}/events", get(attacker_events::attacker_events))
+    Router::new()
+        .route("/stream", get(stream))
+        .route("/attackers/{uuid}/events", get(attacker_events::attacker_events))
+        .route("/topologies/{id}/events", get(topology_events::topology_events))
 }
 
 /// Rows per `logs` frame.

@@ -1,0 +1,793 @@
+//! The topologies' statements, the same on both backends. A claim locks the topology's row
+//! (`for update` on MySQL; sqlite's writer holds the whole database) before it looks for a
+//! mutation already applying, so claimers of one topology go one after another.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{
+    ABANDONED_MUTATION, Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky,
+    TopologyDetail, TopologyEdit, TopologyStatus, TopologyStore,
+};
+use crate::db::codec::{convert, count, found, json_text, millis, offset, parse_uuid, settle, time};
+use crate::db::dialect::both_backends;
+use crate::db::{DbError, DbResult, Page};
+
+const TOPOLOGY_COLUMNS: &str = "id, name, mode, target_host_uuid, config_snapshot, status, status_changed_at, \
+    created_at, version, needs_resync, email_personas, language_default";
+const LAN_COLUMNS: &str = "id, topology_id, name, subnet, is_dmz, docker_network_id, x, y";
+const DECKY_COLUMNS: &str = "uuid, topology_id, name, services, decky_config, ip, state, last_error, x, y";
+const EDGE_COLUMNS: &str = "id, topology_id, decky_uuid, lan_id, ip, is_bridge, forwards_l3";
+const MUTATION_COLUMNS: &str = "id, topology_id, op, payload, state, requested_at, applied_at, reason";
+
+fn stored<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> DbResult<T> {
+    serde_json::from_str(text).map_err(|e| DbError::Other(anyhow::anyhow!("stored {what}: {e}")))
+}
+
+/// `('a', 'b')`: statuses are our own words, so they are written into the statement.
+fn status_list(statuses: &[TopologyStatus]) -> String {
+    let words: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    format!("({})", if words.is_empty() { "''".to_string() } else { words.join(", ") })
+}
+
+fn live_list() -> String {
+    status_list(&[TopologyStatus::Active, TopologyStatus::Degraded])
+}
+
+#[derive(sqlx::FromRow)]
+struct TopologyRow {
+    id: String,
+    name: String,
+    mode: String,
+    target_host_uuid: Option<String>,
+    config_snapshot: String,
+    status: String,
+    status_changed_at: i64,
+    created_at: i64,
+    version: i64,
+    needs_resync: bool,
+    email_personas: String,
+    language_default: String,
+}
+
+impl TryFrom<TopologyRow> for Topology {
+    type Error = DbError;
+
+    fn try_from(row: TopologyRow) -> Result<Self, DbError> {
+        Ok(Topology {
+            id: parse_uuid(&row.id)?,
+            name: row.name,
+            mode: row.mode,
+            target_host_uuid: row.target_host_uuid,
+            status: row.status.parse()?,
+            version: row.version,
+            needs_resync: row.needs_resync,
+            created_at: time(row.created_at)?,
+            status_changed_at: time(row.status_changed_at)?,
+            email_personas: row.email_personas,
+            language_default: row.language_default,
+            config_snapshot: stored(&row.config_snapshot, "config snapshot")?,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct LanRow {
+    id: String,
+    topology_id: String,
+    name: String,
+    subnet: String,
+    is_dmz: bool,
+    docker_network_id: Option<String>,
+    x: Option<f64>,
+    y: Option<f64>,
+}
+
+impl TryFrom<LanRow> for Lan {
+    type Error = DbError;
+
+    fn try_from(row: LanRow) -> Result<Self, DbError> {
+        Ok(Lan {
+            id: parse_uuid(&row.id)?,
+            topology_id: parse_uuid(&row.topology_id)?,
+            name: row.name,
+            subnet: row.subnet,
+            is_dmz: row.is_dmz,
+            docker_network_id: row.docker_network_id,
+            x: row.x,
+            y: row.y,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct DeckyRow {
+    uuid: String,
+    topology_id: String,
+    name: String,
+    services: String,
+    decky_config: Option<String>,
+    ip: Option<String>,
+    state: String,
+    last_error: Option<String>,
+    x: Option<f64>,
+    y: Option<f64>,
+}
+
+impl TryFrom<DeckyRow> for TopologyDecky {
+    type Error = DbError;
+
+    fn try_from(row: DeckyRow) -> Result<Self, DbError> {
+        Ok(TopologyDecky {
+            uuid: parse_uuid(&row.uuid)?,
+            topology_id: parse_uuid(&row.topology_id)?,
+            name: row.name,
+            services: stored(&row.services, "services")?,
+            decky_config: row.decky_config.as_deref().map(|c| stored(c, "decky config")).transpose()?,
+            ip: row.ip,
+            state: row.state,
+            last_error: row.last_error,
+            x: row.x,
+            y: row.y,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct EdgeRow {
+    id: String,
+    topology_id: String,
+    decky_uuid: String,
+    lan_id: String,
+    ip: Option<String>,
+    is_bridge: bool,
+    forwards_l3: bool,
+}
+
+impl TryFrom<EdgeRow> for Edge {
+    type Error = DbError;
+
+    fn try_from(row: EdgeRow) -> Result<Self, DbError> {
+        Ok(Edge {
+            id: parse_uuid(&row.id)?,
+            topology_id: parse_uuid(&row.topology_id)?,
+            decky_uuid: parse_uuid(&row.decky_uuid)?,
+            lan_id: parse_uuid(&row.lan_id)?,
+            ip: row.ip,
+            is_bridge: row.is_bridge,
+            forwards_l3: row.forwards_l3,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct StatusEventRow {
+    id: String,
+    topology_id: String,
+    from_status: String,
+    to_status: String,
+    at: i64,
+    reason: Option<String>,
+}
+
+impl TryFrom<StatusEventRow> for StatusEvent {
+    type Error = DbError;
+
+    fn try_from(row: StatusEventRow) -> Result<Self, DbError> {
+        Ok(StatusEvent {
+            id: parse_uuid(&row.id)?,
+            topology_id: parse_uuid(&row.topology_id)?,
+            from_status: row.from_status.parse()?,
+            to_status: row.to_status.parse()?,
+            at: time(row.at)?,
+            reason: row.reason,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct MutationRow {
+    id: String,
+    topology_id: String,
+    op: String,
+    payload: String,
+    state: String,
+    requested_at: i64,
+    applied_at: Option<i64>,
+    reason: Option<String>,
+}
+
+impl TryFrom<MutationRow> for Mutation {
+    type Error = DbError;
+
+    fn try_from(row: MutationRow) -> Result<Self, DbError> {
+        Ok(Mutation {
+            id: parse_uuid(&row.id)?,
+            topology_id: parse_uuid(&row.topology_id)?,
+            op: row.op,
+            payload: stored(&row.payload, "mutation payload")?,
+            state: row.state.parse()?,
+            requested_at: time(row.requested_at)?,
+            applied_at: row.applied_at.map(time).transpose()?,
+            reason: row.reason,
+        })
+    }
+}
+
+/// The statement that takes an edit's guard: it bumps the version only when the guard holds.
+fn guarded_bump(guard: &EditGuard<'_>) -> String {
+    format!(
+        "update topologies set version = version + 1 where id = ? and status in {} and (? is null or version = ?)",
+        status_list(guard.statuses)
+    )
+}
+
+both_backends! {
+    impl Backend {
+        /// After a guard matched nothing: `NotFound` when there is no such topology, else `Conflict`.
+        async fn missing_or_conflict<'c>(
+            tx: &mut sqlx::Transaction<'c, Sql>,
+            id: Uuid,
+        ) -> DbError {
+            let exists: Result<Option<(String,)>, sqlx::Error> =
+                sqlx::query_as("select id from topologies where id = ?").bind(id.to_string()).fetch_optional(&mut **tx).await;
+            match exists {
+                Ok(Some(_)) => DbError::Conflict,
+                Ok(None) => DbError::NotFound,
+                Err(err) => err.into(),
+            }
+        }
+
+        async fn insert_decky<'c>(tx: &mut sqlx::Transaction<'c, Sql>, decky: &TopologyDecky, at: i64) -> DbResult<()> {
+            sqlx::query(&format!(
+                "insert into topology_deckies ({DECKY_COLUMNS}, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ))
+            .bind(decky.uuid.to_string())
+            .bind(decky.topology_id.to_string())
+            .bind(&decky.name)
+            .bind(json_text(&decky.services))
+            .bind(decky.decky_config.as_ref().map(json_text))
+            .bind(&decky.ip)
+            .bind(&decky.state)
+            .bind(&decky.last_error)
+            .bind(decky.x)
+            .bind(decky.y)
+            .bind(at)
+            .execute(&mut **tx)
+            .await?;
+            Ok(())
+        }
+
+        async fn insert_lan<'c>(tx: &mut sqlx::Transaction<'c, Sql>, lan: &Lan) -> DbResult<()> {
+            sqlx::query(&format!("insert into topology_lans ({LAN_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?, ?)"))
+                .bind(lan.id.to_string())
+                .bind(lan.topology_id.to_string())
+                .bind(&lan.name)
+                .bind(&lan.subnet)
+                .bind(lan.is_dmz)
+                .bind(&lan.docker_network_id)
+                .bind(lan.x)
+                .bind(lan.y)
+                .execute(&mut **tx)
+                .await?;
+            Ok(())
+        }
+
+        async fn insert_edge<'c>(tx: &mut sqlx::Transaction<'c, Sql>, edge: &Edge) -> DbResult<()> {
+            sqlx::query(&format!("insert into topology_edges ({EDGE_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?)"))
+                .bind(edge.id.to_string())
+                .bind(edge.topology_id.to_string())
+                .bind(edge.decky_uuid.to_string())
+                .bind(edge.lan_id.to_string())
+                .bind(&edge.ip)
+                .bind(edge.is_bridge)
+                .bind(edge.forwards_l3)
+                .execute(&mut **tx)
+                .await?;
+            Ok(())
+        }
+
+        async fn apply_edit<'c>(tx: &mut sqlx::Transaction<'c, Sql>, id: Uuid, edit: &TopologyEdit) -> DbResult<()> {
+            let topology = id.to_string();
+            let now = millis(Utc::now());
+            match edit {
+                TopologyEdit::AddLan(lan) => Self::insert_lan(tx, lan).await,
+                TopologyEdit::UpdateLan(lan) => {
+                    let done = sqlx::query(
+                        "update topology_lans set name = ?, subnet = ?, is_dmz = ?, x = ?, y = ? where id = ? and topology_id = ?",
+                    )
+                    .bind(&lan.name)
+                    .bind(&lan.subnet)
+                    .bind(lan.is_dmz)
+                    .bind(lan.x)
+                    .bind(lan.y)
+                    .bind(lan.id.to_string())
+                    .bind(&topology)
+                    .execute(&mut **tx)
+                    .await?;
+                    found(done.rows_affected())
+                }
+                TopologyEdit::RemoveLan(lan) => {
+                    // Edges go first: MySQL checks each foreign key as rows go, whatever the order.
+                    sqlx::query("delete from topology_edges where lan_id = ? and topology_id = ?")
+                        .bind(lan.to_string())
+                        .bind(&topology)
+                        .execute(&mut **tx)
+                        .await?;
+                    let done = sqlx::query("delete from topology_lans where id = ? and topology_id = ?")
+                        .bind(lan.to_string())
+                        .bind(&topology)
+                        .execute(&mut **tx)
+                        .await?;
+                    found(done.rows_affected())
+                }
+                TopologyEdit::AddDecky(decky, edges) => {
+                    Self::insert_decky(tx, decky, now).await?;
+                    for edge in edges {
+                        Self::insert_edge(tx, edge).await?;
+                    }
+                    Ok(())
+                }
+                TopologyEdit::UpdateDecky(decky) => {
+                    let done = sqlx::query(
+                        "update topology_deckies set name = ?, services = ?, decky_config = ?, ip = ?, x = ?, y = ?, \
+                         updated_at = ? where uuid = ? and topology_id = ?",
+                    )
+                    .bind(&decky.name)
+                    .bind(json_text(&decky.services))
+                    .bind(decky.decky_config.as_ref().map(json_text))
+                    .bind(&decky.ip)
+                    .bind(decky.x)
+                    .bind(decky.y)
+                    .bind(now)
+                    .bind(decky.uuid.to_string())
+                    .bind(&topology)
+                    .execute(&mut **tx)
+                    .await?;
+                    found(done.rows_affected())
+                }
+                TopologyEdit::RemoveDecky(decky) => {
+                    sqlx::query("delete from topology_edges where decky_uuid = ? and topology_id = ?")
+                        .bind(decky.to_string())
+                        .bind(&topology)
+                        .execute(&mut **tx)
+                        .await?;
+                    let done = sqlx::query("delete from topology_deckies where uuid = ? and topology_id = ?")
+                        .bind(decky.to_string())
+                        .bind(&topology)
+                        .execute(&mut **tx)
+                        .await?;
+                    found(done.rows_affected())
+                }
+                TopologyEdit::AddEdge(edge) => Self::insert_edge(tx, edge).await,
+                TopologyEdit::UpdateEdge(edge) => {
+                    let done = sqlx::query(
+                        "update topology_edges set ip = ?, is_bridge = ?, forwards_l3 = ? where id = ? and topology_id = ?",
+                    )
+                    .bind(&edge.ip)
+                    .bind(edge.is_bridge)
+                    .bind(edge.forwards_l3)
+                    .bind(edge.id.to_string())
+                    .bind(&topology)
+                    .execute(&mut **tx)
+                    .await?;
+                    found(done.rows_affected())
+                }
+                TopologyEdit::RemoveEdge(edge) => {
+                    let done = sqlx::query("delete from topology_edges where id = ? and topology_id = ?")
+                        .bind(edge.to_string())
+                        .bind(&topology)
+                        .execute(&mut **tx)
+                        .await?;
+                    found(done.rows_affected())
+                }
+            }
+        }
+
+        /// Bumps the version if the guard holds, else ends with why not.
+        async fn take_guard<'c>(tx: &mut sqlx::Transaction<'c, Sql>, id: Uuid, guard: &EditGuard<'_>) -> DbResult<()> {
+            let done = sqlx::query(&guarded_bump(guard))
+                .bind(id.to_string())
+                .bind(guard.version)
+                .bind(guard.version)
+                .execute(&mut **tx)
+                .await?;
+            if done.rows_affected() == 0 {
+                return Err(Self::missing_or_conflict(tx, id).await);
+            }
+            Ok(())
+        }
+
+        async fn read_topology<'e, E>(executor: E, id: Uuid) -> DbResult<Topology>
+        where
+            E: sqlx::Executor<'e, Database = Sql>,
+        {
+            let row: TopologyRow = sqlx::query_as(&format!("select {TOPOLOGY_COLUMNS} from topologies where id = ?"))
+                .bind(id.to_string())
+                .fetch_one(executor)
+                .await?;
+            row.try_into()
+        }
+    }
+
+    #[async_trait]
+    impl TopologyStore for Backend {
+        async fn create_topology(&self, detail: &TopologyDetail) -> DbResult<()> {
+            let t = &detail.topology;
+            let mut tx = self.begin_write().await?;
+            let result: DbResult<_> = async {
+            sqlx::query(&format!(
+                "insert into topologies ({TOPOLOGY_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ))
+            .bind(t.id.to_string())
+            .bind(&t.name)
+            .bind(&t.mode)
+            .bind(&t.target_host_uuid)
+            .bind(json_text(&t.config_snapshot))
+            .bind(t.status.as_str())
+            .bind(millis(t.status_changed_at))
+            .bind(millis(t.created_at))
+            .bind(t.version)
+            .bind(t.needs_resync)
+            .bind(&t.email_personas)
+            .bind(&t.language_default)
+            .execute(&mut *tx)
+            .await?;
+            for lan in &detail.lans {
+                Self::insert_lan(&mut tx, lan).await?;
+            }
+            for decky in &detail.deckies {
+                Self::insert_decky(&mut tx, decky, millis(t.created_at)).await?;
+            }
+            for edge in &detail.edges {
+                Self::insert_edge(&mut tx, edge).await?;
+            }
+            Ok(())
+            }
+            .await;
+            settle(tx, result).await
+        }
+
+        async fn topologies(&self, status: Option<TopologyStatus>, limit: u32, skip: u64) -> DbResult<Page<Topology>> {
+            let filter = if status.is_some() { "where status = ?" } else { "where ? is null" };
+            let (total,): (i64,) = sqlx::query_as(&format!("select count(*) from topologies {filter}"))
+                .bind(status.map(TopologyStatus::as_str))
+                .fetch_one(&self.pool)
+                .await?;
+            let rows: Vec<TopologyRow> = sqlx::query_as(&format!(
+                "select {TOPOLOGY_COLUMNS} from topologies {filter} order by created_at desc, id limit ? offset ?"
+            ))
+            .bind(status.map(TopologyStatus::as_str))
+            .bind(i64::from(limit))
+            .bind(offset(skip))
+            .fetch_all(&self.pool)
+            .await?;
+            Ok(Page { total: count(total), rows: convert(rows)? })
+        }
+
+        async fn topology(&self, id: Uuid) -> DbResult<Topology> {
+            Self::read_topology(&self.pool, id).await
+        }
+
+        async fn topology_detail(&self, id: Uuid) -> DbResult<TopologyDetail> {
+            let mut tx = self.pool.begin().await?;
+            let topology = Self::read_topology(&mut *tx, id).await?;
+            let key = id.to_string();
+            let lans: Vec<LanRow> =
+                sqlx::query_as(&format!("select {LAN_COLUMNS} from topology_lans where topology_id = ? order by name"))
+                    .bind(&key)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let deckies: Vec<DeckyRow> = sqlx::query_as(&format!(
+                "select {DECKY_COLUMNS} from topology_deckies where topology_id = ? order by name"
+            ))
+            .bind(&key)
+            .fetch_all(&mut *tx)
+            .await?;
+            let edges: Vec<EdgeRow> = sqlx::query_as(&format!(
+                "select {EDGE_COLUMNS} from topology_edges where topology_id = ? order by decky_uuid, id"
+            ))
+            .bind(&key)
+            .fetch_all(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(TopologyDetail { topology, lans: convert(lans)?, deckies: convert(deckies)?, edges: convert(edges)? })
+        }
+
+        async fn delete_topology(&self, id: Uuid, statuses: &[TopologyStatus]) -> DbResult<()> {
+            let mut tx = self.begin_write().await?;
+            let result: DbResult<_> = async {
+            let key = id.to_string();
+            let done = sqlx::query(&format!("delete from topologies where id = ? and status in {}", status_list(statuses)))
+                .bind(&key)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 0 {
+                return Err(Self::missing_or_conflict(&mut tx, id).await);
+            }
+            Ok(())
+            }
+            .await;
+            settle(tx, result).await
+        }
+
+        async fn set_topology_status(
+            &self,
+            id: Uuid,
+            from: Option<&[TopologyStatus]>,
+            to: TopologyStatus,
+            reason: Option<&str>,
+            at: DateTime<Utc>,
+        ) -> DbResult<TopologyStatus> {
+            let mut tx = self.begin_write().await?;
+            let result: DbResult<_> = async {
+            let key = id.to_string();
+            let (current,): (String,) =
+                sqlx::query_as(&format!("select status from topologies where id = ?{}", Backend::FOR_UPDATE))
+                    .bind(&key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            let current: TopologyStatus = current.parse()?;
+            if !current.can_move_to(to) || from.is_some_and(|from| !from.contains(&current)) {
+                return Err(DbError::Conflict);
+            }
+            sqlx::query("update topologies set status = ?, status_changed_at = ? where id = ?")
+                .bind(to.as_str())
+                .bind(millis(at))
+                .bind(&key)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "insert into topology_status_events (id, topology_id, from_status, to_status, at, reason) \
+                 values (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(Uuid::new_v4().to_string())
+            .bind(&key)
+            .bind(current.as_str())
+            .bind(to.as_str())
+            .bind(millis(at))
+            .bind(reason)
+            .execute(&mut *tx)
+            .await?;
+            Ok(current)
+            }
+            .await;
+            settle(tx, result).await
+        }
+
+        async fn status_events(&self, id: Uuid, limit: u32) -> DbResult<Vec<StatusEvent>> {
+            Self::read_topology(&self.pool, id).await?;
+            let rows: Vec<StatusEventRow> = sqlx::query_as(
+                "select id, topology_id, from_status, to_status, at, reason from topology_status_events \
+                 where topology_id = ? order by at desc, id limit ?",
+            )
+            .bind(id.to_string())
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+            convert(rows)
+        }
+
+        async fn edit_topology(&self, id: Uuid, guard: EditGuard<'_>, edits: &[TopologyEdit]) -> DbResult<Topology> {
+            let mut tx = self.begin_write().await?;
+            let result: DbResult<_> = async {
+            Self::take_guard(&mut tx, id, &guard).await?;
+            for edit in edits {
+                Self::apply_edit(&mut tx, id, edit).await?;
+            }
+            let topology = Self::read_topology(&mut *tx, id).await?;
+            Ok(topology)
+            }
+            .await;
+            settle(tx, result).await
+        }
+
+        async fn set_lan_network(&self, lan: Uuid, network_id: Option<&str>) -> DbResult<()> {
+            let done = sqlx::query("update topology_lans set docker_network_id = ? where id = ?")
+                .bind(network_id)
+                .bind(lan.to_string())
+                .execute(&self.pool)
+                .await?;
+            found(done.rows_affected())
+        }
+
+        async fn set_topology_decky_state(
+            &self,
+            decky: Uuid,
+            state: &str,
+            error: Option<&str>,
+            at: DateTime<Utc>,
+        ) -> DbResult<()> {
+            let done = sqlx::query("update topology_deckies set state = ?, last_error = ?, updated_at = ? where uuid = ?")
+                .bind(state)
+                .bind(error)
+                .bind(millis(at))
+                .bind(decky.to_string())
+                .execute(&self.pool)
+                .await?;
+            found(done.rows_affected())
+        }
+
+        async fn enqueue_mutation(
+            &self,
+            id: Uuid,
+            guard: EditGuard<'_>,
+            op: &str,
+            payload: &serde_json::Value,
+            at: DateTime<Utc>,
+        ) -> DbResult<Mutation> {
+            let mut tx = self.begin_write().await?;
+            let result: DbResult<_> = async {
+            Self::take_guard(&mut tx, id, &guard).await?;
+            let topology = Self::read_topology(&mut *tx, id).await?;
+            let mutation = Mutation {
+                id: Uuid::new_v4(),
+                topology_id: id,
+                op: op.to_string(),
+                payload: payload.clone(),
+                state: MutationState::Pending,
+                requested_at: at,
+                applied_at: None,
+                reason: None,
+            };
+            sqlx::query(
+                "insert into topology_mutations (id, topology_id, seq, op, payload, state, requested_at) \
+                 values (?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(mutation.id.to_string())
+            .bind(id.to_string())
+            .bind(topology.version)
+            .bind(op)
+            .bind(json_text(payload))
+            .bind(MutationState::Pending.as_str())
+            .bind(millis(at))
+            .execute(&mut *tx)
+            .await?;
+            Ok(mutation)
+            }
+            .await;
+            settle(tx, result).await
+        }
+
+        async fn mutations(&self, id: Uuid, state: Option<MutationState>) -> DbResult<Vec<Mutation>> {
+            Self::read_topology(&self.pool, id).await?;
+            let filter = if state.is_some() { "and state = ?" } else { "and ? is null" };
+            let rows: Vec<MutationRow> = sqlx::query_as(&format!(
+                "select {MUTATION_COLUMNS} from topology_mutations where topology_id = ? {filter} \
+                 order by requested_at desc, seq desc"
+            ))
+            .bind(id.to_string())
+            .bind(state.map(MutationState::as_str))
+            .fetch_all(&self.pool)
+            .await?;
+            convert(rows)
+        }
+
+        async fn claim_mutation(&self, holder: &str, now: DateTime<Utc>, stale_before: DateTime<Utc>) -> DbResult<Claim> {
+            let applying = MutationState::Applying.as_str();
+            // A dead mutator's claims first, each failed by exactly one claimer.
+            let stale: Vec<MutationRow> = sqlx::query_as(&format!(
+                "select {MUTATION_COLUMNS} from topology_mutations where state = ? and claimed_at < ?"
+            ))
+            .bind(applying)
+            .bind(millis(stale_before))
+            .fetch_all(&self.pool)
+            .await?;
+            let mut abandoned = Vec::new();
+            for row in stale {
+                let done = sqlx::query(
+                    "update topology_mutations set state = ?, reason = ?, applied_at = ? \
+                     where id = ? and state = ? and claimed_at < ?",
+                )
+                .bind(MutationState::Failed.as_str())
+                .bind(ABANDONED_MUTATION)
+                .bind(millis(now))
+                .bind(&row.id)
+                .bind(applying)
+                .bind(millis(stale_before))
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 1 {
+                    let mut mutation = Mutation::try_from(row)?;
+                    mutation.state = MutationState::Failed;
+                    mutation.reason = Some(ABANDONED_MUTATION.to_string());
+                    mutation.applied_at = Some(now);
+                    abandoned.push(mutation);
+                }
+            }
+
+            let mut tx = self.begin_write().await?;
+            let result: DbResult<_> = async {
+            let next: Option<(String, String)> = sqlx::query_as(&format!(
+                "select m.id, m.topology_id from topology_mutations m join topologies t on t.id = m.topology_id \
+                 where m.state = ? and t.status in {} and not exists \
+                 (select 1 from topology_mutations a where a.topology_id = m.topology_id and a.state = ?) \
+                 order by m.requested_at, m.seq limit 1",
+                live_list()
+            ))
+            .bind(MutationState::Pending.as_str())
+            .bind(applying)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((mutation_id, topology_id)) = next else {
+                return Ok(None);
+            };
+            // Claimers of one topology queue here; the checks below read what the one before committed.
+            let live: Option<(String,)> = sqlx::query_as(&format!(
+                "select id from topologies where id = ? and status in {}{}",
+                live_list(),
+                Backend::FOR_UPDATE
+            ))
+            .bind(&topology_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let (busy,): (i64,) = sqlx::query_as(&format!(
+                "select count(*) from topology_mutations where topology_id = ? and state = ?{}",
+                Backend::FOR_UPDATE
+            ))
+            .bind(&topology_id)
+            .bind(applying)
+            .fetch_one(&mut *tx)
+            .await?;
+            if live.is_none() || busy > 0 {
+                return Ok(None);
+            }
+            let claimed = sqlx::query(
+                "update topology_mutations set state = ?, claimed_at = ?, claimed_by = ? where id = ? and state = ?",
+            )
+            .bind(applying)
+            .bind(millis(now))
+            .bind(holder)
+            .bind(&mutation_id)
+            .bind(MutationState::Pending.as_str())
+            .execute(&mut *tx)
+            .await?;
+            if claimed.rows_affected() == 0 {
+                return Ok(None);
+            }
+            let row: MutationRow =
+                sqlx::query_as(&format!("select {MUTATION_COLUMNS} from topology_mutations where id = ?"))
+                    .bind(&mutation_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            Ok(Some(Mutation::try_from(row)?))
+            }
+            .await;
+            let mutation = settle(tx, result).await?;
+            Ok(Claim { mutation, abandoned })
+        }
+
+        async fn finish_mutation(
+            &self,
+            id: Uuid,
+            state: MutationState,
+            reason: Option<&str>,
+            at: DateTime<Utc>,
+        ) -> DbResult<()> {
+            let done = sqlx::query(
+                "update topology_mutations set state = ?, reason = ?, applied_at = ? where id = ? and state = ?",
+            )
+            .bind(state.as_str())
+            .bind(reason.map(|r| crate::text::prefix_chars(r, 2000)))
+            .bind(millis(at))
+            .bind(id.to_string())
+            .bind(MutationState::Applying.as_str())
+            .execute(&self.pool)
+            .await?;
+            found(done.rows_affected())
+        }
+
+        async fn has_pending_mutations(&self) -> DbResult<bool> {
+            let (pending,): (i64,) = sqlx::query_as(&format!(
+                "select count(*) from topology_mutations m join topologies t on t.id = m.topology_id \
+                 where m.state = ? and t.status in {}",
+                live_list()
+            ))
+            .bind(MutationState::Pending.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+            Ok(pending > 0)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! `GET /topologies/{id}/events`: a topology's live events as Server-Sent Events, in DECNET's
+//! frames. On connect, `event: snapshot` with `{topology_id, status, in_flight}` (its `pending`
+//! and `applying` mutations); then every bus event under `topology.<id>.`, named as DECNET names
+//! them (`mutation.enqueued|applying|applied|failed`, `status`), each `{topic, type, ts,
+//! payload}`. Authentication as `/stream` (bearer header or single-use `?ticket=`; a token in the
+//! query never authenticates), counted against the same per-user cap; the 404 comes after
+//! authentication and before the stream starts. A client that falls 256 events behind is dropped
+//! rather than buffered. Without a bus: the snapshot, then keepalives.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::response::sse::Event;
+use futures::{StreamExt, stream};
+use serde::Deserialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::sse;
+use crate::bus::{self, topics};
+use crate::db::MutationState;
+use crate::http::extract::{ValidPath, ValidQuery, Validate};
+use crate::http::guard::StreamViewer;
+use crate::http::{ApiError, AppState, Result};
+
+/// Events a client may fall behind before it is dropped.
+const BACKLOG: usize = 256;
+
+#[derive(Debug, Deserialize)]
+pub struct TopologyEventsQuery {
+    /// A single-use ticket from `POST /auth/sse-ticket`, for clients that cannot send a header.
+    pub ticket: Option<String>,
+}
+
+impl Validate for TopologyEventsQuery {}
+
+/// The frame name DECNET gives a topology subject.
+fn frame_name(topology: Uuid, subject: &str) -> Option<String> {
+    let rest = subject.strip_prefix(&format!("topology.{topology}."))?;
+    Some(rest.to_string())
+}
+
+pub async fn topology_events(
+    State(state): State<AppState>,
+    StreamViewer(session): StreamViewer,
+    ValidPath(id): ValidPath<Uuid>,
+    ValidQuery(_query): ValidQuery<TopologyEventsQuery>,
+) -> Result<Response> {
+    let topology = state.db.topology(id).await.map_err(|err| match err {
+        crate::db::DbError::NotFound => ApiError::not_found(crate::topology::NOT_FOUND),
+        other => other.into(),
+    })?;
+    let slot = state.sse.acquire(session.user.uuid)?;
+    // Subscribed before the snapshot is read: nothing that happens after it is missed.
+    let subscriber = state.bus.subscribe(topics::topology_events(id)).await;
+    let mut in_flight = state.db.mutations(id, Some(MutationState::Applying)).await?;
+    in_flight.extend(state.db.mutations(id, Some(MutationState::Pending)).await?);
+    let snapshot = json!({"topology_id": id, "status": topology.status, "in_flight": in_flight});
+    let snapshot = Event::default().event("snapshot").data(snapshot.to_string());
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(BACKLOG);
+    // Without a bus nothing sends, and the stream holds the snapshot and keepalives as DECNET's
+    // does: its own sender keeps the channel open.
+    let mut idle_sender = None;
+    if let Some(mut subscriber) = subscriber {
+        let closing = state.closing.clone();
+        tokio::spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    () = closing.cancelled() => return,
+                    () = tx.closed() => return,
+                    message = subscriber.next() => message,
+                };
+                let Some(message) = message else { return };
+                let Ok(event) = serde_json::from_slice::<bus::Event>(&message.payload) else { continue };
+                let Some(name) = frame_name(id, &message.subject) else { continue };
+                // Full: the client is too slow to keep; ending the channel ends its stream.
+                if tx.try_send(Event::default().event(name).data(json!(event).to_string())).is_err() {
+                    tracing::info!(topology = %id, "Dropping a topology event stream that fell behind");
+                    return;
+                }
+            }
+        });
+    } else {
+        idle_sender = Some(tx);
+    }
+    let live = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (event, rx)) });
+    let closing = state.closing.clone().cancelled_owned();
+    let frames = stream::once(std::future::ready(snapshot)).chain(live).take_until(closing).map(move |event| {
+        // The stream owns its slot (freed however it ends) and, without a bus, its idle sender.
+        let _held = (&slot, &idle_sender);
+        Ok::<_, Infallible>(event)
+    });
+    Ok(sse::response(frames))
+}

@@ -1,0 +1,375 @@
+//! A topology on the container runtime. Every change is one [`converge`](Topologies::converge)
+//! from the topology as it was to the topology as stored: new LANs become networks (internal
+//! unless DMZ), gone deckies lose their container, new or changed deckies get one on their home
+//! LAN and are connected to their other LANs at their addresses, changed attachments are
+//! connected or disconnected, gone LANs lose their network. A deploy converges from nothing; a
+//! mutation from the topology before its edits. Teardown removes what carries the topology's
+//! label and the networks its LANs name, which is exactly what converging made.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::Utc;
+use uuid::Uuid;
+
+use super::{TEARDOWNABLE, Topologies, TopologyError, not_found, ops};
+use crate::db::{
+    DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
+};
+use crate::fleet::{DECKY_LABEL, FLEET_LABEL, TOPOLOGY_LABEL};
+use crate::runtime::{ContainerSpec, NetworkSpec};
+
+/// The generic reasons a topology or decky is left with; the engine's words are in the log.
+const NETWORK_FAILED: &str = "a LAN's network could not be created";
+const CONTAINER_FAILED: &str = "a decky's container could not be started or attached";
+const IMAGE_FAILED: &str = "the decky image could not be built";
+const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
+
+impl Topologies {
+    fn prefix(&self, topology: Uuid) -> String {
+        let id = topology.simple().to_string();
+        format!("{}-t{}", self.fleet.settings().name, &id[..8])
+    }
+
+    /// The engine's name of a LAN's network (by id, so a renamed LAN keeps its network).
+    pub fn network_name(&self, lan: &Lan) -> String {
+        let id = lan.id.simple().to_string();
+        format!("{}-l{}", self.prefix(lan.topology_id), &id[..8])
+    }
+
+    pub fn container_name(&self, decky: &TopologyDecky) -> String {
+        format!("{}-{}", self.prefix(decky.topology_id), decky.name)
+    }
+
+    fn labels(&self, topology: Uuid, decky: Option<&str>) -> BTreeMap<String, String> {
+        let mut labels = BTreeMap::from([
+            (FLEET_LABEL.to_string(), self.fleet.settings().name.clone()),
+            (TOPOLOGY_LABEL.to_string(), topology.to_string()),
+        ]);
+        if let Some(decky) = decky {
+            labels.insert(DECKY_LABEL.to_string(), decky.to_string());
+        }
+        labels
+    }
+
+    /// `pending` → `deploying`, then the deploy in the background.
+    pub async fn start_deploy(&self, id: Uuid) -> Result<Topology, TopologyError> {
+        match self.move_status(id, Some(&[TopologyStatus::Pending]), TopologyStatus::Deploying, None).await {
+            Ok(_) => {}
+            Err(DbError::Conflict) => {
+                let status = self.db.topology(id).await.map_err(not_found)?.status;
+                return Err(TopologyError::Conflict(format!(
+                    "Topology is '{}'; only 'pending' topologies can be deployed.",
+                    status.as_str()
+                )));
+            }
+            Err(err) => return Err(not_found(err)),
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.deploy(id).await });
+        Ok(self.db.topology(id).await?)
+    }
+
+    /// Makes the stored topology live and records how that went: `active`, `degraded` (some
+    /// decky failed) or `failed` (nothing could run).
+    pub async fn deploy(&self, id: Uuid) {
+        let started = std::time::Instant::now();
+        let outcome = match self.db.topology_detail(id).await {
+            Ok(detail) => self.converge(&empty(&detail), &detail).await,
+            Err(err) => {
+                tracing::error!(topology = %id, error = %err, "Cannot read the topology to deploy");
+                Err("the topology could not be read".to_string())
+            }
+        };
+        let (to, reason) = match &outcome {
+            Ok(0) => (TopologyStatus::Active, None),
+            Ok(failed) => (TopologyStatus::Degraded, Some(format!("{failed} decky/ies failed to start"))),
+            Err(reason) => (TopologyStatus::Failed, Some(reason.clone())),
+        };
+        if let Err(err) = self.move_status(id, Some(&[TopologyStatus::Deploying]), to, reason.as_deref()).await {
+            tracing::warn!(topology = %id, error = %err, "Could not record the deploy's outcome");
+        }
+        tracing::info!(topology = %id, status = to.as_str(), elapsed_ms = started.elapsed().as_millis() as u64, "Topology deploy finished");
+    }
+
+    /// Moves to `tearing_down`, then tears down in the background.
+    pub async fn start_teardown(&self, id: Uuid) -> Result<Topology, TopologyError> {
+        match self.move_status(id, Some(&TEARDOWNABLE), TopologyStatus::TearingDown, None).await {
+            Ok(_) => {}
+            Err(DbError::Conflict) => {
+                let status = self.db.topology(id).await.map_err(not_found)?.status;
+                return Err(TopologyError::Conflict(format!(
+                    "Topology is '{}'; cannot teardown (allowed from: ['active', 'degraded', 'deploying', 'failed']).",
+                    status.as_str()
+                )));
+            }
+            Err(err) => return Err(not_found(err)),
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.teardown(id).await });
+        Ok(self.db.topology(id).await?)
+    }
+
+    /// Removes every container with the topology's label and every LAN's network: `torn_down`,
+    /// or `degraded` with the reason when something stayed.
+    pub async fn teardown(&self, id: Uuid) {
+        let outcome = self.remove_all(id).await;
+        let (to, reason) = match outcome {
+            Ok(()) => (TopologyStatus::TornDown, None),
+            Err(reason) => (TopologyStatus::Degraded, Some(reason)),
+        };
+        if let Err(err) = self.move_status(id, Some(&[TopologyStatus::TearingDown]), to, reason.as_deref()).await {
+            tracing::warn!(topology = %id, error = %err, "Could not record the teardown's outcome");
+        }
+    }
+
+    async fn remove_all(&self, id: Uuid) -> Result<(), String> {
+        let runtime = self.fleet.runtime();
+        let detail = self.db.topology_detail(id).await.map_err(|err| {
+            tracing::error!(topology = %id, error = %err, "Cannot read the topology to tear down");
+            "the topology could not be read".to_string()
+        })?;
+        let mut ok = true;
+        match runtime.list(TOPOLOGY_LABEL, &id.to_string()).await {
+            Ok(containers) => {
+                for container in containers {
+                    if let Err(err) = runtime.remove(&container.id).await {
+                        tracing::error!(container = %container.name, error = %err, "Could not remove a topology container");
+                        ok = false;
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::error!(topology = %id, error = %err, "Cannot list the topology's containers");
+                return Err(TEARDOWN_FAILED.into());
+            }
+        }
+        for decky in &detail.deckies {
+            let _ = self.db.set_topology_decky_state(decky.uuid, "torn_down", None, Utc::now()).await;
+        }
+        for lan in &detail.lans {
+            match runtime.remove_network(&self.network_name(lan)).await {
+                Ok(()) => {
+                    let _ = self.db.set_lan_network(lan.id, None).await;
+                }
+                Err(err) => {
+                    tracing::error!(network = %self.network_name(lan), error = %err, "Could not remove a LAN's network");
+                    ok = false;
+                }
+            }
+        }
+        if ok { Ok(()) } else { Err(TEARDOWN_FAILED.into()) }
+    }
+
+    /// Makes the engine go from `before` to `after` (see the module's header). Returns how many
+    /// deckies failed; `Err` with a generic reason when a network could not be made.
+    pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<usize, String> {
+        let runtime = self.fleet.runtime();
+        let old_lans: BTreeSet<Uuid> = before.lans.iter().map(|l| l.id).collect();
+        let new_lans: BTreeSet<Uuid> = after.lans.iter().map(|l| l.id).collect();
+        for lan in after.lans.iter().filter(|l| !old_lans.contains(&l.id)) {
+            let spec = NetworkSpec {
+                name: self.network_name(lan),
+                driver: "bridge".into(),
+                parent: None,
+                subnet: lan.subnet.clone(),
+                gateway: lan_gateway(&lan.subnet),
+                internal: !lan.is_dmz,
+                labels: self.labels(lan.topology_id, None),
+            };
+            if let Err(err) = runtime.ensure_network(&spec).await {
+                tracing::error!(network = %spec.name, error = %err, "Could not create a LAN's network");
+                return Err(NETWORK_FAILED.into());
+            }
+            let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
+        }
+
+        let old: BTreeMap<Uuid, &TopologyDecky> = before.deckies.iter().map(|d| (d.uuid, d)).collect();
+        let new: BTreeSet<Uuid> = after.deckies.iter().map(|d| d.uuid).collect();
+        for decky in before.deckies.iter().filter(|d| !new.contains(&d.uuid)) {
+            if let Err(err) = runtime.remove(&self.container_name(decky)).await {
+                tracing::error!(decky = %decky.name, error = %err, "Could not remove a decky's container");
+                return Err(CONTAINER_FAILED.into());
+            }
+        }
+        let mut image = None;
+        let mut failed = 0;
+        for decky in &after.deckies {
+            let recreate = old.get(&decky.uuid).is_none_or(|was| needs_recreate(before, was, after, decky));
+            let result = if recreate {
+                if image.is_none() {
+                    image = Some(self.fleet.default_image().await.map_err(|_| IMAGE_FAILED.to_string())?);
+                }
+                self.start_decky(after, decky, image.as_deref().unwrap_or_default()).await
+            } else {
+                self.reattach(before, after, decky).await
+            };
+            let (state, error) = match result {
+                Ok(()) => ("running", None),
+                Err(()) => {
+                    failed += 1;
+                    ("failed", Some(CONTAINER_FAILED))
+                }
+            };
+            if recreate || error.is_some() {
+                let _ = self.db.set_topology_decky_state(decky.uuid, state, error, Utc::now()).await;
+            }
+        }
+
+        for lan in before.lans.iter().filter(|l| !new_lans.contains(&l.id)) {
+            if let Err(err) = runtime.remove_network(&self.network_name(lan)).await {
+                tracing::error!(network = %self.network_name(lan), error = %err, "Could not remove a LAN's network");
+                return Err(TEARDOWN_FAILED.into());
+            }
+        }
+        Ok(failed)
+    }
+
+    /// Runs the decky on its home LAN and connects it to the others.
+    async fn start_decky(&self, detail: &TopologyDetail, decky: &TopologyDecky, image: &str) -> Result<(), ()> {
+        let runtime = self.fleet.runtime();
+        let edges = detail.edges_of(decky);
+        let Some((home, rest)) = edges.split_first() else {
+            tracing::warn!(decky = %decky.name, "A decky on no LAN is not started");
+            return Err(());
+        };
+        let lan_of = |id: Uuid| detail.lans.iter().find(|l| l.id == id);
+        let Some(home_lan) = lan_of(home.lan_id) else { return Err(()) };
+        let forwards = edges.iter().any(|e| e.forwards_l3);
+        let spec = ContainerSpec {
+            name: self.container_name(decky),
+            image: image.to_string(),
+            cmd: Vec::new(),
+            env: vec![format!("NODE_NAME={}", decky.name), format!("SVC_DECKY_SERVICES={}", decky.services.join(","))],
+            hostname: decky.name.clone(),
+            network: self.network_name(home_lan),
+            ip: home.ip.clone().unwrap_or_default(),
+            labels: self.labels(decky.topology_id, Some(&decky.name)),
+            sysctls: if forwards && rest.iter().any(|_| true) {
+                BTreeMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())])
+            } else {
+                BTreeMap::new()
+            },
+        };
+        if let Err(err) = runtime.run(&spec).await {
+            tracing::error!(decky = %decky.name, error = %err, "Could not start a topology decky");
+            return Err(());
+        }
+        for edge in rest {
+            let Some(lan) = lan_of(edge.lan_id) else { continue };
+            let ip = edge.ip.clone().unwrap_or_default();
+            if let Err(err) = runtime.connect(&self.network_name(lan), &spec.name, &ip).await {
+                tracing::error!(decky = %decky.name, lan = %lan.name, error = %err, "Could not attach a decky to a LAN");
+                return Err(());
+            }
+        }
+        tracing::info!(decky = %decky.name, container = %spec.name, "Topology decky started");
+        Ok(())
+    }
+
+    /// Connects and disconnects a kept decky as its attachments changed.
+    async fn reattach(&self, before: &TopologyDetail, after: &TopologyDetail, decky: &TopologyDecky) -> Result<(), ()> {
+        let runtime = self.fleet.runtime();
+        let container = self.container_name(decky);
+        let old: BTreeSet<(Uuid, Option<String>)> =
+            before.edges.iter().filter(|e| e.decky_uuid == decky.uuid).map(|e| (e.lan_id, e.ip.clone())).collect();
+        let new: BTreeSet<(Uuid, Option<String>)> =
+            after.edges.iter().filter(|e| e.decky_uuid == decky.uuid).map(|e| (e.lan_id, e.ip.clone())).collect();
+        for (lan, _) in old.difference(&new) {
+            if let Some(lan) = before.lans.iter().find(|l| l.id == *lan)
+                && let Err(err) = runtime.disconnect(&self.network_name(lan), &container).await
+            {
+                tracing::error!(decky = %decky.name, error = %err, "Could not detach a decky from a LAN");
+                return Err(());
+            }
+        }
+        for (lan, ip) in new.difference(&old) {
+            if let Some(lan) = after.lans.iter().find(|l| l.id == *lan)
+                && let Err(err) =
+                    runtime.connect(&self.network_name(lan), &container, ip.as_deref().unwrap_or_default()).await
+            {
+                tracing::error!(decky = %decky.name, error = %err, "Could not attach a decky to a LAN");
+                return Err(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a claimed mutation: its edits to the store, then to the engine when the topology
+    /// is live. Ends the mutation `applied` or `failed` (with the reason), moves a topology whose
+    /// engine failed to `degraded`, and announces each step.
+    pub async fn apply(&self, mutation: &Mutation) -> MutationState {
+        self.announce_mutation(mutation, "applying").await;
+        let outcome = self.apply_inner(mutation).await;
+        let (state, reason) = match &outcome {
+            Ok(()) => (MutationState::Applied, None),
+            Err(reason) => (MutationState::Failed, Some(reason.as_str())),
+        };
+        match self.db.finish_mutation(mutation.id, state, reason, Utc::now()).await {
+            Ok(()) => {}
+            Err(DbError::NotFound) => {
+                tracing::warn!(mutation = %mutation.id, "The mutation's claim went stale meanwhile")
+            }
+            Err(err) => tracing::error!(mutation = %mutation.id, error = %err, "Could not record the mutation's end"),
+        }
+        let mut ended = mutation.clone();
+        ended.state = state;
+        ended.reason = reason.map(str::to_string);
+        self.announce_mutation(&ended, state.as_str()).await;
+        if let Err(reason) = &outcome {
+            // A refused op leaves the engine as it was; only an engine failure degrades.
+            if reason.starts_with(ENGINE_PREFIX) {
+                let _ = self.move_status(mutation.topology_id, None, TopologyStatus::Degraded, Some(reason)).await;
+            }
+        }
+        state
+    }
+
+    async fn apply_inner(&self, mutation: &Mutation) -> Result<(), String> {
+        let mut pool = self.subnet_pool().await.map_err(|e| format!("store: {e}"))?;
+        let before = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
+        let live = before.topology.status.is_live();
+        let edits = ops::edits(&before, &mutation.op, &mutation.payload, &mut pool, live).map_err(|e| e.0)?;
+        let guard = EditGuard { statuses: &[TopologyStatus::Active, TopologyStatus::Degraded], version: None };
+        match self.db.edit_topology(mutation.topology_id, guard, &edits).await {
+            Ok(_) => {}
+            Err(DbError::Conflict) => return Err("a name, address or attachment is already taken".into()),
+            Err(DbError::NotFound) => return Err("a part the op names is gone".into()),
+            Err(err) => return Err(format!("store: {err}")),
+        }
+        let after = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
+        match self.converge(&before, &after).await {
+            Ok(0) => Ok(()),
+            Ok(_) => Err(format!("{ENGINE_PREFIX}{CONTAINER_FAILED}")),
+            Err(reason) => Err(format!("{ENGINE_PREFIX}{reason}")),
+        }
+    }
+
+    /// A pool for `add_lan` without a subnet: the /24s no topology holds.
+    pub async fn pool(&self) -> Result<super::generate::SubnetPool, TopologyError> {
+        self.subnet_pool().await
+    }
+}
+
+/// Marks a mutation's reason as the engine's failure (not the op's refusal).
+const ENGINE_PREFIX: &str = "engine: ";
+
+/// A topology with no parts: what a deploy converges from.
+fn empty(detail: &TopologyDetail) -> TopologyDetail {
+    TopologyDetail { topology: detail.topology.clone(), lans: Vec::new(), deckies: Vec::new(), edges: Vec::new() }
+}
+
+/// The gateway of a /24: its first host.
+fn lan_gateway(subnet: &str) -> String {
+    subnet.parse::<crate::fleet::subnet::Subnet>().map(|s| s.first_host().to_string()).unwrap_or_default()
+}
+
+/// A decky's container is made again when what it runs, its name, its home LAN or its
+/// forwarding changed; other attachment changes are connects and disconnects.
+fn needs_recreate(before: &TopologyDetail, was: &TopologyDecky, after: &TopologyDetail, now: &TopologyDecky) -> bool {
+    let home = |d: &TopologyDetail, decky: &TopologyDecky| d.edges_of(decky).first().map(|e| (e.lan_id, e.ip.clone()));
+    let forwards = |d: &TopologyDetail, decky: &TopologyDecky| d.edges_of(decky).iter().any(|e| e.forwards_l3);
+    was.services != now.services
+        || was.name != now.name
+        || home(before, was) != home(after, now)
+        || forwards(before, was) != forwards(after, now)
+}

@@ -1,0 +1,323 @@
+//! Topologies (DECNET's MazeNET) as the API and the mutator use them: [`Topologies`] generates
+//! (`generate`) or starts blank, queues mutations (stored first, then announced on the bus),
+//! deploys and tears down over the container runtime (`deploy`: a network per LAN, a container
+//! per decky with an address on each of its LANs), and applies a claimed mutation (`ops` turns
+//! it into store edits, `deploy` makes them live). The store is the truth; the engine's words
+//! go to the server log, callers get [`TopologyError`]s with DECNET's texts.
+
+pub mod deploy;
+pub mod generate;
+pub mod ops;
+
+use std::collections::BTreeSet;
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::bus::{Bus, Event, topics};
+use crate::db::{
+    Db, DbError, Edge, EditGuard, Lan, Mutation, Topology, TopologyDecky, TopologyDetail, TopologyEdit, TopologyStatus,
+};
+use crate::fleet::{Fleet, catalog};
+use generate::{Params, Plan, SubnetPool};
+
+/// What a topology operation tells its caller.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// 404 with this text.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409 with this text.
+    #[error("{0}")]
+    Conflict(String),
+    /// 400 with this text.
+    #[error("{0}")]
+    BadRequest(String),
+    #[error(transparent)]
+    Store(#[from] DbError),
+}
+
+pub const NOT_FOUND: &str = "Topology not found";
+
+/// Statuses from which a topology may be deleted, torn down.
+pub const DELETABLE: [TopologyStatus; 3] = [TopologyStatus::Pending, TopologyStatus::TornDown, TopologyStatus::Failed];
+pub const TEARDOWNABLE: [TopologyStatus; 4] =
+    [TopologyStatus::Active, TopologyStatus::Degraded, TopologyStatus::Failed, TopologyStatus::Deploying];
+
+fn not_found(err: DbError) -> TopologyError {
+    match err {
+        DbError::NotFound => TopologyError::NotFound(NOT_FOUND.into()),
+        other => TopologyError::Store(other),
+    }
+}
+
+/// Who asks for a topology to be made.
+#[derive(Clone, Debug)]
+pub struct NewTopology {
+    pub name: String,
+    pub mode: String,
+    pub target_host_uuid: Option<String>,
+}
+
+/// Topologies over the store, the bus and the fleet's runtime; cheap to clone.
+#[derive(Clone)]
+pub struct Topologies {
+    db: Db,
+    bus: Bus,
+    fleet: Fleet,
+}
+
+impl Topologies {
+    pub fn new(db: Db, bus: Bus, fleet: Fleet) -> Topologies {
+        Topologies { db, bus, fleet }
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The /24s no topology holds yet, in order.
+    async fn subnet_pool(&self) -> Result<SubnetPool, TopologyError> {
+        let mut taken = BTreeSet::new();
+        let mut offset = 0;
+        loop {
+            let page = self.db.topologies(None, 500, offset).await?;
+            for topology in &page.rows {
+                if let Ok(detail) = self.db.topology_detail(topology.id).await {
+                    taken.extend(detail.lans.into_iter().map(|l| l.subnet));
+                }
+            }
+            offset += page.rows.len() as u64;
+            if page.rows.is_empty() || offset >= page.total {
+                break;
+            }
+        }
+        Ok(SubnetPool::new(self.fleet.settings().topology_subnet_pool, taken))
+    }
+
+    /// The next /24 no topology holds.
+    pub async fn next_subnet(&self) -> Result<String, TopologyError> {
+        self.subnet_pool().await?.next_free().map_err(|e| TopologyError::Conflict(e.to_string()))
+    }
+
+    /// Plans and stores a topology under `params.seed`; status `pending`.
+    pub async fn generate(&self, new: NewTopology, params: Params) -> Result<Topology, TopologyError> {
+        let mut pool = self.subnet_pool().await?;
+        let plan = generate::generate(&params, &catalog::service_names(), &mut pool)
+            .map_err(|e| TopologyError::Conflict(e.to_string()))?;
+        let snapshot = serde_json::to_value(&params).unwrap_or(Value::Null);
+        let detail = from_plan(new, snapshot, plan);
+        self.store_new(detail).await
+    }
+
+    /// Stores a topology with no LANs; status `pending`.
+    pub async fn blank(&self, new: NewTopology) -> Result<Topology, TopologyError> {
+        let detail = from_plan(new, json!({"blank": true}), Plan { lans: Vec::new(), deckies: Vec::new() });
+        self.store_new(detail).await
+    }
+
+    async fn store_new(&self, detail: TopologyDetail) -> Result<Topology, TopologyError> {
+        match self.db.create_topology(&detail).await {
+            Ok(()) => Ok(detail.topology),
+            Err(DbError::Conflict) => {
+                Err(TopologyError::Conflict(format!("Topology name {:?} already exists", detail.topology.name)))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    pub async fn detail(&self, id: Uuid) -> Result<TopologyDetail, TopologyError> {
+        self.db.topology_detail(id).await.map_err(not_found)
+    }
+
+    pub async fn delete(&self, id: Uuid) -> Result<(), TopologyError> {
+        match self.db.delete_topology(id, &DELETABLE).await {
+            Err(DbError::Conflict) => {
+                let status = self.db.topology(id).await.map_err(not_found)?.status;
+                Err(TopologyError::Conflict(format!(
+                    "Topology is '{}'; teardown to 'torn_down' before delete.",
+                    status.as_str()
+                )))
+            }
+            other => other.map_err(not_found),
+        }
+    }
+
+    /// Applies a pending-only child edit: 409 unless `pending` or when `expected_version` is stale.
+    pub async fn edit_pending(
+        &self,
+        id: Uuid,
+        expected_version: Option<i64>,
+        edits: &[TopologyEdit],
+    ) -> Result<Topology, TopologyError> {
+        let guard = EditGuard { statuses: &[TopologyStatus::Pending], version: expected_version };
+        match self.db.edit_topology(id, guard, edits).await {
+            Ok(topology) => Ok(topology),
+            Err(DbError::Conflict) => {
+                Err(self.explain_conflict(id, expected_version, &[TopologyStatus::Pending]).await)
+            }
+            Err(DbError::NotFound) => {
+                self.db.topology(id).await.map_err(not_found)?;
+                Err(TopologyError::NotFound("Not found".into()))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Why a guarded write was refused, in DECNET's words.
+    async fn explain_conflict(&self, id: Uuid, expected: Option<i64>, statuses: &[TopologyStatus]) -> TopologyError {
+        let topology = match self.db.topology(id).await {
+            Ok(topology) => topology,
+            Err(err) => return not_found(err),
+        };
+        if !statuses.contains(&topology.status) {
+            return TopologyError::Conflict(if statuses.contains(&TopologyStatus::Pending) {
+                pending_only(topology.status)
+            } else {
+                queue_closed(topology.status)
+            });
+        }
+        match expected {
+            Some(expected) if expected != topology.version => {
+                TopologyError::Conflict(format!("Version conflict: expected {expected}, current {}", topology.version))
+            }
+            // The guard held, so a unique key did not: a name or an attachment is taken.
+            _ => TopologyError::Conflict("A LAN, decky or edge of that name or address already exists".into()),
+        }
+    }
+
+    /// Stores a mutation of a live topology, then announces it; a failed announcement loses
+    /// nothing (the mutator polls).
+    pub async fn enqueue(
+        &self,
+        id: Uuid,
+        op: &str,
+        payload: &Value,
+        expected_version: Option<i64>,
+    ) -> Result<Mutation, TopologyError> {
+        let live = [TopologyStatus::Active, TopologyStatus::Degraded];
+        let topology = self.db.topology(id).await.map_err(not_found)?;
+        if !topology.status.is_live() {
+            return Err(TopologyError::Conflict(queue_closed(topology.status)));
+        }
+        let guard = EditGuard { statuses: &live, version: expected_version };
+        let mutation = match self.db.enqueue_mutation(id, guard, op, payload, Utc::now()).await {
+            Ok(mutation) => mutation,
+            Err(DbError::Conflict) => return Err(self.explain_conflict(id, expected_version, &live).await),
+            Err(err) => return Err(not_found(err)),
+        };
+        self.announce_mutation(&mutation, "enqueued").await;
+        Ok(mutation)
+    }
+
+    /// `topology.<id>.mutation.<state>` with the mutation as payload.
+    pub async fn announce_mutation(&self, mutation: &Mutation, state: &str) {
+        let Ok(topic) = topics::topology_mutation(mutation.topology_id, state) else { return };
+        let payload = json!({
+            "mutation_id": mutation.id, "topology_id": mutation.topology_id, "op": mutation.op,
+            "state": state, "reason": mutation.reason,
+        });
+        if let Err(err) = self.bus.publish(&Event::new(topic, state, payload)).await {
+            tracing::debug!(error = %err, mutation = %mutation.id, "Mutation event not published");
+        }
+    }
+
+    /// Moves the topology along the status machine, recording why, and announces it.
+    pub async fn move_status(
+        &self,
+        id: Uuid,
+        from: Option<&[TopologyStatus]>,
+        to: TopologyStatus,
+        reason: Option<&str>,
+    ) -> Result<TopologyStatus, DbError> {
+        let left = self.db.set_topology_status(id, from, to, reason, Utc::now()).await?;
+        let payload = json!({"state": to.as_str(), "from": left.as_str(), "reason": reason});
+        if let Err(err) = self.bus.publish(&Event::new(topics::topology_status(id), "status", payload)).await {
+            tracing::debug!(error = %err, topology = %id, "Status event not published");
+        }
+        Ok(left)
+    }
+}
+
+/// DECNET's refusal of a child edit outside `pending`.
+pub fn pending_only(status: TopologyStatus) -> String {
+    format!(
+        "Topology is '{}'; free-form child edits are pending-only.  Use the mutation queue for active topologies.",
+        status.as_str()
+    )
+}
+
+/// DECNET's refusal of a mutation outside `active`/`degraded`.
+pub fn queue_closed(status: TopologyStatus) -> String {
+    format!(
+        "Topology is '{}'; the mutation queue is only open for 'active' or 'degraded' topologies.  Use child-CRUD endpoints while pending.",
+        status.as_str()
+    )
+}
+
+/// The stored form of a plan: uuids for every part, every decky `pending`.
+fn from_plan(new: NewTopology, snapshot: Value, plan: Plan) -> TopologyDetail {
+    let now = Utc::now();
+    let id = Uuid::new_v4();
+    let topology = Topology {
+        id,
+        name: new.name,
+        mode: new.mode,
+        target_host_uuid: new.target_host_uuid,
+        status: TopologyStatus::Pending,
+        version: 1,
+        needs_resync: false,
+        created_at: now,
+        status_changed_at: now,
+        email_personas: "[]".into(),
+        language_default: "en".into(),
+        config_snapshot: snapshot,
+    };
+    let lans: Vec<Lan> = plan
+        .lans
+        .iter()
+        .map(|l| Lan {
+            id: Uuid::new_v4(),
+            topology_id: id,
+            name: l.name.clone(),
+            subnet: l.subnet.clone(),
+            is_dmz: l.is_dmz,
+            docker_network_id: None,
+            x: None,
+            y: None,
+        })
+        .collect();
+    let mut deckies = Vec::new();
+    let mut edges = Vec::new();
+    for planned in plan.deckies {
+        let uuid = Uuid::new_v4();
+        let bridge = planned.addresses.len() > 1;
+        for (lan, ip) in &planned.addresses {
+            edges.push(Edge {
+                id: Uuid::new_v4(),
+                topology_id: id,
+                decky_uuid: uuid,
+                lan_id: lans[*lan].id,
+                ip: Some(ip.clone()),
+                is_bridge: bridge,
+                forwards_l3: planned.forwards_l3,
+            });
+        }
+        let ips_by_lan: serde_json::Map<String, Value> =
+            planned.addresses.iter().map(|(lan, ip)| (lans[*lan].name.clone(), Value::String(ip.clone()))).collect();
+        deckies.push(TopologyDecky {
+            uuid,
+            topology_id: id,
+            name: planned.name,
+            services: planned.services,
+            decky_config: Some(json!({"ips_by_lan": ips_by_lan, "forwards_l3": planned.forwards_l3})),
+            ip: planned.addresses.first().map(|(_, ip)| ip.clone()),
+            state: "pending".into(),
+            last_error: None,
+            x: None,
+            y: None,
+        });
+    }
+    TopologyDetail { topology, lans, deckies, edges }
+}

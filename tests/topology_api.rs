@@ -1,0 +1,452 @@
+//! The topology routes against a real database (sqlite, and MariaDB when configured), with the
+//! container engine out of reach: a seed reproduces a topology; the generator's limits and the
+//! mode rules answer 400/409/422 as DECNET does; reads, status events, the catalog; the
+//! pending-only child edits with version locking; the mutation queue's refusals and its records;
+//! a deploy that cannot reach the engine ends `failed` with a reason; delete's refusal. (Deploys
+//! and live mutations on a real engine, and the mutator: `bin/tests/topology.rs`.)
+
+mod common;
+
+use common::{TestApi, TestDb, user_token};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use svc::db::{Role, TopologyStatus};
+use uuid::Uuid;
+
+const NO_ENGINE: &str = "unix:///nonexistent/engine.sock";
+
+struct Api {
+    api: TestApi,
+    admin: String,
+}
+
+async fn start(db: &TestDb) -> Api {
+    let vars = [
+        ("SVC_DOCKER_HOST", NO_ENGINE),
+        ("SVC_DECKY_BINARY", "/bin/true"),
+        ("SVC_TOPOLOGY_SUBNET_POOL", "10.214.0.0/16"),
+    ];
+    let api = TestApi::start(db.api_config(&vars)).await;
+    let admin = user_token(&api.state, "root", Role::Admin).await;
+    Api { api, admin }
+}
+
+impl Api {
+    async fn call_as(&self, token: &str, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.api.client.request(method, self.api.url(path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.call_as(&self.admin, method, path, body).await
+    }
+
+    async fn created(&self, path: &str, body: Value) -> Value {
+        let (status, body) = self.call(Method::POST, path, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{path}: {body}");
+        body
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.api.ok(path, &self.admin, &[]).await
+    }
+
+    async fn detail(&self, id: &str) -> Value {
+        self.get(&format!("/topologies/{id}")).await
+    }
+}
+
+fn generate(name: &str, seed: u64) -> Value {
+    json!({"name": name, "depth": 2, "branching_factor": 2, "deckies_per_lan_max": 2, "cross_edge_probability": 0.5, "seed": seed})
+}
+
+/// A topology's shape by names: LANs, deckies with their services and addresses, edges.
+fn shape(detail: &Value) -> Value {
+    let lan_name =
+        |id: &Value| detail["lans"].as_array().unwrap().iter().find(|l| l["id"] == *id).unwrap()["name"].clone();
+    let decky_name =
+        |id: &Value| detail["deckies"].as_array().unwrap().iter().find(|d| d["uuid"] == *id).unwrap()["name"].clone();
+    let lans: Vec<Value> =
+        detail["lans"].as_array().unwrap().iter().map(|l| json!([l["name"], l["subnet"], l["is_dmz"]])).collect();
+    let deckies: Vec<Value> =
+        detail["deckies"].as_array().unwrap().iter().map(|d| json!([d["name"], d["services"], d["ip"]])).collect();
+    let mut edges: Vec<String> = detail["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} {} {}",
+                decky_name(&e["decky_uuid"]),
+                lan_name(&e["lan_id"]),
+                e["ip"],
+                e["is_bridge"],
+                e["forwards_l3"]
+            )
+        })
+        .collect();
+    edges.sort();
+    json!({"lans": lans, "deckies": deckies, "edges": edges})
+}
+
+#[tokio::test]
+async fn a_seed_reproduces_its_topology() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let first = api.created("/topologies/", generate("maze-a", 42)).await;
+        assert_eq!((first["status"].as_str(), first["version"].as_i64()), (Some("pending"), Some(1)));
+        let id = first["id"].as_str().unwrap().to_string();
+        let a = shape(&api.detail(&id).await);
+        assert!(a["lans"].as_array().unwrap().len() >= 3, "{a}");
+        assert_eq!(a["lans"][0], json!(["LAN-00", "10.214.0.0/24", true]));
+
+        // While the first holds its subnets a second one gets others, with the same structure.
+        let twin = api.created("/topologies", generate("maze-b", 42)).await;
+        let b = shape(&api.detail(twin["id"].as_str().unwrap()).await);
+        assert_eq!(a["deckies"].as_array().unwrap().len(), b["deckies"].as_array().unwrap().len());
+        assert_ne!(a["lans"], b["lans"]);
+
+        // Deleted, its subnets are free again: the same seed gives the very same topology.
+        let (status, _) = api.call(Method::DELETE, &format!("/topologies/{id}"), None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let again = api.created("/topologies/", generate("maze-a", 42)).await;
+        assert_eq!(shape(&api.detail(again["id"].as_str().unwrap()).await), a, "{}", db.name);
+        let other = api.created("/topologies/", generate("maze-c", 43)).await;
+        assert_ne!(shape(&api.detail(other["id"].as_str().unwrap()).await)["deckies"], a["deckies"]);
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn generation_parameters_are_checked_as_decnet_does() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let cases: &[(Value, StatusCode, Option<&str>)] = &[
+            (
+                json!({"name": "x", "depth": 0, "branching_factor": 1}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("Invalid request parameters"),
+            ),
+            (json!({"name": "x", "depth": 17, "branching_factor": 1}), StatusCode::UNPROCESSABLE_ENTITY, None),
+            (json!({"name": "x", "depth": 1, "branching_factor": 9}), StatusCode::UNPROCESSABLE_ENTITY, None),
+            (
+                json!({"name": "x", "depth": 1, "branching_factor": 1, "bridge_forward_probability": 1.5}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+            ),
+            (
+                json!({"name": "x", "depth": 1, "branching_factor": 1, "mode": "cloud"}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+            ),
+            (json!({"name": "x", "branching_factor": 1}), StatusCode::BAD_REQUEST, None),
+            (json!({"name": "", "depth": 1, "branching_factor": 1}), StatusCode::BAD_REQUEST, None),
+            (json!({"name": "x", "depth": 1, "branching_factor": 1, "colour": "red"}), StatusCode::BAD_REQUEST, None),
+            (
+                json!({"name": "x", "depth": 1, "branching_factor": 1, "mode": "agent"}),
+                StatusCode::BAD_REQUEST,
+                Some("mode='agent' requires target_host_uuid"),
+            ),
+            (
+                json!({"name": "x", "depth": 1, "branching_factor": 1, "target_host_uuid": "h"}),
+                StatusCode::BAD_REQUEST,
+                Some("target_host_uuid is only valid when mode='agent'"),
+            ),
+            (
+                json!({"name": "x", "depth": 1, "branching_factor": 1, "services_explicit": ["gopher"]}),
+                StatusCode::BAD_REQUEST,
+                Some("unknown service 'gopher'"),
+            ),
+        ];
+        for (body, status, detail) in cases {
+            let (got, answer) = api.call(Method::POST, "/topologies/", Some(body.clone())).await;
+            assert_eq!(got, *status, "{body}: {answer}");
+            if let Some(detail) = detail {
+                assert_eq!(answer["detail"], *detail, "{body}");
+            }
+        }
+        api.created("/topologies/", json!({"name": "x", "depth": 1, "branching_factor": 1})).await;
+        let (status, body) = api.call(Method::POST, "/topologies/blank", Some(json!({"name": "x"}))).await;
+        assert_eq!(
+            (status, body["detail"].as_str()),
+            (StatusCode::CONFLICT, Some("Topology name \"x\" already exists"))
+        );
+        // A pool too small for the tree: 409.
+        let (status, body) = api
+            .call(
+                Method::POST,
+                "/topologies/",
+                Some(json!({"name": "huge", "depth": 16, "branching_factor": 8, "seed": 1})),
+            )
+            .await;
+        assert_eq!((status, body["detail"].as_str()), (StatusCode::CONFLICT, Some("subnet pool exhausted")));
+        // A viewer reads but does not write.
+        let viewer = user_token(&api.api.state, "eve", Role::Viewer).await;
+        let (status, _) = api.call_as(&viewer, Method::POST, "/topologies/blank", Some(json!({"name": "v"}))).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let (status, _) = api.call_as(&viewer, Method::GET, "/topologies/", None).await;
+        assert_eq!(status, StatusCode::OK);
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn reads_list_page_and_refuse_unknown_or_malformed_ids() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        for n in 0..3 {
+            api.created("/topologies/blank", json!({"name": format!("t{n}")})).await;
+        }
+        let page = api.api.ok("/topologies/", &api.admin, &[("limit", "2"), ("offset", "1")]).await;
+        assert_eq!((page["total"].as_u64(), page["data"].as_array().unwrap().len()), (Some(3), 2));
+        let filtered = api.api.ok("/topologies/", &api.admin, &[("status", "active")]).await;
+        assert_eq!(filtered["total"], 0);
+        let reply = api.api.get("/topologies/", Some(&api.admin), &[("limit", "501")]).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+        let missing = Uuid::new_v4();
+        for path in [
+            format!("/topologies/{missing}"),
+            format!("/topologies/{missing}/status-events"),
+            format!("/topologies/{missing}/mutations"),
+        ] {
+            let reply = api.api.get(&path, Some(&api.admin), &[]).await;
+            assert_eq!(
+                (reply.status, reply.body["detail"].as_str()),
+                (StatusCode::NOT_FOUND, Some("Topology not found")),
+                "{path}"
+            );
+        }
+        for path in ["/topologies/not-a-uuid", "/topologies/1%27%20or%201=1/status-events", "/topologies/../etc"] {
+            let reply = api.api.get(path, Some(&api.admin), &[]).await;
+            assert!(
+                matches!(reply.status, StatusCode::UNPROCESSABLE_ENTITY | StatusCode::NOT_FOUND),
+                "{path}: {}",
+                reply.status
+            );
+        }
+        let catalog = api.get("/topologies/services").await;
+        assert!(catalog["services"].as_array().unwrap().contains(&json!("ssh")));
+        assert_eq!(catalog["fleet_singletons"], json!([]));
+        let archetypes = api.get("/topologies/archetypes").await;
+        assert!(archetypes["archetypes"].as_array().unwrap().iter().any(|a| a["slug"] == "web-server"));
+        assert_eq!(api.get("/topologies/next-subnet").await["subnet"], "10.214.0.0/24");
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn pending_child_edits_build_a_topology_under_version_locking() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let topology = api.created("/topologies/blank", json!({"name": "hand-made"})).await;
+        let id = topology["id"].as_str().unwrap().to_string();
+        let base = format!("/topologies/{id}");
+        let dmz =
+            api.created(&format!("{base}/lans"), json!({"name": "dmz", "is_dmz": true, "expected_version": 1})).await;
+        assert_eq!(dmz["subnet"], "10.214.0.0/24");
+        let (status, body) = api
+            .call(Method::POST, &format!("{base}/lans"), Some(json!({"name": "inner", "expected_version": 1})))
+            .await;
+        assert_eq!(
+            (status, body["detail"].as_str()),
+            (StatusCode::CONFLICT, Some("Version conflict: expected 1, current 2"))
+        );
+        let inner = api.created(&format!("{base}/lans"), json!({"name": "inner", "subnet": "10.214.9.0/24"})).await;
+        let (status, _) = api
+            .call(Method::POST, &format!("{base}/lans"), Some(json!({"name": "dup", "subnet": "10.214.9.0/24"})))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(api.get("/topologies/next-subnet").await["subnet"], "10.214.1.0/24");
+
+        let web = api.created(&format!("{base}/deckies"), json!({"name": "web", "services": ["http", "ssh"]})).await;
+        let gw = api.created(&format!("{base}/deckies"), json!({"name": "gw", "services": ["ssh"]})).await;
+        let (status, _) = api.call(Method::POST, &format!("{base}/deckies"), Some(json!({"name": "Bad Name"}))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let home = api.created(&format!("{base}/edges"), json!({"decky_uuid": web["uuid"], "lan_id": dmz["id"]})).await;
+        assert_eq!(home["ip"], "10.214.0.2");
+        let gw_home =
+            api.created(&format!("{base}/edges"), json!({"decky_uuid": gw["uuid"], "lan_id": inner["id"]})).await;
+        let next = api.get(&format!("{base}/lans/{}/next-ip", dmz["id"].as_str().unwrap())).await;
+        assert_eq!(next, json!({"subnet": "10.214.0.0/24", "ip": "10.214.0.3"}));
+        let bridge = api
+            .created(
+                &format!("{base}/edges"),
+                json!({"decky_uuid": gw["uuid"], "lan_id": dmz["id"], "forwards_l3": true}),
+            )
+            .await;
+        assert_eq!((bridge["ip"].as_str(), bridge["is_bridge"].as_bool()), (Some("10.214.0.3"), Some(true)));
+        let detail = api.detail(&id).await;
+        assert_eq!(
+            detail["deckies"].as_array().unwrap().iter().find(|d| d["name"] == "gw").unwrap()["ip"],
+            "10.214.9.2"
+        );
+        assert!(
+            detail["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["decky_uuid"] == gw["uuid"])
+                .all(|e| e["is_bridge"] == true)
+        );
+        assert_eq!(gw_home["ip"], "10.214.9.2");
+
+        // The home LAN of a decky cannot go; a patch renames; edges and deckies go.
+        let (status, _) =
+            api.call(Method::DELETE, &format!("{base}/lans/{}", inner["id"].as_str().unwrap()), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (status, renamed) = api
+            .call(
+                Method::PATCH,
+                &format!("{base}/lans/{}", inner["id"].as_str().unwrap()),
+                Some(json!({"name": "core", "x": 3.0})),
+            )
+            .await;
+        assert_eq!(
+            (status, renamed["name"].as_str(), renamed["x"].as_f64()),
+            (StatusCode::OK, Some("core"), Some(3.0))
+        );
+        let (status, _) =
+            api.call(Method::DELETE, &format!("{base}/edges/{}", bridge["id"].as_str().unwrap()), None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (status, body) =
+            api.call(Method::DELETE, &format!("{base}/edges/{}", bridge["id"].as_str().unwrap()), None).await;
+        assert_eq!((status, body["detail"].as_str()), (StatusCode::NOT_FOUND, Some("Edge not found")));
+        let (status, _) =
+            api.call(Method::DELETE, &format!("{base}/deckies/{}", web["uuid"].as_str().unwrap()), None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let detail = api.detail(&id).await;
+        assert_eq!((detail["deckies"].as_array().unwrap().len(), detail["edges"].as_array().unwrap().len()), (1, 1));
+
+        // Not pending: the child routes refuse, and point at the queue.
+        api.api
+            .state
+            .db
+            .set_topology_status(id.parse().unwrap(), None, TopologyStatus::Deploying, None, chrono::Utc::now())
+            .await
+            .unwrap();
+        let (status, body) = api.call(Method::POST, &format!("{base}/lans"), Some(json!({"name": "late"}))).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(
+            body["detail"],
+            "Topology is 'deploying'; free-form child edits are pending-only.  Use the mutation queue for active topologies."
+        );
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_mutation_queue_is_open_only_on_live_topologies() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let topology = api.created("/topologies/", generate("live", 5)).await;
+        let id = topology["id"].as_str().unwrap().to_string();
+        let path = format!("/topologies/{id}/mutations");
+        let add = json!({"op": "add_lan", "payload": {"name": "extra"}});
+        let (status, body) = api.call(Method::POST, &path, Some(add.clone())).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(
+            body["detail"],
+            "Topology is 'pending'; the mutation queue is only open for 'active' or 'degraded' topologies.  Use child-CRUD endpoints while pending."
+        );
+        let uuid: Uuid = id.parse().unwrap();
+        let db_handle = &api.api.state.db;
+        db_handle.set_topology_status(uuid, None, TopologyStatus::Deploying, None, chrono::Utc::now()).await.unwrap();
+        db_handle.set_topology_status(uuid, None, TopologyStatus::Active, None, chrono::Utc::now()).await.unwrap();
+
+        let (status, body) = api.call(Method::POST, &path, Some(add.clone())).await;
+        assert_eq!((status, body["state"].as_str()), (StatusCode::ACCEPTED, Some("pending")), "{body}");
+        let mutation_id = body["mutation_id"].as_str().unwrap().to_string();
+        let version = api.detail(&id).await["topology"]["version"].as_i64().unwrap();
+        let (status, body) = api
+            .call(
+                Method::POST,
+                &path,
+                Some(json!({"op": "add_lan", "payload": {"name": "x2"}, "expected_version": version - 1})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(body["detail"], format!("Version conflict: expected {}, current {version}", version - 1));
+        for (body, want) in [
+            (json!({"op": "explode"}), StatusCode::UNPROCESSABLE_ENTITY),
+            (json!({"op": "remove_lan", "payload": {"name": "nope"}}), StatusCode::BAD_REQUEST),
+            (json!({"op": "remove_lan", "payload": {"name": "LAN-00"}}), StatusCode::BAD_REQUEST),
+            (
+                json!({"op": "add_decky", "payload": {"name": "d", "lan": "LAN-00", "services": ["gopher"]}}),
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                json!({"op": "update_lan", "payload": {"name": "LAN-00", "subnet": "10.214.200.0/24"}}),
+                StatusCode::BAD_REQUEST,
+            ),
+            (json!({"op": "add_lan", "payload": {"name": "y", "bogus": 1}}), StatusCode::BAD_REQUEST),
+            (json!({"payload": {}}), StatusCode::BAD_REQUEST),
+        ] {
+            let (status, answer) = api.call(Method::POST, &path, Some(body.clone())).await;
+            assert_eq!(status, want, "{body}: {answer}");
+        }
+        let listed = api.get(&path).await;
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+        assert_eq!(listed[0]["id"], mutation_id.as_str());
+        assert_eq!((listed[0]["op"].as_str(), listed[0]["state"].as_str()), (Some("add_lan"), Some("pending")));
+        assert_eq!(listed[0]["payload"], json!({"name": "extra"}));
+        assert_eq!(api.api.ok(&path, &api.admin, &[("state", "applied")]).await, json!([]));
+        let reply = api.api.get(&path, Some(&api.admin), &[("state", "sideways")]).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+        // Live: no delete, no deploy.
+        let (status, body) = api.call(Method::DELETE, &format!("/topologies/{id}"), None).await;
+        assert_eq!(
+            (status, body["detail"].as_str()),
+            (StatusCode::CONFLICT, Some("Topology is 'active'; teardown to 'torn_down' before delete."))
+        );
+        let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/deploy"), None).await;
+        assert_eq!(
+            (status, body["detail"].as_str()),
+            (StatusCode::CONFLICT, Some("Topology is 'active'; only 'pending' topologies can be deployed."))
+        );
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_deploy_or_teardown_without_an_engine_ends_with_a_reason() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let topology = api.created("/topologies/", generate("doomed", 9)).await;
+        let id = topology["id"].as_str().unwrap().to_string();
+        let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/deploy"), None).await;
+        assert_eq!((status, body["status"].as_str()), (StatusCode::ACCEPTED, Some("deploying")));
+        let mut events = Value::Null;
+        for _ in 0..100 {
+            events = api.get(&format!("/topologies/{id}/status-events")).await;
+            if events[0]["to_status"] == "failed" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(events[0]["to_status"], "failed", "{events}");
+        assert_eq!(events[0]["reason"], "a LAN's network could not be created");
+        assert_eq!(events[1]["from_status"], "pending");
+        let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/teardown"), None).await;
+        assert_eq!((status, body["status"].as_str()), (StatusCode::ACCEPTED, Some("tearing_down")));
+        // The engine cannot say what is left: degraded, with the reason, and not deletable.
+        for _ in 0..100 {
+            events = api.get(&format!("/topologies/{id}/status-events")).await;
+            if events[0]["from_status"] == "tearing_down" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(events[0]["to_status"], "degraded", "{events}");
+        assert_eq!(events[0]["reason"], "some of the topology's containers or networks could not be removed");
+        let (status, _) = api.call(Method::DELETE, &format!("/topologies/{id}"), None).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        api.api.stop().await;
+    }
+}

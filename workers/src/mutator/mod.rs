@@ -1,0 +1,84 @@
+//! The mutator (`svc worker mutator`): applies the topologies' queued mutations. It wakes on
+//! `topology.*.mutation.enqueued` or every `SVC_MUTATOR_POLL_S` (10 s), so a lost or absent bus
+//! only delays work. Each round it claims one pending mutation at a time (the store guarantees one
+//! claimer per mutation and one `applying` mutation per topology, so several mutators can run),
+//! applies it (`svc::topology`: store first, then the live containers and networks) and records
+//! `applied` or `failed`, announcing each step. A mutation a dead mutator left `applying` longer
+//! than `SVC_MUTATOR_CLAIM_TIMEOUT_S` is failed by the next claim, so none stays stuck. A stop
+//! lets the mutation in hand finish.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use futures::StreamExt;
+use svc::bus::topics;
+use svc::db::{MutationState, TopologyStatus};
+use svc::fleet::Fleet;
+use svc::runtime::Engine;
+use svc::topology::Topologies;
+use svc::worker::{WorkerBody, WorkerContext};
+use uuid::Uuid;
+
+pub const NAME: &str = "mutator";
+
+/// The worker `svc worker mutator` runs.
+pub fn body() -> WorkerBody {
+    WorkerBody::new(NAME, run)
+}
+
+async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
+    let fleet = Fleet::new(
+        ctx.db.clone(),
+        Arc::new(Engine::new(&ctx.config.fleet.docker_host)),
+        ctx.config.fleet.clone(),
+        ctx.bus.clone(),
+    );
+    let topologies = Topologies::new(ctx.db.clone(), ctx.bus.clone(), fleet);
+    // Names this process in the claims it makes (for operators reading the table).
+    let holder = format!("{NAME}-{}-{}", std::process::id(), &Uuid::new_v4().simple().to_string()[..8]);
+    let mut wake = ctx.bus.subscribe(topics::ALL_MUTATIONS_ENQUEUED.to_string()).await;
+    let poll = ctx.config.fleet.mutator_poll;
+    loop {
+        drain(&ctx, &topologies, &holder).await;
+        tokio::select! {
+            () = ctx.cancel.cancelled() => return Ok(()),
+            () = tokio::time::sleep(poll) => {}
+            Some(_) = async {
+                match wake.as_mut() {
+                    Some(subscriber) => subscriber.next().await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    }
+}
+
+/// Applies pending mutations until none is left to claim (or a stop is asked for).
+async fn drain(ctx: &WorkerContext, topologies: &Topologies, holder: &str) {
+    let timeout = chrono::Duration::from_std(ctx.config.fleet.mutator_claim_timeout).unwrap_or(chrono::Duration::MAX);
+    while !ctx.cancel.is_cancelled() {
+        let now = Utc::now();
+        let claim = match ctx.db.claim_mutation(holder, now, now - timeout).await {
+            Ok(claim) => claim,
+            Err(err) => {
+                tracing::warn!(error = %err, "Cannot claim a mutation; trying again at the next round");
+                ctx.fault.set("the store cannot be read");
+                return;
+            }
+        };
+        ctx.fault.clear();
+        for abandoned in &claim.abandoned {
+            tracing::warn!(mutation = %abandoned.id, topology = %abandoned.topology_id, "Failed a mutation a stopped mutator left applying");
+            ctx.counters.add("mutations_abandoned", 1);
+            topologies.announce_mutation(abandoned, MutationState::Failed.as_str()).await;
+            // What that mutator did to the engine is unknown: the topology needs a look.
+            let _ = topologies
+                .move_status(abandoned.topology_id, None, TopologyStatus::Degraded, Some(svc::db::ABANDONED_MUTATION))
+                .await;
+        }
+        let Some(mutation) = claim.mutation else { return };
+        tracing::info!(mutation = %mutation.id, topology = %mutation.topology_id, op = %mutation.op, "Applying a mutation");
+        let state = topologies.apply(&mutation).await;
+        ctx.counters.add(if state == MutationState::Applied { "mutations_applied" } else { "mutations_failed" }, 1);
+    }
+}
