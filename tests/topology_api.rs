@@ -450,3 +450,72 @@ async fn a_deploy_or_teardown_without_an_engine_ends_with_a_reason() {
         api.api.stop().await;
     }
 }
+
+#[tokio::test]
+async fn the_event_stream_needs_a_ticket_or_bearer_and_opens_with_a_snapshot() {
+    let db = TestDb::sqlite();
+    let api = start(&db).await;
+    let topology = api.created("/topologies/", generate("watched", 3)).await;
+    let id = topology["id"].as_str().unwrap().to_string();
+    let uuid: Uuid = id.parse().unwrap();
+    let store = &api.api.state.db;
+    store.set_topology_status(uuid, None, TopologyStatus::Deploying, None, chrono::Utc::now()).await.unwrap();
+    store.set_topology_status(uuid, None, TopologyStatus::Active, None, chrono::Utc::now()).await.unwrap();
+    let (_, queued) = api
+        .call(
+            Method::POST,
+            &format!("/topologies/{id}/mutations"),
+            Some(json!({"op": "add_lan", "payload": {"name": "n"}})),
+        )
+        .await;
+
+    let url = api.api.url(&format!("/topologies/{id}/events"));
+    let anonymous = api.api.client.get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let by_query = api.api.client.get(&url).query(&[("token", api.admin.as_str())]).send().await.unwrap();
+    assert_eq!(by_query.status(), StatusCode::UNAUTHORIZED, "a token in the query never authenticates");
+    let unknown = api
+        .api
+        .client
+        .get(api.api.url(&format!("/topologies/{}/events", Uuid::new_v4())))
+        .bearer_auth(&api.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(unknown.json::<Value>().await.unwrap()["detail"], "Topology not found");
+
+    let ticket: Value = api
+        .api
+        .client
+        .post(api.api.url("/auth/sse-ticket"))
+        .bearer_auth(&api.admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut stream =
+        api.api.client.get(&url).query(&[("ticket", ticket["ticket"].as_str().unwrap())]).send().await.unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk =
+            tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk()).await.unwrap().unwrap().unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let frame = text.split("\n\n").next().unwrap();
+    assert!(frame.starts_with("event: snapshot\n"), "{frame}");
+    let data: Value = serde_json::from_str(frame.split_once("data: ").unwrap().1).unwrap();
+    assert_eq!((data["topology_id"].as_str(), data["status"].as_str()), (Some(id.as_str()), Some("active")));
+    assert_eq!(data["in_flight"][0]["id"], queued["mutation_id"]);
+    assert_eq!(
+        data["in_flight"][0]["payload"],
+        json!({"name": "n"}),
+        "the payload is an object, not DECNET's JSON text"
+    );
+    drop(stream);
+    api.api.stop().await;
+}
