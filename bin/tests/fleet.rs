@@ -252,3 +252,86 @@ async fn the_collector_writes_every_line_exactly_once_across_twenty_kills() {
         assert_eq!(count, 1, "request {n} is in the ingest file {count} times");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decky_mutates_on_request_and_on_schedule_and_each_change_reaches_the_ingest_file() {
+    let podman = Podman::start("mutate", 79);
+    let fleet = api_on(&podman, false).await;
+    let gateway = podman.subnet.replace(".0/24", ".1");
+    let ini = format!(
+        "[general]\nnet = {}\ngw = {gateway}\n\n[shifty]\narchetype = linux-server\n\n[steady]\narchetype = web-server\nmutate_interval = 1\n",
+        podman.subnet
+    );
+    let rows = fleet.deploy(&ini, false).await;
+    assert_eq!(status_of(&rows, "shifty").0, "succeeded", "{rows:?}");
+    let decky = |deckies: Vec<Value>, name: &str| deckies.into_iter().find(|d| d["name"] == name).unwrap();
+    let before = decky(fleet.deckies().await, "shifty")["services"].clone();
+
+    let (status, body) = fleet.call(reqwest::Method::POST, "/deckies/shifty/mutate", None).await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["lifecycle_ids"][0].as_str().unwrap().to_string();
+    let deadline = Instant::now() + DEPLOY_DEADLINE;
+    let record = loop {
+        let (_, body) = fleet.call(reqwest::Method::GET, &format!("/deckies/lifecycle?ids={id}"), None).await;
+        let record = body["rows"][0].clone();
+        if record["status"] == "succeeded" || record["status"] == "failed" {
+            break record;
+        }
+        assert!(Instant::now() < deadline, "mutation did not finish: {record}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        (record["operation"].as_str(), record["status"].as_str()),
+        (Some("mutate"), Some("succeeded")),
+        "{record}"
+    );
+    let after = decky(fleet.deckies().await, "shifty");
+    assert_ne!(after["services"], before, "new services");
+    assert_eq!(after["state"], "running");
+    let env = podman.run(&["inspect", "--format", "{{json .Config.Env}}", &format!("{}-shifty", podman.fleet)]);
+    let services: Vec<String> =
+        after["services"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    assert!(env.contains(&format!("SVC_DECKY_SERVICES={}", services.join(","))), "{env}");
+    let line = fleet.ingested().lines().find(|l| l.contains(" shifty mutator - decky_mutated ")).map(str::to_string);
+    let line = line.expect("a decky_mutated line in the ingest file");
+    assert!(
+        line.contains(r#"trigger="operator""#) && line.contains(&format!(r#"new_services="{}""#, services.join(","))),
+        "{line}"
+    );
+
+    let (status, body) = fleet
+        .call(reqwest::Method::PUT, "/deckies/shifty/mutate-interval", Some(json!({"mutate_interval": "0m"})))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = fleet
+        .call(reqwest::Method::PUT, "/deckies/ghost/mutate-interval", Some(json!({"mutate_interval": "1m"})))
+        .await;
+    assert_eq!((status, body["detail"].as_str()), (404, Some("Decky not found")));
+    let (status, body) = fleet
+        .call(reqwest::Method::PUT, "/deckies/shifty/mutate-interval", Some(json!({"mutate_interval": "2d"})))
+        .await;
+    assert_eq!((status, body["message"].as_str()), (200, Some("Mutation interval updated")));
+    assert_eq!(decky(fleet.deckies().await, "shifty")["mutate_interval"], 2880);
+    let (status, body) = fleet.call(reqwest::Method::POST, "/deckies/ghost/mutate", None).await;
+    assert_eq!((status, body["detail"].as_str()), (404, Some("Decky ghost not found")));
+
+    // On schedule: `steady` was deployed with a one-minute interval and never changed, so the
+    // mutator's first round mutates it.
+    let mut command = svc(fleet._dir.path(), &["worker", "mutator"]);
+    command
+        .env("SVC_DOCKER_HOST", podman.host())
+        .env("SVC_FLEET_NAME", &podman.fleet)
+        .env("SVC_DECKY_BINARY", env!("CARGO_BIN_EXE_svc"))
+        .env("SVC_INGEST_LOG_FILE", &fleet.ingest);
+    let _mutator = Proc::spawn(command);
+    let deadline = Instant::now() + DEPLOY_DEADLINE;
+    while !fleet
+        .ingested()
+        .lines()
+        .any(|l| l.contains(" steady mutator - decky_mutated ") && l.contains(r#"trigger="scheduled""#))
+    {
+        assert!(Instant::now() < deadline, "no scheduled mutation of steady:\n{}", fleet.ingested());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(decky(fleet.deckies().await, "steady")["last_mutated"].as_f64().unwrap() > 0.0);
+}

@@ -86,6 +86,11 @@ pub fn topology_events(topology: uuid::Uuid) -> String {
     format!("topology.{topology}.>")
 }
 
+/// `decky.<name>.mutation`: a fleet decky got new services.
+pub fn decky_mutation(decky: &str) -> Result<String, BadToken> {
+    Ok(format!("decky.{}.mutation", token(decky)?))
+}
+
 /// Why a text cannot be a subject pattern.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a subject pattern: tokens are non-empty, without whitespace; `*` and `>` stand alone, `>` last")]

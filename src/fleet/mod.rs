@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod ini;
+pub mod mutate;
 pub mod plan;
 pub mod subnet;
 

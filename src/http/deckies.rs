@@ -17,6 +17,7 @@ use super::{ApiError, AppState, Result};
 use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
 use crate::fleet::ini::{Ini, IniSyntaxError};
+use crate::fleet::mutate::interval_minutes;
 use crate::fleet::plan::is_decky_section;
 
 /// The largest INI a deploy accepts.
@@ -30,6 +31,8 @@ pub fn router() -> Router<AppState> {
         .route("/deckies/deploy", post(deploy))
         .route("/deckies/lifecycle", get(lifecycle))
         .route("/deckies/{name}", delete(teardown))
+        .route("/deckies/{name}/mutate", post(mutate))
+        .route("/deckies/{name}/mutate-interval", axum::routing::put(mutate_interval))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -247,6 +250,86 @@ pub async fn teardown(
 ) -> Result<StatusCode> {
     state.fleet.teardown(&name).await.map_err(fleet_error)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MutateResponse {
+    /// The mutation's lifecycle record; poll it at `/deckies/lifecycle`.
+    pub lifecycle_ids: Vec<Uuid>,
+}
+
+/// Gives a decky a new set of services now (trigger `operator`), in the background.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deckies/{name}/mutate",
+    tag = "fleet",
+    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Accepted; poll /deckies/lifecycle with the id", body = MutateResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin"),
+        (status = 404, description = "No active deployment, no such decky, or no services to mutate it to"),
+        (status = 409, description = "Another mutation of the decky got there first"),
+        (status = 422, description = "The name does not match the pattern"),
+    )
+)]
+pub async fn mutate(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ValidPath(DeckyName(name)): ValidPath<DeckyName>,
+) -> Result<(StatusCode, Json<MutateResponse>)> {
+    let ingest = state.config.ingest.log_file.clone();
+    let id = state.fleet.mutate(&name, "operator", ingest).await.map_err(fleet_error)?;
+    Ok((StatusCode::ACCEPTED, Json(MutateResponse { lifecycle_ids: vec![id] })))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MutateIntervalRequest {
+    /// `<n>m`, `<n>d`, `<n>M` (30 days) or `<n>y`; `null` clears it.
+    pub mutate_interval: Option<String>,
+}
+
+impl Validate for MutateIntervalRequest {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        if let Some(text) = &self.mutate_interval
+            && interval_minutes(text).is_none()
+        {
+            errors.push(FieldError::new(
+                "string_pattern_mismatch",
+                &["body", "mutate_interval"],
+                "String should match pattern '^[1-9]\\d*[mdMyY]$'",
+            ));
+        }
+    }
+}
+
+/// Sets or clears how often a decky is mutated on schedule.
+#[utoipa::path(
+    put,
+    path = "/api/v1/deckies/{name}/mutate-interval",
+    tag = "fleet",
+    params(("name" = String, Path, description = "The decky's name")),
+    request_body = MutateIntervalRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Updated", body = super::Message),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin"),
+        (status = 404, description = "No active deployment, or no such decky"),
+        (status = 422, description = "Not an interval"),
+    )
+)]
+pub async fn mutate_interval(
+    State(state): State<AppState>,
+    _admin: Admin,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    ValidJson(request): ValidJson<MutateIntervalRequest>,
+) -> Result<Json<super::Message>> {
+    let minutes = request.mutate_interval.as_deref().and_then(interval_minutes);
+    state.fleet.set_mutate_interval(&name, minutes).await.map_err(fleet_error)?;
+    Ok(Json(super::Message::new("Mutation interval updated")))
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ use super::{
         deckies::lifecycle,
         deckies::list_deckies,
         deckies::teardown,
+        deckies::mutate,
+        deckies::mutate_interval,
         logs::list_logs,
         logs::histogram,
         stats::stats,

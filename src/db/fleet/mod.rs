@@ -125,6 +125,10 @@ pub trait FleetStore {
         at: DateTime<Utc>,
     ) -> DbResult<()>;
 
+    /// Replaces a decky's configuration if it is still `old` (`Conflict` when it changed meanwhile,
+    /// `NotFound` when the decky is gone): a mutation decided on what it read.
+    async fn replace_decky_config(&self, old: &DeckyConfig, new: &DeckyConfig, at: DateTime<Utc>) -> DbResult<()>;
+
     /// Removes a decky; `false` when there was none of that name. The last one takes the network.
     async fn remove_decky(&self, name: &str) -> DbResult<bool>;
 }

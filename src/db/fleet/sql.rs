@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
-use crate::db::codec::{millis, time};
+use crate::db::codec::{json_text, millis, time};
 use crate::db::dialect::both_backends;
 use crate::db::lifecycle::insert_lifecycle;
 use crate::db::{DbError, DbResult};
@@ -117,6 +117,25 @@ both_backends! {
                 .execute(&self.pool)
                 .await?;
             Ok(())
+        }
+
+        async fn replace_decky_config(&self, old: &DeckyConfig, new: &DeckyConfig, at: DateTime<Utc>) -> DbResult<()> {
+            let (old_text, new_text) = (json_text(old), json_text(new));
+            let done = sqlx::query("update fleet_deckies set config = ?, updated_at = ? where name = ? and config = ?")
+                .bind(&new_text)
+                .bind(millis(at))
+                .bind(&old.name)
+                .bind(&old_text)
+                .execute(&self.pool)
+                .await?;
+            if done.rows_affected() == 1 {
+                return Ok(());
+            }
+            let exists: Option<(String,)> = sqlx::query_as("select name from fleet_deckies where name = ?")
+                .bind(&old.name)
+                .fetch_optional(&self.pool)
+                .await?;
+            Err(if exists.is_some() { DbError::Conflict } else { DbError::NotFound })
         }
 
         async fn remove_decky(&self, name: &str) -> DbResult<bool> {

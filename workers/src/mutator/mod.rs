@@ -5,7 +5,8 @@
 //! applies it (`svc::topology`: store first, then the live containers and networks) and records
 //! `applied` or `failed`, announcing each step. A mutation a dead mutator left `applying` longer
 //! than `SVC_MUTATOR_CLAIM_TIMEOUT_S` is failed by the next claim, so none stays stuck. A stop
-//! lets the mutation in hand finish.
+//! lets the mutation in hand finish. Each round also gives the flat fleet's deckies whose
+//! `mutate_interval` has passed new services (`svc::fleet::mutate`).
 
 use std::sync::Arc;
 
@@ -33,12 +34,16 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
         ctx.config.fleet.clone(),
         ctx.bus.clone(),
     );
-    let topologies = Topologies::new(ctx.db.clone(), ctx.bus.clone(), fleet);
+    let topologies = Topologies::new(ctx.db.clone(), ctx.bus.clone(), fleet.clone());
     // Names this process in the claims it makes (for operators reading the table).
     let holder = format!("{NAME}-{}-{}", std::process::id(), &Uuid::new_v4().simple().to_string()[..8]);
     let mut wake = ctx.bus.subscribe(topics::ALL_MUTATIONS_ENQUEUED.to_string()).await;
     let poll = ctx.config.fleet.mutator_poll;
     loop {
+        for decky in fleet.mutate_due(Utc::now(), ctx.config.ingest.log_file.clone()).await {
+            tracing::debug!(%decky, "Scheduled mutation started");
+            ctx.counters.add("deckies_mutated", 1);
+        }
         drain(&ctx, &topologies, &holder).await;
         tokio::select! {
             () = ctx.cancel.cancelled() => return Ok(()),
