@@ -275,6 +275,13 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
     assert!(podman.state(&format!("{prefix}-late")).is_none());
     topo.applied(&id, "remove_lan", json!({"name": "extra"})).await;
     assert!(!network_exists(&podman, &extra));
+    // An op that cannot apply fails with its reason and leaves the topology as it was.
+    let refused = topo.enqueue(&id, "remove_lan", json!({"name": "dmz"})).await;
+    let row = topo.settled(&id, &refused).await;
+    assert_eq!(
+        (row["state"].as_str(), row["reason"].as_str()),
+        (Some("failed"), Some("LAN 'dmz' is the home LAN of a decky"))
+    );
     assert_eq!(topo.status(&id).await, "active");
 
     topo.post(&format!("/topologies/{id}/teardown"), json!({})).await;

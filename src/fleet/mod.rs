@@ -96,14 +96,26 @@ pub struct Fleet {
     deciding: Arc<tokio::sync::Mutex<()>>,
     /// The last [`Fleet::runtime_health`] answer and when it was found.
     health: Arc<std::sync::Mutex<Option<CachedHealth>>>,
+    image: Arc<std::sync::Mutex<Option<CachedImage>>>,
 }
 
 /// When the runtime's health was found, and what it was.
 type CachedHealth = (Instant, Option<bool>);
 
+/// The decky image of a binary, and the binary's size and modification time when it was read.
+type CachedImage = (PathBuf, Option<(u64, Option<std::time::SystemTime>)>, DeckyImage);
+
 impl Fleet {
     pub fn new(db: Db, runtime: Runtime, settings: FleetConfig, bus: Bus) -> Fleet {
-        Fleet { db, bus, runtime, settings: Arc::new(settings), deciding: Arc::default(), health: Arc::default() }
+        Fleet {
+            db,
+            bus,
+            runtime,
+            settings: Arc::new(settings),
+            deciding: Arc::default(),
+            health: Arc::default(),
+            image: Arc::default(),
+        }
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -258,15 +270,37 @@ impl Fleet {
             Some(path) => path.clone(),
             None => std::env::current_exe().unwrap_or_else(|_| PathBuf::from("svc")),
         };
-        let image = DeckyImage::for_binary(&binary).map_err(|err| {
-            tracing::error!(binary = %binary.display(), error = %err, "Cannot read the binary for the decky image");
-            IMAGE_FAILED
-        })?;
+        let image = self.decky_image(binary).await?;
         image.ensure(self.runtime.as_ref()).await.map_err(|err| {
             tracing::error!(image = image.reference(), error = %err, "Could not build the decky image");
             IMAGE_FAILED
         })?;
         Ok(image.reference().to_string())
+    }
+
+    /// The image `binary` makes; its digest (a read of the whole binary, hundreds of MB in a debug
+    /// build) is remembered while the file's size and modification time stay the same, so a
+    /// mutation does not read it again.
+    async fn decky_image(&self, binary: PathBuf) -> Result<DeckyImage, &'static str> {
+        let stamp = std::fs::metadata(&binary).ok().map(|m| (m.len(), m.modified().ok()));
+        let cached = self.image.lock().expect("the image cache lock is never poisoned").clone();
+        if let Some((path, seen, image)) = cached
+            && path == binary
+            && stamp.is_some()
+            && seen == stamp
+        {
+            return Ok(image);
+        }
+        let path = binary.clone();
+        let image = tokio::task::spawn_blocking(move || DeckyImage::for_binary(&path))
+            .await
+            .map_err(|_| IMAGE_FAILED)?
+            .map_err(|err| {
+                tracing::error!(binary = %binary.display(), error = %err, "Cannot read the binary for the decky image");
+                IMAGE_FAILED
+            })?;
+        *self.image.lock().expect("the image cache lock is never poisoned") = Some((binary, stamp, image.clone()));
+        Ok(image)
     }
 
     async fn start_decky(&self, decky: &DeckyConfig, default_image: &Option<String>) -> Result<(), &'static str> {

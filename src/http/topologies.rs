@@ -390,13 +390,9 @@ async fn enqueue(
 ) -> Result<(StatusCode, Json<EnqueueResponse>)> {
     let payload = Value::Object(request.payload);
     let topologies = &state.topologies;
-    // Checked against the topology as it is now, so a payload that cannot apply is a 400, not a
-    // mutation that fails later; the mutator checks again against the topology it applies to.
-    let current = topologies.detail(id).await.map_err(topology_error)?;
-    if current.topology.status.is_live() {
-        let mut pool = topologies.pool().await.map_err(topology_error)?;
-        ops::edits(&current, request.op.as_str(), &payload, &mut pool, true).map_err(|e| ApiError::bad_request(e.0))?;
-    }
+    // Only the payload's shape here: whether it applies is decided against the topology the
+    // mutator applies it to, so a queued op may name what an earlier queued op makes.
+    ops::check_payload(request.op.as_str(), &payload).map_err(|e| ApiError::bad_request(e.0))?;
     let mutation = topologies
         .enqueue(id, request.op.as_str(), &payload, request.expected_version)
         .await

@@ -356,6 +356,30 @@ pub fn update_lan(detail: &TopologyDetail, request: UpdateLan, live: bool) -> Re
     Ok(TopologyEdit::UpdateLan(updated))
 }
 
+/// Whether `body` is a payload `op` can take at all (its fields and types, known services): what
+/// an enqueue checks. Whether it applies is decided against the topology the mutator applies it to,
+/// so a queued op may name what an earlier queued op makes.
+pub fn check_payload(op: &str, body: &Value) -> Result<(), OpError> {
+    match op {
+        "add_lan" => payload::<AddLan>(op, body).map(drop),
+        "remove_lan" => payload::<Named>(op, body).map(drop),
+        "add_decky" => {
+            let request: AddDecky = payload(op, body)?;
+            check_decky_name(&request.name)?;
+            request.services.as_deref().map_or(Ok(()), check_services)
+        }
+        "attach_decky" => payload::<Attach>(op, body).map(drop),
+        "detach_decky" => payload::<Detach>(op, body).map(drop),
+        "remove_decky" => payload::<RemoveDecky>(op, body).map(drop),
+        "update_decky" => {
+            let request: UpdateDecky = payload(op, body)?;
+            request.services.as_deref().map_or(Ok(()), check_services)
+        }
+        "update_lan" => payload::<UpdateLan>(op, body).map(drop),
+        other => refuse(format!("unknown op '{other}'")),
+    }
+}
+
 /// The store edits of `op` with `payload` on `detail` (live: deployed, so some fields are frozen).
 pub fn edits(
     detail: &TopologyDetail,
