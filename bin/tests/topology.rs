@@ -322,8 +322,8 @@ async fn two_mutators_never_apply_one_mutation_and_a_killed_one_leaves_none_stuc
     for n in 0..20 {
         ids.push(topo.enqueue(&id, "update_lan", json!({"name": "dmz", "x": n})).await);
     }
-    let _first = topo.mutator(&podman, Some(&nats), "300");
-    let _second = topo.mutator(&podman, Some(&nats), "300");
+    let first = topo.mutator(&podman, Some(&nats), "300");
+    let second = topo.mutator(&podman, Some(&nats), "300");
     for mutation in &ids {
         assert_eq!(topo.settled(&id, mutation).await["state"], "applied");
     }
@@ -332,7 +332,16 @@ async fn two_mutators_never_apply_one_mutation_and_a_killed_one_leaves_none_stuc
     let mut expected = ids.clone();
     expected.sort();
     assert_eq!(announced, expected, "each mutation applied exactly once, by one mutator");
-    drop((_first, _second));
+    // Both beat on `system.mutator.health` and stop on a stop intent, exiting 0.
+    let mut health = bus.subscribe("system.mutator.health".to_string()).await.unwrap();
+    tokio::time::timeout(common::DEADLINE, health.next()).await.expect("a mutator heartbeat");
+    let stop = json!({"topic": "system.mutator.control", "type": "control", "ts": 0.0,
+        "payload": {"action": "stop", "requested_by": "test", "ts": 0.0}});
+    bus.publish("system.mutator.control", stop.to_string().into()).await.unwrap();
+    bus.flush().await.unwrap();
+    for mut mutator in [first, second] {
+        assert!(mutator.wait().success(), "{}", mutator.output());
+    }
 
     // A mutator killed mid-apply (a decky's image is being built): the next one fails it.
     let mut victim = topo.mutator(&podman, Some(&nats), "2");
