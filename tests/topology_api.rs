@@ -21,11 +21,16 @@ struct Api {
 }
 
 async fn start(db: &TestDb) -> Api {
-    let vars = [
+    start_with(db, &[]).await
+}
+
+async fn start_with(db: &TestDb, extra: &[(&str, &str)]) -> Api {
+    let mut vars = vec![
         ("SVC_DOCKER_HOST", NO_ENGINE),
         ("SVC_DECKY_BINARY", "/bin/true"),
         ("SVC_TOPOLOGY_SUBNET_POOL", "10.214.0.0/16"),
     ];
+    vars.extend_from_slice(extra);
     let api = TestApi::start(db.api_config(&vars)).await;
     let admin = user_token(&api.state, "root", Role::Admin).await;
     Api { api, admin }
@@ -519,5 +524,49 @@ async fn the_event_stream_needs_a_ticket_or_bearer_and_opens_with_a_snapshot() {
         "the payload is an object, not DECNET's JSON text"
     );
     drop(stream);
+    api.api.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped_not_buffered() {
+    let nats = common::nats::Nats::start();
+    let db = TestDb::sqlite();
+    let url = nats.url();
+    let api = start_with(&db, &[("SVC_NATS_URL", url.as_str())]).await;
+    let topology = api.created("/topologies/blank", json!({"name": "flooded"})).await;
+    let id = topology["id"].as_str().unwrap().to_string();
+    let mut stream = api
+        .api
+        .client
+        .get(api.api.url(&format!("/topologies/{id}/events")))
+        .bearer_auth(&api.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let first = stream.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+
+    // The client reads nothing while far more events arrive than the socket and the stream's
+    // backlog hold; then it reads: the stream ends instead of having kept them all.
+    let bus = async_nats::connect(nats.url()).await.unwrap();
+    let subject = format!("topology.{id}.status");
+    let sent = 200_000;
+    let event =
+        json!({"topic": subject, "type": "status", "ts": 0.0, "payload": {"state": "active", "pad": "x".repeat(200)}})
+            .to_string();
+    for _ in 0..sent {
+        bus.publish(subject.clone(), event.clone().into()).await.unwrap();
+    }
+    bus.flush().await.unwrap();
+    let mut frames = 0usize;
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(chunk) = stream.chunk().await.unwrap_or(None) {
+            frames += String::from_utf8_lossy(&chunk).matches("event: status").count();
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream of a client that fell behind was not ended");
+    assert!(frames < sent, "{frames} of {sent} frames were kept for it");
     api.api.stop().await;
 }

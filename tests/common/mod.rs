@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod logs;
+pub mod nats;
 pub mod receiver;
 
 use std::cell::RefCell;
