@@ -144,6 +144,51 @@ fn addresses(podman: &Podman, container: &str) -> BTreeMap<String, String> {
     networks.into_iter().map(|(name, n)| (name, n["IPAddress"].as_str().unwrap_or_default().to_string())).collect()
 }
 
+/// A network namespace of the test's own with one leg on a LAN's bridge; removed on drop.
+struct Probe {
+    ns: String,
+    host_if: String,
+}
+
+fn ip(args: &[&str]) {
+    let output = std::process::Command::new("ip").args(args).output().unwrap();
+    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+impl Probe {
+    fn on(bridge: &str, address: &str) -> Probe {
+        let id = std::process::id() % 100_000;
+        let probe = Probe { ns: format!("tprobe-{id}"), host_if: format!("tph{id}") };
+        let inner = format!("tpn{id}");
+        ip(&["netns", "add", &probe.ns]);
+        ip(&["link", "add", &probe.host_if, "type", "veth", "peer", "name", &inner]);
+        ip(&["link", "set", &inner, "netns", &probe.ns]);
+        ip(&["link", "set", &probe.host_if, "master", bridge, "up"]);
+        ip(&["-n", &probe.ns, "addr", "add", address, "dev", &inner]);
+        ip(&["-n", &probe.ns, "link", "set", &inner, "up"]);
+        ip(&["-n", &probe.ns, "link", "set", "lo", "up"]);
+        probe
+    }
+
+    /// The first bytes `addr` (`ip:port`) sends to a connection from inside the namespace.
+    fn banner(&self, addr: &str) -> String {
+        let (host, port) = addr.split_once(':').unwrap();
+        let script = format!("exec 3<>/dev/tcp/{host}/{port} && head -c 4 <&3");
+        let output = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.ns, "timeout", "5", "bash", "-c", &script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["link", "del", &self.host_if]).output();
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+}
+
 fn network_exists(podman: &Podman, name: &str) -> bool {
     podman.networks().iter().any(|n| n == name)
 }
@@ -234,6 +279,14 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
         })
         .await;
     }
+
+    // From a namespace of the test's own on the DMZ: the DMZ decky and the bridge's DMZ leg answer.
+    let bridge = podman.run(&["network", "inspect", "--format", "{{.NetworkInterface}}", &dmz]);
+    let probe = Probe::on(bridge.trim(), "10.214.0.250/24");
+    for addr in ["10.214.0.2:22", "10.214.0.3:22"] {
+        eventually(&format!("{addr} answers the probe"), || async { probe.banner(addr) == "SSH-" }).await;
+    }
+    drop(probe);
 
     // The stream: snapshot first, then a mutation's life in order.
     let mut frames = Frames::open(&topo, &id).await;
