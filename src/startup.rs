@@ -18,7 +18,7 @@ use crate::auth::session::Sessions;
 use crate::auth::token::TokenKeys;
 use crate::bus::{self, Bus, Counters, Fault, WorkerRegistry};
 use crate::config::{Config, ConfigError, Reading};
-use crate::db::{self, Db, DbError, NewUser, Role};
+use crate::db::{self, DbError, NewUser, Role};
 use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots};
 use crate::runtime::Engine;
@@ -182,7 +182,7 @@ impl Lifespan {
                         state.database.mark_ready();
                         tracing::info!("Database recovered");
                         // Startup skipped the sweep; the records it would have failed are still stranded.
-                        fail_stranded_lifecycles(&state.db).await;
+                        fail_stranded_lifecycles(&state).await;
                         return;
                     }
                     Err(err) => tracing::debug!(error = %format!("{err:#}"), "Database still unavailable"),
@@ -195,7 +195,7 @@ impl Lifespan {
     /// Idempotent, and a failure only logs. With the database down it runs on recovery instead.
     async fn sweep_stranded_lifecycles(&self) {
         if self.state.database.is_ready() {
-            fail_stranded_lifecycles(&self.state.db).await;
+            fail_stranded_lifecycles(&self.state).await;
         } else {
             tracing::warn!("Stranded-lifecycle sweep deferred until the database is available");
         }
@@ -330,12 +330,18 @@ fn warn_on_webhook_opt_out(config: &Config) {
     }
 }
 
-async fn fail_stranded_lifecycles(db: &Db) {
+/// Lifecycle records and topology deploys or teardowns a restart left unfinished.
+async fn fail_stranded_lifecycles(state: &AppState) {
     let now = Utc::now();
-    match db.fail_stranded_lifecycles(now - STRANDED_CUTOFF, now).await {
+    match state.db.fail_stranded_lifecycles(now - STRANDED_CUTOFF, now).await {
         Ok(0) => {}
         Ok(count) => tracing::warn!(count, "Marked stranded lifecycle records as failed"),
         Err(err) => tracing::error!(error = %err, "Stranded-lifecycle sweep failed"),
+    }
+    match state.topologies.end_stranded(now - STRANDED_CUTOFF).await {
+        Ok(0) => {}
+        Ok(count) => tracing::warn!(count, "Ended stranded topology deploys and teardowns"),
+        Err(err) => tracing::error!(error = %err, "Stranded-topology sweep failed"),
     }
 }
 

@@ -570,3 +570,36 @@ async fn a_client_that_stops_reading_is_dropped_not_buffered() {
     assert!(frames < sent, "{frames} of {sent} frames were kept for it");
     api.api.stop().await;
 }
+
+#[tokio::test]
+async fn a_restart_ends_deploys_and_teardowns_it_stranded() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let stranded = api.created("/topologies/blank", json!({"name": "stranded"})).await;
+        let recent = api.created("/topologies/blank", json!({"name": "recent"})).await;
+        let store = api.api.state.db.clone();
+        let hours_ago = chrono::Utc::now() - chrono::Duration::hours(2);
+        for (topology, at) in [(&stranded, hours_ago), (&recent, chrono::Utc::now())] {
+            let id: Uuid = topology["id"].as_str().unwrap().parse().unwrap();
+            store.set_topology_status(id, None, TopologyStatus::Deploying, None, at).await.unwrap();
+        }
+        api.api.stop().await;
+
+        // The next start fails the old one with the reason; one moved lately may be another
+        // replica's, and is left alone.
+        let vars = [("SVC_DOCKER_HOST", NO_ENGINE)];
+        let restarted = TestApi::start(db.api_config(&vars)).await;
+        let store = &restarted.state.db;
+        let id: Uuid = stranded["id"].as_str().unwrap().parse().unwrap();
+        let events = store.status_events(id, 10).await.unwrap();
+        assert_eq!(
+            (events[0].to_status, events[0].reason.as_deref()),
+            (TopologyStatus::Failed, Some("master restarted during operation")),
+            "{}",
+            db.name
+        );
+        let id: Uuid = recent["id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(store.topology(id).await.unwrap().status, TopologyStatus::Deploying);
+        restarted.stop().await;
+    }
+}

@@ -223,6 +223,26 @@ impl Topologies {
         }
     }
 
+    /// Ends what a restart stranded: a topology `deploying` (failed) or `tearing_down` (degraded)
+    /// since before `cutoff`, whose background work died with the process that ran it. Returns
+    /// how many it moved. (The cutoff spares another replica's work in progress.)
+    pub async fn end_stranded(&self, cutoff: chrono::DateTime<Utc>) -> Result<usize, DbError> {
+        let mut moved = 0;
+        for (from, to) in [
+            (TopologyStatus::Deploying, TopologyStatus::Failed),
+            (TopologyStatus::TearingDown, TopologyStatus::Degraded),
+        ] {
+            let stranded = self.db.topologies(Some(from), 500, 0).await?;
+            for topology in stranded.rows.iter().filter(|t| t.status_changed_at < cutoff) {
+                let reason = Some(crate::db::STRANDED_LIFECYCLE_ERROR);
+                if self.move_status(topology.id, Some(&[from]), to, reason).await.is_ok() {
+                    moved += 1;
+                }
+            }
+        }
+        Ok(moved)
+    }
+
     /// Moves the topology along the status machine, recording why, and announces it.
     pub async fn move_status(
         &self,
