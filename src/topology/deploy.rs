@@ -80,6 +80,12 @@ impl Topologies {
                 Err("the topology could not be read".to_string())
             }
         };
+        if outcome.is_err() {
+            // Nothing half-made stays behind a failed deploy: what it made so far goes again.
+            if let Err(reason) = self.remove_all(id).await {
+                tracing::warn!(topology = %id, %reason, "Could not remove all a failed deploy made");
+            }
+        }
         let (to, reason) = match &outcome {
             Ok(0) => (TopologyStatus::Active, None),
             Ok(failed) => (TopologyStatus::Degraded, Some(format!("{failed} decky/ies failed to start"))),
