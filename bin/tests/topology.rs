@@ -427,6 +427,20 @@ async fn without_a_bus_the_mutators_poll_applies_mutations() {
     topo.applied(&id, "add_lan", json!({"name": "second"})).await;
     let lans = topo.get(&format!("/topologies/{id}")).await["lans"].clone();
     assert_eq!(lans.as_array().unwrap().len(), 2);
+
+    // A deploy that fails half way (its second LAN's subnet is the first topology's) leaves
+    // nothing behind, and says why.
+    let clash = topo.post("/topologies/blank", json!({"name": "clash"})).await;
+    let clash = clash["id"].as_str().unwrap().to_string();
+    topo.post(&format!("/topologies/{clash}/lans"), json!({"name": "a-fine", "subnet": "10.214.40.0/24"})).await;
+    topo.post(&format!("/topologies/{clash}/lans"), json!({"name": "z-taken", "subnet": "10.214.32.0/24"})).await;
+    let networks_before = podman.networks().len();
+    topo.post(&format!("/topologies/{clash}/deploy"), json!({})).await;
+    topo.wait_status(&clash, "failed", DEPLOY_DEADLINE).await;
+    let events = topo.get(&format!("/topologies/{clash}/status-events")).await;
+    assert_eq!(events[0]["reason"], "a LAN's network could not be created");
+    assert_eq!(podman.networks().len(), networks_before, "the first LAN's network was removed again");
+
     topo.post(&format!("/topologies/{id}/teardown"), json!({})).await;
     topo.wait_status(&id, "torn_down", DEPLOY_DEADLINE).await;
 }
