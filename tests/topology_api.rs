@@ -421,6 +421,19 @@ async fn the_mutation_queue_is_open_only_on_live_topologies() {
     }
 }
 
+/// The topology's status events once `done` holds of them, or as they are after a minute (a
+/// background deploy on a loaded machine may take seconds).
+async fn status_events_until(api: &Api, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let events = api.get(&format!("/topologies/{id}/status-events")).await;
+        if done(&events) || std::time::Instant::now() > deadline {
+            return events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_deploy_or_teardown_without_an_engine_ends_with_a_reason() {
     for db in TestDb::all() {
@@ -429,27 +442,14 @@ async fn a_deploy_or_teardown_without_an_engine_ends_with_a_reason() {
         let id = topology["id"].as_str().unwrap().to_string();
         let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/deploy"), None).await;
         assert_eq!((status, body["status"].as_str()), (StatusCode::ACCEPTED, Some("deploying")));
-        let mut events = Value::Null;
-        for _ in 0..100 {
-            events = api.get(&format!("/topologies/{id}/status-events")).await;
-            if events[0]["to_status"] == "failed" {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+        let mut events = status_events_until(&api, &id, |e| e[0]["to_status"] == "failed").await;
         assert_eq!(events[0]["to_status"], "failed", "{events}");
         assert_eq!(events[0]["reason"], "a LAN's network could not be created");
         assert_eq!(events[1]["from_status"], "pending");
         let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/teardown"), None).await;
         assert_eq!((status, body["status"].as_str()), (StatusCode::ACCEPTED, Some("tearing_down")));
         // The engine cannot say what is left: degraded, with the reason, and not deletable.
-        for _ in 0..100 {
-            events = api.get(&format!("/topologies/{id}/status-events")).await;
-            if events[0]["from_status"] == "tearing_down" {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+        events = status_events_until(&api, &id, |e| e[0]["from_status"] == "tearing_down").await;
         assert_eq!(events[0]["to_status"], "degraded", "{events}");
         assert_eq!(events[0]["reason"], "some of the topology's containers or networks could not be removed");
         let (status, _) = api.call(Method::DELETE, &format!("/topologies/{id}"), None).await;
