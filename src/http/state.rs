@@ -16,6 +16,7 @@ use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::systemd::UnitListing;
 use crate::topology::Topologies;
+use crate::tarpit::Tarpit;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -32,6 +33,8 @@ pub struct AppState {
     pub fleet: Fleet,
     /// Topologies: generation, child edits, deploys and the mutation queue.
     pub topologies: Topologies,
+    /// The deckies' tarpit rules, over the same fleet.
+    pub tarpit: Tarpit,
     pub units: Arc<UnitListing>,
     /// The newest committed log id, which log streams wait on.
     pub log_tail: LogTail,

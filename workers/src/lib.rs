@@ -11,6 +11,7 @@ pub mod mutator;
 pub mod profiler;
 pub mod runner;
 pub mod sniffer;
+pub mod tarpit;
 pub mod webhook;
 
 pub use svc::worker::WorkerBody;
@@ -19,7 +20,7 @@ pub use svc::worker::WorkerBody;
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
     let mut bodies =
-        vec![ingest::body(), profiler::body(), collector::body(), webhook::body(), sniffer::body(), mutator::body()];
+        vec![ingest::body(), profiler::body(), collector::body(), webhook::body(), sniffer::body(), mutator::body(), tarpit::body()];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies
