@@ -24,8 +24,8 @@ use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots}
 use crate::runtime::Engine;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
-use crate::topology::Topologies;
 use crate::tarpit::Tarpit;
+use crate::topology::Topologies;
 use crate::worker::{WorkerBody, WorkerContext};
 
 /// Below this soft open-file limit a busy API runs out of sockets.

@@ -20,8 +20,8 @@ mod mysql;
 pub mod observations;
 pub mod sessions;
 mod sqlite;
-pub mod topology;
 pub mod tarpit;
+pub mod topology;
 pub mod users;
 pub mod webhooks;
 
@@ -47,11 +47,11 @@ pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};
 pub use sessions::{RevokedToken, SessionStore};
 pub use sqlite::SqliteDb;
+pub use tarpit::{Enforced, Enforcement, StoredRule, TarpitRule, TarpitSession, TarpitStore};
 pub use topology::{
     ABANDONED_MUTATION, Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky,
     TopologyDetail, TopologyEdit, TopologyStatus, TopologyStore,
 };
-pub use tarpit::{Enforced, Enforcement, StoredRule, TarpitRule, TarpitSession, TarpitStore};
 pub use users::{NewUser, Role, User, UserStore};
 pub use webhooks::{Delivery, DeliveryFailure, FailureOutcome, NewDelivery, Webhook, WebhookChange, WebhookStore};
 

@@ -15,8 +15,8 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::systemd::UnitListing;
-use crate::topology::Topologies;
 use crate::tarpit::Tarpit;
+use crate::topology::Topologies;
 
 /// What every handler can reach.
 #[derive(Clone)]
