@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 /// Building the image from a debug binary and starting the container takes longer than a call.
 const DEPLOY_DEADLINE: Duration = Duration::from_secs(180);
 const OCTET: u8 = 75;
+/// The two tests on an engine take turns: both would build the decky image from this binary at
+/// once, and a build removes the images no container uses (the other's, half loaded).
+static ENGINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The macvlan test's subnet.
 const MACVLAN_OCTET: u8 = 76;
 const DELAY_MS: u64 = 300;
@@ -210,6 +213,7 @@ fn tc_show(pid: u32, what: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_slows_the_decky_and_the_watcher_reports_who_is_caught() {
+    let _turn = ENGINE.lock().await;
     let podman = Podman::start("tarpit", OCTET);
     let api = Api::start(&podman, tempfile::tempdir().unwrap()).await;
     let ini = format!("[general]\nnet = {}\ngw = {}\n\n[trap]\nservices = http\n", podman.subnet, v4(1));
@@ -384,6 +388,7 @@ async fn the_watcher_runs_as_its_own_worker_heartbeats_and_obeys_a_stop_intent()
 /// host's own NIC. Here the rule lands in the decky's namespace, and the parent stays untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_macvlan_decky_the_rule_is_in_the_decky_and_not_on_the_host_nic() {
+    let _turn = ENGINE.lock().await;
     let podman = Podman::start("tarpit-mv", MACVLAN_OCTET);
     // The parent NIC: one end of a veth pair (this kernel has no dummy interfaces).
     let id = std::process::id() % 100_000;
