@@ -24,6 +24,7 @@ use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots}
 use crate::runtime::Engine;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
+use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
 use crate::worker::{WorkerBody, WorkerContext};
 
@@ -76,6 +77,7 @@ impl Lifespan {
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
                 database: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
+                tarpit: Tarpit::new(db.clone(), fleet.clone(), config.ingest.log_file.clone()),
                 fleet,
                 topologies,
                 units: Arc::new(UnitListing::new(

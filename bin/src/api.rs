@@ -16,9 +16,9 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
     });
 
     let addr = (reading.config.api.host.clone(), reading.config.api.port);
-    // Ingestion always runs in the API (spec, startup step 8); the others join here, each gated by
-    // its SVC_EMBED_* flag, as they land.
-    let mut workers = vec![svc_workers::ingest::body()];
+    // Ingestion and the tarpit watcher always run in the API (spec, startup step 8); the others
+    // join here, each gated by its SVC_EMBED_* flag.
+    let mut workers = vec![svc_workers::ingest::body(), svc_workers::tarpit::body()];
     if reading.config.api.embed_profiler {
         workers.push(svc_workers::profiler::body());
     }

@@ -32,11 +32,8 @@ async fn api_on(podman: &Podman, collector: bool) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
     let ingest = dir.path().join("ingest.log");
     let (mut command, port) = api_command(dir.path(), None);
-    command
-        .env("SVC_DOCKER_HOST", podman.host())
-        .env("SVC_FLEET_NAME", &podman.fleet)
-        .env("SVC_DECKY_BINARY", env!("CARGO_BIN_EXE_svc"))
-        .env("SVC_INGEST_LOG_FILE", &ingest)
+    podman
+        .configure(&mut command, &ingest)
         .env("SVC_EMBED_COLLECTOR", collector.to_string())
         .env("SVC_COLLECTOR_RECONCILE_S", "1");
     let api = start_api(command, port).await;

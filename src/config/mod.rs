@@ -1,6 +1,6 @@
 //! The one typed `Config`, read once from the `SVC_*` environment (`env.rs`): a few settings every
 //! process shares, then a section per part that reads its own variables (`api`, `db`, `bus`,
-//! `fleet`, `ingest`, `profiler`, `collector`, `webhook`, `sniffer`). A new worker adds its section here, named after it, as the ingester and
+//! `fleet`, `ingest`, `profiler`, `collector`, `webhook`, `sniffer`, `tarpit`). A new worker adds its section here, named after it, as the ingester and
 //! the profiler did. Reading collects every problem instead of stopping at the first, so an operator
 //! fixes a bad configuration in one round; every rule beyond a value's type is in `rules.rs`, and no
 //! message ever contains the value of a secret.
@@ -14,6 +14,7 @@ mod ingest;
 mod profiler;
 mod rules;
 mod sniffer;
+mod tarpit;
 mod webhook;
 
 use std::fmt;
@@ -25,6 +26,7 @@ pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST, FleetConfig};
 pub use ingest::IngestConfig;
 pub use profiler::ProfilerConfig;
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
+pub use tarpit::TarpitConfig;
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;
@@ -98,6 +100,7 @@ pub struct Config {
     pub collector: CollectorConfig,
     pub webhook: WebhookConfig,
     pub sniffer: SnifferConfig,
+    pub tarpit: TarpitConfig,
 }
 
 /// The environment as read, before anything is refused: the `Config`, with the default standing in
@@ -167,6 +170,7 @@ impl Config {
             collector: CollectorConfig::read(&mut env, &data_dir),
             webhook: WebhookConfig::read(&mut env),
             sniffer: SnifferConfig::read(&mut env),
+            tarpit: TarpitConfig::read(&mut env),
             data_dir,
         };
         Reading { config, problems: env.into_problems() }

@@ -28,7 +28,7 @@ use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
 use crate::runtime::image::DeckyImage;
-use crate::runtime::{ContainerInfo, ContainerSpec, NetworkSpec, Runtime, RuntimeError};
+use crate::runtime::{ContainerInfo, ContainerSpec, NetworkSpec, Runtime, RuntimeError, RuntimeResult};
 use ini::Ini;
 
 /// `base_image` of a decky that runs the default image, built locally from the svc binary.
@@ -415,6 +415,27 @@ impl Fleet {
                 DeckyStatus { config: d.config, state, last_error: d.last_error }
             })
             .collect())
+    }
+
+    /// The host process id of decky `name`'s container, for reaching its network namespace:
+    /// `NotFound` when the fleet has no such decky or its container is not running.
+    pub async fn locate(&self, name: &str) -> Result<u32, FleetError> {
+        let stored = self.db.fleet().await?;
+        if !stored.deckies.iter().any(|d| d.config.name == name) {
+            return Err(FleetError::NotFound(format!("Decky {name} not found")));
+        }
+        match self.runtime.pid(&self.container_name(name)).await {
+            Ok(Some(pid)) => Ok(pid),
+            Ok(None) | Err(RuntimeError::NotFound(_)) => {
+                Err(FleetError::NotFound(format!("Decky {name} is not running")))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// This fleet's containers by decky name, running or not.
+    pub async fn containers(&self) -> RuntimeResult<BTreeMap<String, ContainerInfo>> {
+        Ok(by_decky(self.runtime.list(FLEET_LABEL, &self.settings.name).await?))
     }
 
     /// How many deckies run now, and how many are deployed.

@@ -11,7 +11,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use super::extract::TIME_FILTER_PATTERN;
 use super::{
     AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system,
-    users, webhooks, workers,
+    tarpit, users, webhooks, workers,
 };
 
 #[derive(OpenApi)]
@@ -48,6 +48,9 @@ use super::{
         deckies::teardown,
         deckies::mutate,
         deckies::mutate_interval,
+        tarpit::set_rule,
+        tarpit::get_rule,
+        tarpit::remove_rule,
         logs::list_logs,
         logs::histogram,
         stats::stats,
@@ -69,7 +72,7 @@ use super::{
         (name = "auth", description = "Login, logout, password change, stream tickets"),
         (name = "config", description = "Settings and user management"),
         (name = "workers", description = "Background workers: heartbeats and control"),
-        (name = "fleet", description = "Deckies: deploy from an INI, lifecycle polling, inventory, teardown"),
+        (name = "fleet", description = "Deckies: deploy from an INI, lifecycle polling, inventory, teardown, tarpit rules"),
         (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
         (name = "attackers", description = "Attacker profiles, their commands and behavioural observations"),
     )

@@ -139,6 +139,43 @@ pub const TIME_FILTER_PATTERN: &str = r"^[ \t\n\r\x0b\x0c]*(|null|NULL|undefined
 static TIME_FILTER: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| regex::Regex::new(TIME_FILTER_PATTERN).expect("the time filter pattern compiles"));
 
+/// An integer in a JSON body as JSON Schema counts one, which the OpenAPI document promises:
+/// `22`, and also `22.0`. A fraction or another type is a type error (400); one beyond `i64` is
+/// held at its end of the range, for the range check to refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Integer(pub i64);
+
+impl<'de> serde::Deserialize<'de> for Integer {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Integer;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Integer, E> {
+                Ok(Integer(v))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Integer, E> {
+                Ok(Integer(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Integer, E> {
+                if v.is_finite() && v.fract() == 0.0 {
+                    // `as` saturates at the ends of the range.
+                    Ok(Integer(v as i64))
+                } else {
+                    Err(E::invalid_type(serde::de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 /// The contract, in the spec's order. `path` picks the deploy route's wording; developer mode shows
 /// the error list instead of the generic detail.
 pub fn reject(errors: &[FieldError], path: &str, developer: bool) -> Rejection {
@@ -294,6 +331,18 @@ mod tests {
 
     fn kinds(errors: &[FieldError]) -> Vec<&'static str> {
         errors.iter().map(|e| e.kind).collect()
+    }
+
+    #[test]
+    fn integers_are_json_schema_integers() {
+        let parse = |text: &str| serde_json::from_str::<Integer>(text).map(|i| i.0).map_err(|e| e.to_string());
+        assert_eq!(parse("22"), Ok(22));
+        assert_eq!(parse("22.0"), Ok(22));
+        assert_eq!(parse("-3"), Ok(-3));
+        assert_eq!(parse("1e30"), Ok(i64::MAX));
+        assert_eq!(parse("18446744073709551615"), Ok(i64::MAX));
+        assert!(parse("22.5").unwrap_err().starts_with("invalid type"));
+        assert!(parse("\"22\"").unwrap_err().starts_with("invalid type"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, Result};
-use crate::db::Db;
+use crate::db::{Db, Enforcement};
 
 /// A probe result is reused this long, so a flood of health calls costs one query a second.
 const PROBE_CACHE: Duration = Duration::from_secs(1);
@@ -132,6 +132,9 @@ async fn components(state: &AppState) -> Vec<Component> {
             failure: (!runtime_ok).then(|| "container runtime unavailable".into()),
         });
     }
+    if database_ok && let Some(tarpit) = tarpit_component(state).await {
+        components.push(tarpit);
+    }
     for (name, worker, required) in WORKER_COMPONENTS {
         if state.workers.is_deployed(worker) {
             // A running worker that cannot do its work (the sniffer without its interface) fails
@@ -145,6 +148,24 @@ async fn components(state: &AppState) -> Vec<Component> {
         }
     }
     components
+}
+
+/// The tarpit, once a rule exists: failing while any rule's delay is not in force, with the reason
+/// (optional: the deckies still serve). `None` without rules, or when the store cannot tell (the
+/// database component says so).
+async fn tarpit_component(state: &AppState) -> Option<Component> {
+    let rules = tokio::time::timeout(PROBE_TIMEOUT, state.db.tarpit_rules()).await.ok()?.ok()?;
+    if rules.is_empty() {
+        return None;
+    }
+    let failure = if rules.iter().any(|r| r.enforcement == Enforcement::Failed) {
+        Some("a tarpit rule is not in force (traffic control failed)".into())
+    } else if rules.iter().any(|r| r.enforcement == Enforcement::Throttle) {
+        Some("tarpit delay not in force: the kernel lacks netem (the ports are throttled instead)".into())
+    } else {
+        None
+    };
+    Some(Component { name: "tarpit", required: false, failure })
 }
 
 fn overall(components: &[Component]) -> OverallStatus {

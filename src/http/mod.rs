@@ -23,6 +23,7 @@ pub mod state;
 pub mod stats;
 pub mod stream;
 pub mod system;
+pub mod tarpit;
 pub mod topologies;
 pub mod users;
 pub mod webhooks;
@@ -73,6 +74,7 @@ fn api_routes() -> Router<AppState> {
         .merge(users::router())
         .merge(workers::router())
         .merge(deckies::router())
+        .merge(tarpit::router())
         .merge(logs::router())
         .merge(stats::router())
         .merge(bounty::router())

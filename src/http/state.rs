@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::systemd::UnitListing;
+use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
 
 /// What every handler can reach.
@@ -32,6 +33,8 @@ pub struct AppState {
     pub fleet: Fleet,
     /// Topologies: generation, child edits, deploys and the mutation queue.
     pub topologies: Topologies,
+    /// The deckies' tarpit rules, over the same fleet.
+    pub tarpit: Tarpit,
     pub units: Arc<UnitListing>,
     /// The newest committed log id, which log streams wait on.
     pub log_tail: LogTail,

@@ -7,8 +7,10 @@
 //! It is the ingest hot path, so it scans bytes by hand and allocates only what it returns. The
 //! parts: `header` (PRI, tokens, double wrap, timestamp), `sd` (structured data and MSG),
 //! `attacker` (which address a line names), `format` (writing lines), `shell` (`CMD …` bodies),
-//! `text` (Python's whitespace and word characters, as DECNET's reader sees them).
+//! `text` (Python's whitespace and word characters, as DECNET's reader sees them), `append`
+//! (handing lines to the ingest file).
 
+mod append;
 mod attacker;
 mod format;
 mod header;
@@ -18,6 +20,7 @@ mod shell;
 mod tests;
 mod text;
 
+pub use append::append;
 pub use format::{field_key, format, header_token};
 pub use shell::{ShellCommand, parse_shell_command};
 

@@ -227,6 +227,13 @@ impl ContainerRuntime for Engine {
         absent_is_done(self.docker()?.remove_container(name_or_id, Some(options)).await)
     }
 
+    async fn pid(&self, name_or_id: &str) -> RuntimeResult<Option<u32>> {
+        let inspected = self.docker()?.inspect_container(name_or_id, None).await.map_err(classify)?;
+        let state = inspected.state.unwrap_or_default();
+        let pid = state.pid.and_then(|pid| u32::try_from(pid).ok()).filter(|pid| *pid > 0);
+        Ok(if state.running == Some(true) { pid } else { None })
+    }
+
     async fn list(&self, key: &str, value: &str) -> RuntimeResult<Vec<ContainerInfo>> {
         let options = ListContainersOptions { all: true, filters: label_filter(key, value), ..Default::default() };
         let summaries = self.docker()?.list_containers(Some(options)).await.map_err(classify)?;

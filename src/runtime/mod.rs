@@ -122,6 +122,10 @@ pub trait ContainerRuntime: Send + Sync {
     /// Removes a container, running or not; one that does not exist is already removed.
     async fn remove(&self, name_or_id: &str) -> RuntimeResult<()>;
 
+    /// The host process id of a container's first process while it runs; `None` when it does not.
+    /// (The tarpit reaches the container's network namespace through it.)
+    async fn pid(&self, name_or_id: &str) -> RuntimeResult<Option<u32>>;
+
     /// Every container, running or not, carrying label `key=value`.
     async fn list(&self, key: &str, value: &str) -> RuntimeResult<Vec<ContainerInfo>>;
 

@@ -11,6 +11,7 @@ pub mod mutator;
 pub mod profiler;
 pub mod runner;
 pub mod sniffer;
+pub mod tarpit;
 pub mod webhook;
 
 pub use svc::worker::WorkerBody;
@@ -18,8 +19,15 @@ pub use svc::worker::WorkerBody;
 /// Every worker this build can run with `svc worker <name>`.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies =
-        vec![ingest::body(), profiler::body(), collector::body(), webhook::body(), sniffer::body(), mutator::body()];
+    let mut bodies = vec![
+        ingest::body(),
+        profiler::body(),
+        collector::body(),
+        webhook::body(),
+        sniffer::body(),
+        mutator::body(),
+        tarpit::body(),
+    ];
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies

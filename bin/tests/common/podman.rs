@@ -57,6 +57,16 @@ impl Podman {
         format!("unix://{}", self.socket().display())
     }
 
+    /// Points `command` (`svc api`) at this engine and fleet, the decky image built from this
+    /// `svc`, and events into `ingest`.
+    pub fn configure<'c>(&self, command: &'c mut Command, ingest: &std::path::Path) -> &'c mut Command {
+        command
+            .env("SVC_DOCKER_HOST", self.host())
+            .env("SVC_FLEET_NAME", &self.fleet)
+            .env("SVC_DECKY_BINARY", env!("CARGO_BIN_EXE_svc"))
+            .env("SVC_INGEST_LOG_FILE", ingest)
+    }
+
     fn podman(&self) -> Command {
         let mut command = Command::new("podman");
         command.env("CONTAINERS_CONF", self.dir.path().join("containers.conf")).env("PATH", path());

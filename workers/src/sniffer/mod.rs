@@ -32,7 +32,6 @@ use anyhow::Context;
 use svc::bus::Bus;
 use svc::config::{FLEET_INTERFACES, SnifferConfig};
 use svc::worker::{WorkerBody, WorkerContext};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -139,7 +138,7 @@ async fn write_events(mut queue: mpsc::Receiver<Vec<SnifferEvent>>, log_file: Op
     while let Some(batch) = queue.recv().await {
         if let Some(path) = &log_file {
             let text: String = batch.iter().map(|e| e.line() + "\n").collect();
-            if let Err(err) = append(path, text.as_bytes()).await {
+            if let Err(err) = svc::logline::append(path, text.as_bytes()).await {
                 tracing::error!(path = %path.display(), error = %err, "Cannot write sniffer events to the ingest file");
             }
         }
@@ -154,14 +153,4 @@ async fn write_events(mut queue: mpsc::Receiver<Vec<SnifferEvent>>, log_file: Op
             }
         }
     }
-}
-
-/// One write per batch in append mode, reopened each time so a rotated file is followed.
-async fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        tokio::fs::create_dir_all(dir).await?;
-    }
-    let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(path).await?;
-    file.write_all(bytes).await?;
-    file.flush().await
 }
