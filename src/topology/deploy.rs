@@ -2,7 +2,8 @@
 //! from the topology as it was to the topology as stored: new LANs become networks (internal
 //! unless DMZ), gone deckies lose their container, new or changed deckies get one on their home
 //! LAN and are connected to their other LANs at their addresses, changed attachments are
-//! connected or disconnected, gone LANs lose their network. A deploy converges from nothing; a
+//! connected or disconnected, every decky gets its routes to the LANs behind forwarding deckies
+//! (`routes`), gone LANs lose their network. A deploy converges from nothing; a
 //! mutation from the topology before its edits. Teardown removes what carries the topology's
 //! label and the networks its LANs name, which is exactly what converging made.
 
@@ -11,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::{TEARDOWNABLE, Topologies, TopologyError, not_found, ops};
+use super::{TEARDOWNABLE, Topologies, TopologyError, not_found, ops, routes};
 use crate::db::{
     DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
 };
@@ -221,6 +222,8 @@ impl Topologies {
             }
         }
 
+        failed += self.route(before, after).await;
+
         for lan in before.lans.iter().filter(|l| !new_lans.contains(&l.id)) {
             if let Err(err) = runtime.remove_network(&self.network_name(lan)).await {
                 tracing::error!(network = %self.network_name(lan), error = %err, "Could not remove a LAN's network");
@@ -228,6 +231,31 @@ impl Topologies {
             }
         }
         Ok(failed)
+    }
+
+    /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`),
+    /// where they are or were not none; returns how many could not be given them.
+    async fn route(&self, before: &TopologyDetail, after: &TopologyDetail) -> usize {
+        let runtime = self.fleet.runtime();
+        let had = routes::plan(before);
+        let mut failed = 0;
+        for (uuid, routes) in routes::plan(after) {
+            if routes.is_empty() && had.get(&uuid).is_none_or(Vec::is_empty) {
+                continue;
+            }
+            let Some(decky) = after.deckies.iter().find(|d| d.uuid == uuid) else { continue };
+            let result = match runtime.pid(&self.container_name(decky)).await {
+                Ok(Some(pid)) => routes::apply(pid, &routes).await,
+                // Not running: its start already failed and was counted.
+                Ok(None) => continue,
+                Err(err) => Err(err.to_string()),
+            };
+            if let Err(err) = result {
+                tracing::error!(decky = %decky.name, error = %err, "Could not set a decky's routes between LANs");
+                failed += 1;
+            }
+        }
+        failed
     }
 
     /// Runs the decky on its home LAN and connects it to the others.

@@ -1,13 +1,15 @@
 //! Topologies (DECNET's MazeNET) as the API and the mutator use them: [`Topologies`] generates
 //! (`generate`) or starts blank, queues mutations (stored first, then announced on the bus),
 //! deploys and tears down over the container runtime (`deploy`: a network per LAN, a container
-//! per decky with an address on each of its LANs), and applies a claimed mutation (`ops` turns
+//! per decky with an address on each of its LANs, routes between LANs through the deckies that
+//! forward: `routes`), and applies a claimed mutation (`ops` turns
 //! it into store edits, `deploy` makes them live). The store is the truth; the engine's words
 //! go to the server log, callers get [`TopologyError`]s with DECNET's texts.
 
 pub mod deploy;
 pub mod generate;
 pub mod ops;
+pub mod routes;
 
 use std::collections::BTreeSet;
 
