@@ -139,6 +139,8 @@ async fn forged_and_misused_tokens_are_rejected() {
         URL_SAFE_NO_PAD.encode(good.to_string())
     );
     let expired = with("exp", json!(chrono::Utc::now().timestamp() - 5));
+    // RFC 7519: rejected when now >= exp, with no leeway; the server's clock is at this second or later.
+    let expiring_now = with("exp", json!(chrono::Utc::now().timestamp()));
     let cases = [
         ("alg none", unsigned),
         ("wrong algorithm", forge(&good, Algorithm::HS512, secret)),
@@ -150,6 +152,7 @@ async fn forged_and_misused_tokens_are_rejected() {
         ("missing iat", forge(&without("iat"), Algorithm::HS256, secret)),
         ("missing typ", forge(&without("typ"), Algorithm::HS256, secret)),
         ("expired", forge(&expired, Algorithm::HS256, secret)),
+        ("expiring this second", forge(&expiring_now, Algorithm::HS256, secret)),
         ("unknown user", forge(&with("sub", json!(uuid::Uuid::new_v4())), Algorithm::HS256, secret)),
         ("garbage", "not.a.token".to_string()),
     ];

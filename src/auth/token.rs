@@ -81,6 +81,11 @@ impl TokenKeys {
 
     /// Checks signature, algorithm, expiry, issuer, audience and type, and that every claim is present.
     pub fn decode(&self, token: &str) -> Result<Claims, InvalidToken> {
+        self.decode_at(token, Utc::now())
+    }
+
+    /// [`decode`](Self::decode) as of `now`.
+    pub fn decode_at(&self, token: &str, now: DateTime<Utc>) -> Result<Claims, InvalidToken> {
         let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map_err(|e| InvalidToken(e.to_string()))?
             .claims;
@@ -89,6 +94,11 @@ impl TokenKeys {
         }
         if claims.jti.is_empty() {
             return Err(InvalidToken("empty jti".into()));
+        }
+        // RFC 7519 §4.1.4: the token must not be accepted on or after `exp`. The library only rejects
+        // strictly after it, so a token is still good for its whole expiry second without this.
+        if claims.exp <= now.timestamp() {
+            return Err(InvalidToken("expired".into()));
         }
         Ok(claims)
     }
@@ -116,5 +126,27 @@ mod tests {
         assert!(issued_after(new.iat, None));
         assert_eq!(new.sub, user);
         assert_eq!(new.exp - new.iat.floor() as i64, 300);
+    }
+
+    #[test]
+    fn a_token_is_rejected_from_its_expiry_second_on() {
+        let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", Duration::seconds(1));
+        // Whole seconds, so `exp` is exactly one second after the mint.
+        let minted = Utc.timestamp_opt(Utc::now().timestamp(), 0).unwrap();
+        let token = keys.mint(Uuid::new_v4(), None, minted).unwrap();
+        assert!(keys.decode_at(&token, minted).is_ok(), "good before its expiry second");
+        assert!(keys.decode_at(&token, minted + Duration::milliseconds(999)).is_ok());
+        let at_exp = minted + Duration::seconds(1);
+        let err = keys.decode_at(&token, at_exp).unwrap_err();
+        assert!(err.to_string().contains("expired"), "{err}");
+        assert!(keys.decode_at(&token, at_exp + Duration::milliseconds(500)).is_err());
+    }
+
+    #[test]
+    fn a_token_minted_to_expire_this_second_is_refused_now() {
+        // A zero lifetime makes `exp` the current second: RFC 7519 says that is already too late.
+        let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", Duration::zero());
+        let token = keys.mint(Uuid::new_v4(), None, Utc::now()).unwrap();
+        assert!(keys.decode(&token).is_err());
     }
 }
