@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use reqwest::Method;
 use rustix::process::Signal;
+use std::time::{Duration, Instant};
 
 fn worker(dir: &std::path::Path, name: &str, nats: &Nats) -> Proc {
     let mut command = svc(dir, &["worker", name]);
@@ -56,6 +57,37 @@ async fn heartbeats_make_rows_ok_silence_stale_and_a_lost_bus_unknown_until_it_r
 
     nats.restart();
     eventually("rows are ok again after the bus returns", || async {
+        let body = list_workers(port).await;
+        body["bus_connected"] == true && status_of(&body, "api") == "ok" && status_of(&body, "fixture-a") == "ok"
+    })
+    .await;
+    drop(api);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hung_bus_is_noticed_within_ten_seconds_and_recovered_when_it_answers_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = Nats::start();
+    let (command, port) = api_command(dir.path(), Some(&nats));
+    let api = start_api(command, port).await;
+    let _a = worker(dir.path(), "fixture-a", &nats);
+    eventually("api and the worker are ok", || async {
+        let body = list_workers(port).await;
+        body["bus_connected"] == true && ["api", "fixture-a"].iter().all(|w| status_of(&body, w) == "ok")
+    })
+    .await;
+
+    // The server keeps its sockets but answers nothing, as a wedged or paused server does.
+    nats.signal(Signal::STOP);
+    let hung = Instant::now();
+    eventually("the API sees the bus gone", || async { list_workers(port).await["bus_connected"] == false }).await;
+    let noticed = hung.elapsed();
+    assert!(noticed <= Duration::from_secs(10), "a hung bus noticed after {noticed:?}");
+    let body = list_workers(port).await;
+    assert_eq!(status_of(&body, "fixture-a"), "unknown");
+
+    nats.signal(Signal::CONT);
+    eventually("rows are ok again once the server answers", || async {
         let body = list_workers(port).await;
         body["bus_connected"] == true && status_of(&body, "api") == "ok" && status_of(&body, "fixture-a") == "ok"
     })

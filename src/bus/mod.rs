@@ -6,6 +6,7 @@
 
 pub mod control;
 pub mod heartbeat;
+mod liveness;
 pub mod logs;
 pub mod registry;
 pub mod topics;
@@ -64,12 +65,14 @@ pub enum BusError {
 #[derive(Clone, Debug)]
 pub struct Bus {
     client: Option<async_nats::Client>,
+    /// Ends the liveness watch when the last handle goes.
+    _watch: Option<std::sync::Arc<tokio_util::sync::DropGuard>>,
 }
 
 impl Bus {
     /// A bus that is never there: every publish is a no-op.
     pub fn absent() -> Bus {
-        Bus { client: None }
+        Bus { client: None, _watch: None }
     }
 
     /// Connects to `url` as `name`, waiting at most a couple of seconds. An unreachable server
@@ -103,7 +106,9 @@ impl Bus {
                 return Bus::absent();
             }
         };
-        let bus = Bus { client: Some(client) };
+        let stop = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(liveness::watch(client.clone(), stop.clone()));
+        let bus = Bus { client: Some(client), _watch: Some(std::sync::Arc::new(stop.drop_guard())) };
         let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
         while !bus.is_connected() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;

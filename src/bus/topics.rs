@@ -115,6 +115,18 @@ pub fn check_pattern(pattern: &str) -> Result<(), BadPattern> {
     Ok(())
 }
 
+/// `_SVC.echo.<id>`: the liveness echo one connection sends itself (see `liveness`).
+pub fn bus_echo(connection: &uuid::Uuid) -> String {
+    format!("{HOUSEKEEPING_PREFIX}echo.{}", connection.simple())
+}
+
+const HOUSEKEEPING_PREFIX: &str = "_SVC.";
+
+/// Whether `subject` is the bus's own housekeeping (an echo, a reply inbox), never an event.
+pub fn is_housekeeping(subject: &str) -> bool {
+    subject.starts_with(HOUSEKEEPING_PREFIX) || subject.starts_with("_INBOX.")
+}
+
 /// Whether `subject` is one of the subjects `pattern` selects, as NATS matches them.
 pub fn matches(pattern: &str, subject: &str) -> bool {
     let mut subject_tokens = subject.split('.');

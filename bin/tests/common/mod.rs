@@ -131,6 +131,11 @@ impl Nats {
     pub fn stop(&mut self) {
         self.server.take();
     }
+
+    /// Sends the server `signal`: `STOP` makes it hang with its sockets open, `CONT` wakes it.
+    pub fn signal(&self, signal: Signal) {
+        self.server.as_ref().expect("the server runs").signal(signal);
+    }
 }
 
 fn nats_server() -> PathBuf {

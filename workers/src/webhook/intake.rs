@@ -90,6 +90,9 @@ impl Webhooks {
 
 /// One outbox row per webhook `subject` is selected by, all under one new event id.
 fn accept(ctx: &WorkerContext, webhooks: &[Webhook], subject: &str, body: &[u8], batch: &mut Vec<NewDelivery>) {
+    if topics::is_housekeeping(subject) {
+        return;
+    }
     let selecting: Vec<&Webhook> =
         webhooks.iter().filter(|w| w.topic_patterns.iter().any(|pattern| topics::matches(pattern, subject))).collect();
     if selecting.is_empty() {
