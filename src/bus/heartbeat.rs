@@ -39,20 +39,43 @@ impl Counters {
 /// Why a running worker cannot do its work right now, if it cannot: set and cleared by the worker,
 /// sent with every heartbeat, read by `/health` (directly when the worker is embedded). The text is
 /// fixed by the worker and generic; raw errors go to the worker's log.
+///
+/// Health from facts: a worker that reports its work with [`worked`](Fault::worked) promises to do
+/// so again within the interval it gives; past that it reads as failing ([`NO_PROGRESS`]) however
+/// alive its task is, a worker stuck on a hung database included.
 #[derive(Clone, Debug, Default)]
-pub struct Fault(Arc<Mutex<Option<&'static str>>>);
+pub struct Fault(Arc<Mutex<FaultState>>);
+
+#[derive(Debug, Default)]
+struct FaultState {
+    reason: Option<&'static str>,
+    /// When the worker's next report of work is due.
+    due: Option<Instant>,
+}
+
+/// What a worker past its promised interval reads as.
+pub const NO_PROGRESS: &str = "not making progress";
 
 impl Fault {
     pub fn set(&self, detail: &'static str) {
-        *self.0.lock().expect("fault lock") = Some(detail);
+        self.0.lock().expect("fault lock").reason = Some(detail);
     }
 
     pub fn clear(&self) {
-        *self.0.lock().expect("fault lock") = None;
+        self.0.lock().expect("fault lock").reason = None;
+    }
+
+    /// The worker just did its work (a commit, a poll that found nothing to do): any fault is
+    /// over, and the next report is due within `within`. Returns the fault this cleared.
+    pub fn worked(&self, within: Duration) -> Option<&'static str> {
+        let mut state = self.0.lock().expect("fault lock");
+        state.due = Some(Instant::now() + within);
+        state.reason.take()
     }
 
     pub fn get(&self) -> Option<&'static str> {
-        *self.0.lock().expect("fault lock")
+        let state = self.0.lock().expect("fault lock");
+        state.reason.or_else(|| state.due.filter(|due| Instant::now() > *due).map(|_| NO_PROGRESS))
     }
 }
 

@@ -80,6 +80,15 @@ pub(super) trait Dialect {
     /// What must exist before the migrations run: the file's directory, the server's database.
     fn prepare(&self) -> impl Future<Output = DbResult<()>> + Send;
 
+    /// Whether the store is still the one we opened and can be written, without a statement: the
+    /// sqlite file removed or made read-only under us. Errors are [`DbError::Unavailable`](super::DbError).
+    fn check_store(&self) -> DbResult<()> {
+        Ok(())
+    }
+
+    /// The migrations ran: what [`check_store`](Self::check_store) compares with is now there.
+    fn opened(&self);
+
     /// A transaction of the batch writers: it holds the write lock (sqlite) or takes row locks as
     /// it goes (MySQL).
     fn begin_write(&self) -> impl Future<Output = DbResult<sqlx::Transaction<'static, Self::Sql>>> + Send;

@@ -12,6 +12,7 @@ pub mod attackers;
 mod codec;
 mod config;
 mod dialect;
+mod fault;
 pub mod fleet;
 pub mod ingest;
 pub mod lifecycle;
@@ -67,8 +68,19 @@ pub enum DbError {
     /// A unique key already holds this value, or what a transaction checked moved meanwhile.
     #[error("conflict")]
     Conflict,
+    /// The store cannot serve anyone now (unreachable, full, read-only, its file gone): answered
+    /// 503, and what was attempted may succeed once it is back.
+    #[error("database unavailable: {0}")]
+    Unavailable(anyhow::Error),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+}
+
+impl DbError {
+    /// Whether this says the store is unavailable, not the request wrong.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, DbError::Unavailable(_))
+    }
 }
 
 impl From<sqlx::Error> for DbError {
@@ -76,6 +88,10 @@ impl From<sqlx::Error> for DbError {
         match err {
             sqlx::Error::RowNotFound => DbError::NotFound,
             sqlx::Error::Database(ref db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => DbError::Conflict,
+            other if fault::is_store_fault(&other) => {
+                fault::record();
+                DbError::Unavailable(other.into())
+            }
             other => DbError::Other(other.into()),
         }
     }
@@ -127,10 +143,13 @@ both_backends! {
 
         async fn migrate(&self) -> DbResult<()> {
             self.prepare().await?;
-            Ok(Backend::MIGRATOR.run(&self.pool).await?)
+            Backend::MIGRATOR.run(&self.pool).await?;
+            self.opened();
+            Ok(())
         }
 
         async fn ping(&self) -> DbResult<()> {
+            self.check_store()?;
             sqlx::query("select 1").execute(&self.pool).await?;
             Ok(())
         }

@@ -10,6 +10,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use super::DbResult;
 use super::dialect::Dialect;
+use super::fault::discard_stale;
 use crate::text::prefix_chars;
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/mysql");
@@ -28,8 +29,8 @@ pub struct MysqlDb {
 impl MysqlDb {
     pub fn open(url: &str) -> DbResult<Self> {
         let options: MySqlConnectOptions = url.parse()?;
-        let pool =
-            MySqlPoolOptions::new().acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options.charset("utf8mb4"));
+        let pool = discard_stale!(MySqlPoolOptions::new().acquire_timeout(CONNECT_TIMEOUT))
+            .connect_lazy_with(options.charset("utf8mb4"));
         Ok(MysqlDb { url: url.to_string(), writer: pool.clone(), pool })
     }
 }
@@ -84,6 +85,8 @@ impl Dialect for MysqlDb {
             .map_err(|_| anyhow::anyhow!("the server did not answer within {}s", CONNECT_TIMEOUT.as_secs()))??;
         Ok(())
     }
+
+    fn opened(&self) {}
 
     async fn begin_write(&self) -> DbResult<sqlx::Transaction<'static, MySql>> {
         Ok(self.writer.begin().await?)

@@ -10,11 +10,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 use super::DbResult;
 use super::dialect::Dialect;
+use super::fault::discard_stale;
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 
 pub struct SqliteDb {
     path: PathBuf,
+    /// The file's device and inode once migrated: the file is ours while the path still names them.
+    identity: std::sync::Mutex<Option<(u64, u64)>>,
     pub(super) pool: SqlitePool,
     /// The one connection the batch writers (ingest, the profiler, observation intake) commit
     /// through: sqlite has one writer at a time anyway, and a connection of its own keeps the index
@@ -39,16 +42,32 @@ impl SqliteDb {
             // at 16 KiB pages) rather than every 1,000: under steady ingestion they were most of
             // the waiting.
             .pragma("wal_autocheckpoint", "10000");
-        let pool = SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)).connect_lazy_with(options.clone());
+        let pool = discard_stale!(SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)))
+            .connect_lazy_with(options.clone());
         // 256 MiB of page cache (a negative size is in KiB), so the log indexes of a few million rows
         // stay cached (1M lines back-filled in 22 s instead of 33 s with 64 MiB); statement
         // journals, which every multi-row insert in a transaction keeps, in memory rather than in a
         // temporary file.
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy_with(options.pragma("cache_size", "-262144").pragma("temp_store", "memory"));
-        Ok(SqliteDb { path: path.to_path_buf(), pool, writer })
+        let writer =
+            discard_stale!(SqlitePoolOptions::new().max_connections(1).acquire_timeout(Duration::from_secs(5)))
+                .connect_lazy_with(options.pragma("cache_size", "-262144").pragma("temp_store", "memory"));
+        Ok(SqliteDb { path: path.to_path_buf(), identity: std::sync::Mutex::new(None), pool, writer })
+    }
+}
+
+impl SqliteDb {
+    /// Whether the path still names the file we migrated (a cheap `stat`).
+    fn check_identity(&self) -> DbResult<()> {
+        let Some(opened) = *self.identity.lock().expect("identity lock") else { return Ok(()) };
+        if file_identity(&self.path) == Some(opened) {
+            return Ok(());
+        }
+        Err(store_fault(format!(
+            "the database file {} was removed or replaced while in use; nothing is stored until it is back \
+             (restore it from a backup and restart svc, or restart svc to begin a new, empty database, whose \
+             admin is then seeded from SVC_ADMIN_PASSWORD again)",
+            self.path.display()
+        )))
     }
 }
 
@@ -95,9 +114,42 @@ impl Dialect for SqliteDb {
         Ok(())
     }
 
+    fn opened(&self) {
+        *self.identity.lock().expect("identity lock") = file_identity(&self.path);
+    }
+
+    fn check_store(&self) -> DbResult<()> {
+        self.check_identity()?;
+        if self.identity.lock().expect("identity lock").is_none() {
+            return Ok(());
+        }
+        // What a new connection would meet: it opens the file read-only when it cannot write it.
+        if let Err(err) = std::fs::OpenOptions::new().write(true).open(&self.path) {
+            return Err(store_fault(format!(
+                "the database file {} cannot be opened for writing ({err}); make it writable again (its owner, \
+                 mode, attributes and the file system's mount) and svc resumes by itself",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+
     async fn begin_write(&self) -> DbResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        // A batch committed into a removed file would be lost at the next start.
+        self.check_identity()?;
         // `begin immediate` takes the write lock first: a deferred transaction that reads and then
         // writes fails at once (no busy wait) when another writer got in between.
         Ok(self.writer.begin_with("begin immediate").await?)
     }
+}
+
+/// The device and inode `path` names now.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+fn store_fault(reason: String) -> super::DbError {
+    super::fault::record();
+    super::DbError::Unavailable(anyhow::anyhow!(reason))
 }

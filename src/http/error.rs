@@ -71,6 +71,9 @@ pub enum ApiError {
     /// 503: a message the route exists to publish could not go out on the bus.
     #[error("bus unavailable")]
     BusUnavailable,
+    /// 503 with health's generic words: the database cannot serve now (cause logged).
+    #[error("database unavailable")]
+    DatabaseUnavailable(anyhow::Error),
     /// 503 with the whole health report: a required component is failing.
     #[error("a required component is failing")]
     Unhealthy(HealthResponse),
@@ -146,6 +149,7 @@ impl From<DbError> for ApiError {
     fn from(err: DbError) -> Self {
         match err {
             DbError::NotFound => ApiError::not_found("Not Found"),
+            DbError::Unavailable(err) => ApiError::DatabaseUnavailable(err),
             other => ApiError::Internal(anyhow::Error::new(other)),
         }
     }
@@ -197,6 +201,13 @@ impl IntoResponse for ApiError {
                 detail(StatusCode::TOO_MANY_REQUESTS, &format!("SSE connection limit ({max_per_user}) reached"))
             }
             ApiError::BusUnavailable => detail(StatusCode::SERVICE_UNAVAILABLE, "bus unavailable"),
+            ApiError::DatabaseUnavailable(err) => database_unavailable(&err),
+            // A store failure that reached here through `anyhow` is still the store's.
+            ApiError::Internal(err)
+                if err.chain().any(|c| c.downcast_ref::<DbError>().is_some_and(DbError::is_unavailable)) =>
+            {
+                database_unavailable(&err)
+            }
             ApiError::Unhealthy(report) => (StatusCode::SERVICE_UNAVAILABLE, Json(report)).into_response(),
             ApiError::DataConsistency(err) => {
                 tracing::error!(error = %format!("{err:#}"), "Stored data failed validation");
@@ -212,6 +223,14 @@ impl IntoResponse for ApiError {
         }
     }
 }
+
+fn database_unavailable(err: &anyhow::Error) -> Response {
+    tracing::error!(error = %format!("{err:#}"), "Database unavailable; answering 503");
+    detail(StatusCode::SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE)
+}
+
+/// What a client is told when the database cannot serve: the words health uses.
+pub const DATABASE_UNAVAILABLE: &str = "database unavailable";
 
 /// What went wrong inside; travels in the response extensions to [`report_internal_failures`].
 #[derive(Clone, Debug)]

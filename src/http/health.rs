@@ -118,7 +118,7 @@ async fn components(state: &AppState) -> Vec<Component> {
     let mut components = vec![Component {
         name: "database",
         required: true,
-        failure: (!database_ok).then(|| "database unavailable".into()),
+        failure: (!database_ok).then(|| super::error::DATABASE_UNAVAILABLE.into()),
     }];
     let (bus_connected, now) = (state.bus.is_connected(), crate::bus::epoch_seconds());
     // A worker this deployment does not run (never embedded, never heard from) is not a component:

@@ -234,7 +234,12 @@ pub struct TestApi {
 
 impl TestApi {
     pub async fn start(config: Config) -> TestApi {
-        let lifespan = svc::startup::Lifespan::start(config, vec![]).await.unwrap();
+        TestApi::start_with(config, vec![]).await
+    }
+
+    /// The API with `workers` embedded, as `svc api` embeds the ingester.
+    pub async fn start_with(config: Config, workers: Vec<svc::worker::WorkerBody>) -> TestApi {
+        let lifespan = svc::startup::Lifespan::start(config, workers).await.unwrap();
         let state = lifespan.state().clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}/api/v1", listener.local_addr().unwrap());

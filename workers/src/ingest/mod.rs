@@ -31,6 +31,9 @@ pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 const IDLE_POLL: Duration = Duration::from_millis(50);
 /// The pause before retrying after the database failed.
 const RETRY_PAUSE: Duration = Duration::from_secs(2);
+/// A step (a commit, a look at the file or the lease) ends within this, or health says ingestion
+/// is not making progress: a commit stuck on a hung database included.
+const PROGRESS_WITHIN: Duration = Duration::from_secs(10);
 
 /// The worker the API always embeds and `svc worker ingest` runs.
 pub fn body() -> WorkerBody {
@@ -184,9 +187,23 @@ impl Ingester {
     async fn follow(&mut self) {
         while !self.ctx.cancel.is_cancelled() {
             let pause = match self.step().await {
-                Ok(pause) => pause,
+                Ok(pause) => {
+                    if self.ctx.fault.worked(PROGRESS_WITHIN + pause.unwrap_or_default()).is_some() {
+                        tracing::info!(path = %self.path.display(), "Ingestion works again");
+                    }
+                    pause
+                }
                 Err(err) => {
-                    tracing::error!(path = %self.path.display(), error = %format!("{err:#}"), "Ingestion failed; retrying");
+                    // The lines stay in the file: reading resumes at the stored position once the
+                    // database takes them again.
+                    let unavailable =
+                        err.chain().any(|c| c.downcast_ref::<DbError>().is_some_and(DbError::is_unavailable));
+                    self.ctx.fault.set(if unavailable {
+                        "cannot store: database unavailable"
+                    } else {
+                        "ingestion failing"
+                    });
+                    tracing::error!(path = %self.path.display(), error = %format!("{err:#}"), "Ingestion failed; paused, retrying");
                     self.forget_position();
                     Some(RETRY_PAUSE)
                 }

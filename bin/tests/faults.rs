@@ -1,0 +1,206 @@
+//! Honest under faults (issue 21), the store side: the API with its ingester embedded, its sqlite
+//! file on a small tmpfs the test fills to the last byte, made read-only, or removed. During each
+//! fault the operator sees it (health 503, the failing component, the reason in the log); after
+//! it, everything recovers by itself and each line appended meanwhile is stored exactly once.
+
+mod common;
+#[path = "../../tests/common/mod.rs"]
+mod store;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::eventually;
+use reqwest::StatusCode;
+use serde_json::Value;
+use store::{LogCapture, TestApi, TestDb};
+use svc::db::{Db, LogFilter};
+
+/// An auth attempt numbered `seq` (the number is in the `seq` field).
+fn lines(range: std::ops::Range<usize>) -> String {
+    range
+        .map(|seq| {
+            format!(
+                "<134>1 2026-05-02T06:00:25.453826+00:00 decky-1 ssh - auth_attempt [relay@55555 src_ip=\"192.0.2.7\" seq=\"{seq}\"]\n"
+            )
+        })
+        .collect()
+}
+
+fn append(path: &Path, text: &str) {
+    std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+}
+
+/// The `seq` of every stored row, sorted: each line exactly once means exactly `0..n`.
+async fn seqs(db: &Db) -> Vec<usize> {
+    let page = db.logs(&LogFilter::default(), 100_000, 0).await.unwrap();
+    let mut seqs: Vec<usize> = page
+        .rows
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.fields).unwrap()["seq"].as_str().unwrap().parse().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    seqs
+}
+
+async fn stored(db: &Db) -> u64 {
+    db.logs(&LogFilter::default(), 1, 0).await.map_or(0, |page| page.total)
+}
+
+fn run(program: &str, args: &[&str]) {
+    let status = Command::new(program).args(args).status().unwrap();
+    assert!(status.success(), "{program} {args:?}: {status}");
+}
+
+/// A tmpfs of `size` mounted for the test, unmounted when it ends.
+struct Tmpfs {
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(path: PathBuf, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(&path).unwrap();
+        run("mount", &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", path.to_str().unwrap()]);
+        Tmpfs { path }
+    }
+
+    /// Writes a filler file until the file system has no byte left; returns its path.
+    fn fill(&self) -> PathBuf {
+        let filler = self.path.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 64 * 1024];
+        let mut size = block.len();
+        // Halving at the end leaves no byte over.
+        while size > 0 {
+            if file.write_all(&block[..size]).is_err() {
+                size /= 2;
+            }
+        }
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(self.path.join("svc.db")).status();
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// The API with its ingester, on a database at `data/svc.db`, following `file`.
+async fn api(backend: &TestDb, data: &Path, file: &Path) -> TestApi {
+    let config = backend.api_config(&[
+        ("SVC_DB_PATH", data.join("svc.db").to_str().unwrap()),
+        ("SVC_DATA_DIR", data.to_str().unwrap()),
+        ("SVC_INGEST_LOG_FILE", file.to_str().unwrap()),
+        ("SVC_INGEST_BATCH_MAX_WAIT_MS", "20"),
+        ("SVC_INGEST_LEASE_SECS", "1"),
+    ]);
+    TestApi::start_with(config, vec![svc_workers::ingest::body()]).await
+}
+
+/// Health's status code and body.
+async fn health(api: &TestApi) -> (StatusCode, Value) {
+    let reply = api.get("/health", None, &[]).await;
+    (reply.status, reply.body)
+}
+
+async fn wait_for_rows(api: &TestApi, n: u64) {
+    eventually(&format!("{n} rows are stored"), || async { stored(&api.state.db).await == n }).await;
+}
+
+/// Waits until health answers 503 with `component` failing for `detail`, and returns the body.
+async fn wait_unhealthy(api: &TestApi, component: &str, detail: &str) -> Value {
+    eventually(&format!("health says {component} is failing"), || async {
+        let (status, body) = health(api).await;
+        status == StatusCode::SERVICE_UNAVAILABLE && body["components"][component]["detail"] == detail
+    })
+    .await;
+    health(api).await.1
+}
+
+async fn wait_healthy(api: &TestApi) {
+    eventually("health is back to healthy", || async { health(api).await.0 == StatusCode::OK }).await;
+}
+
+#[tokio::test]
+async fn a_full_disk_pauses_ingestion_reports_it_and_resumes_by_itself_losing_nothing() {
+    let backend = TestDb::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfs = Tmpfs::mount(dir.path().join("data"), "8m");
+    let file = dir.path().join("ingest.log");
+    let api = api(&backend, &tmpfs.path, &file).await;
+    append(&file, &lines(0..200));
+    wait_for_rows(&api, 200).await;
+    wait_healthy(&api).await;
+
+    let filler = tmpfs.fill();
+    append(&file, &lines(200..1200));
+    let body = wait_unhealthy(&api, "ingestion_worker", "cannot store: database unavailable").await;
+    assert_eq!(body["status"], "unhealthy");
+    assert_eq!(stored(&api.state.db).await, 200, "nothing of the failed batches is half-stored");
+
+    std::fs::remove_file(filler).unwrap();
+    wait_for_rows(&api, 1200).await;
+    wait_healthy(&api).await;
+    append(&file, &lines(1200..1300));
+    wait_for_rows(&api, 1300).await;
+    assert_eq!(seqs(&api.state.db).await, (0..1300).collect::<Vec<_>>(), "each line exactly once");
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn a_read_only_database_file_is_reported_and_writes_resume_when_it_is_writable_again() {
+    let (log, _guard) = LogCapture::start();
+    let backend = TestDb::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfs = Tmpfs::mount(dir.path().join("data"), "64m");
+    let file = dir.path().join("ingest.log");
+    let api = api(&backend, &tmpfs.path, &file).await;
+    append(&file, &lines(0..100));
+    wait_for_rows(&api, 100).await;
+
+    // Immutable: even root cannot open it for writing, as a changed owner or mode does to svc's user.
+    let database = tmpfs.path.join("svc.db");
+    run("chattr", &["+i", database.to_str().unwrap()]);
+    append(&file, &lines(100..600));
+    let body = wait_unhealthy(&api, "database", "database unavailable").await;
+    assert_eq!(body["status"], "unhealthy");
+    assert!(log.text().contains("cannot be opened for writing"), "the reason is in the server log:\n{}", log.text());
+
+    run("chattr", &["-i", database.to_str().unwrap()]);
+    wait_for_rows(&api, 600).await;
+    wait_healthy(&api).await;
+    assert_eq!(seqs(&api.state.db).await, (0..600).collect::<Vec<_>>(), "each line exactly once");
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn a_removed_data_directory_is_noticed_ingestion_pauses_and_a_restart_stores_every_line() {
+    let (log, _guard) = LogCapture::start();
+    let backend = TestDb::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("ingest.log");
+    let api = api(&backend, &data, &file).await;
+    append(&file, &lines(0..100));
+    wait_for_rows(&api, 100).await;
+
+    std::fs::remove_dir_all(&data).unwrap();
+    let body = wait_unhealthy(&api, "database", "database unavailable").await;
+    assert_eq!(body["status"], "unhealthy");
+    append(&file, &lines(100..400));
+    wait_unhealthy(&api, "ingestion_worker", "cannot store: database unavailable").await;
+    assert!(log.text().contains("was removed or replaced while in use"), "the log says what happened:\n{}", log.text());
+    assert!(log.text().contains("restart svc to begin a new, empty database"), "and what to do");
+    api.stop().await;
+
+    // The operator restarts it: a new database, and every line of the file, those appended while
+    // the directory was gone included, stored once.
+    let api = self::api(&backend, &data, &file).await;
+    wait_for_rows(&api, 400).await;
+    assert_eq!(seqs(&api.state.db).await, (0..400).collect::<Vec<_>>());
+    wait_healthy(&api).await;
+    api.stop().await;
+}
