@@ -74,7 +74,8 @@ async fn main() {
     let mut committing = Duration::ZERO;
     for first in (0..total).step_by(batch_size) {
         let logs: Vec<NewLog> = (first..(first + batch_size).min(total)).map(|k| line(k, start, spread)).collect();
-        let cursor = IngestCursor { file_id: "1:1".into(), offset: (first + logs.len()) as u64 * 250 };
+        let cursor =
+            IngestCursor { file_id: "1:1".into(), offset: (first + logs.len()) as u64 * 250, ..Default::default() };
         let batch = IngestBatch { logs, cursor: Some(cursor.clone()), ..IngestBatch::default() };
         let began = Instant::now();
         db.commit_ingest("bench", "bench", expected.as_ref(), &batch).await.unwrap();

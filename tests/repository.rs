@@ -208,7 +208,7 @@ fn new_log(at: DateTime<Utc>, decky: &str, service: &str, event_type: &str, atta
 }
 
 fn cursor(offset: u64) -> IngestCursor {
-    IngestCursor { file_id: "2049:1234".into(), offset }
+    IngestCursor { file_id: "2049:1234".into(), offset, fingerprint: format!("{offset:032x}") }
 }
 
 fn batch(logs: Vec<NewLog>, to: Option<IngestCursor>) -> IngestBatch {
@@ -257,7 +257,9 @@ async fn ingest_commits_rows_and_cursor_together() {
 
         // The cursor is compare-and-set: a stale or missing expectation stores nothing.
         let third = batch(vec![new_log(t0(), "ssh-01", "ssh", "login", "10.0.0.3", "three")], Some(cursor(200)));
-        for stale in [None, Some(cursor(50)), Some(IngestCursor { file_id: "2049:9".into(), offset: 100 })] {
+        for stale in
+            [None, Some(cursor(50)), Some(IngestCursor { file_id: "2049:9".into(), offset: 100, ..Default::default() })]
+        {
             assert!(matches!(db.commit_ingest(SOURCE, "a", stale.as_ref(), &third).await, Err(DbError::Conflict)));
         }
         assert_eq!(all_logs(&db).await.total, 2);
@@ -270,7 +272,7 @@ async fn ingest_commits_rows_and_cursor_together() {
         assert_eq!(done.last_log_id, db.last_log_id().await.unwrap());
 
         // An empty batch with a cursor moves the cursor only (a skipped line, a rotation).
-        let rotated = IngestCursor { file_id: "2049:5678".into(), offset: 0 };
+        let rotated = IngestCursor { file_id: "2049:5678".into(), offset: 0, ..Default::default() };
         let done =
             db.commit_ingest(SOURCE, "a", Some(&cursor(200)), &batch(vec![], Some(rotated.clone()))).await.unwrap();
         assert_eq!(done.logs, 0);

@@ -258,6 +258,38 @@ async fn kill_9_mid_batch_neither_loses_nor_repeats_a_line() {
 }
 
 #[tokio::test]
+async fn truncated_and_grown_back_while_the_ingester_is_killed_stopped_or_paused_loses_and_repeats_nothing() {
+    const LINES: usize = 500;
+    for signal in [Signal::KILL, Signal::TERM, Signal::STOP] {
+        for backend in TestDb::all() {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("ingest.log");
+            let db = backend.open().await;
+            append(&file, &lines(0..LINES));
+            let mut ingester = Proc::spawn(ingest_command(dir.path(), &backend, &file, &["worker", "ingest"]));
+            wait_for_rows(&db, LINES as u64).await;
+            ingester.signal(signal);
+            if signal != Signal::STOP {
+                ingester.wait();
+            }
+            // copytruncate while it is away, and the file grows back well past the stored offset.
+            std::fs::OpenOptions::new().write(true).truncate(true).open(&file).unwrap();
+            append(&file, &lines(LINES..4 * LINES));
+            let _back = if signal == Signal::STOP {
+                ingester.signal(Signal::CONT);
+                ingester
+            } else {
+                drop(ingester);
+                Proc::spawn(ingest_command(dir.path(), &backend, &file, &["worker", "ingest"]))
+            };
+            wait_for_rows(&db, 4 * LINES as u64).await;
+            let seqs = seqs(&db).await;
+            assert_eq!(seqs, (0..4 * LINES).collect::<Vec<_>>(), "{} after {signal:?}", backend.name);
+        }
+    }
+}
+
+#[tokio::test]
 async fn two_ingesters_on_one_file_store_each_line_once() {
     let backend = TestDb::sqlite();
     let dir = tempfile::tempdir().unwrap();

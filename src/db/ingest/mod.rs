@@ -58,11 +58,13 @@ pub struct NewCredential {
 }
 
 /// Where ingestion of one source stands: which file (device and inode, `"<dev>:<ino>"`) and the
-/// byte offset of the first byte not yet stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// byte offset of the first byte not yet stored, and a fingerprint of the bytes before it (empty
+/// when unknown), so a file rewritten under the same identity is told apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IngestCursor {
     pub file_id: String,
     pub offset: u64,
+    pub fingerprint: String,
 }
 
 /// What one ingest transaction stores, and where the source stands after it.

@@ -16,6 +16,7 @@ use crate::db::{DbError, DbResult};
 struct CursorRow {
     file_id: String,
     byte_offset: i64,
+    fingerprint: String,
 }
 
 impl TryFrom<CursorRow> for IngestCursor {
@@ -24,7 +25,7 @@ impl TryFrom<CursorRow> for IngestCursor {
     fn try_from(row: CursorRow) -> Result<Self, DbError> {
         let offset = u64::try_from(row.byte_offset)
             .map_err(|_| DbError::Other(anyhow::anyhow!("negative ingest offset {}", row.byte_offset)))?;
-        Ok(IngestCursor { file_id: row.file_id, offset })
+        Ok(IngestCursor { file_id: row.file_id, offset, fingerprint: row.fingerprint })
     }
 }
 
@@ -168,7 +169,7 @@ both_backends! {
 
         async fn ingest_cursor(&self, source: &str) -> DbResult<Option<IngestCursor>> {
             let row: Option<CursorRow> =
-                sqlx::query_as("select file_id, byte_offset from ingest_cursors where source = ?")
+                sqlx::query_as("select file_id, byte_offset, fingerprint from ingest_cursors where source = ?")
                     .bind(source)
                     .fetch_optional(&self.pool)
                     .await?;
@@ -192,13 +193,14 @@ both_backends! {
                 let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
                 if let Some(cursor) = &batch.cursor {
                     let upsert = format!(
-                        "insert into ingest_cursors (source, file_id, byte_offset, updated_at) values (?, ?, ?, ?){}",
-                        Backend::replace("source", &["file_id", "byte_offset", "updated_at"])
+                        "insert into ingest_cursors (source, file_id, byte_offset, fingerprint, updated_at) values (?, ?, ?, ?, ?){}",
+                        Backend::replace("source", &["file_id", "byte_offset", "fingerprint", "updated_at"])
                     );
                     sqlx::query(&upsert)
                         .bind(source)
                         .bind(&cursor.file_id)
                         .bind(stored_offset(cursor)?)
+                        .bind(&cursor.fingerprint)
                         .bind(millis(now))
                         .execute(&mut *tx)
                         .await?;
@@ -246,7 +248,7 @@ both_backends! {
     ) -> DbResult<()> {
         Backend::check_lease(tx, source, holder, now).await?;
         let stored: Option<CursorRow> = sqlx::query_as(&format!(
-            "select file_id, byte_offset from ingest_cursors where source = ?{}",
+            "select file_id, byte_offset, fingerprint from ingest_cursors where source = ?{}",
             Backend::FOR_UPDATE
         ))
         .bind(source)

@@ -1,15 +1,19 @@
 //! Follows one log file by byte offset and hands out complete lines only. A partial last line waits
 //! for its newline. Rotation by rename is followed (the old file is read to its end first, also
 //! after a restart, found again by its inode beside the new one), and so is truncation. A line
-//! longer than the limit is skipped without being held in memory.
+//! longer than the limit is skipped without being held in memory. The cursor carries a fingerprint
+//! of the bytes before its offset, so a file truncated and written back past the offset (while the
+//! ingester was stopped, paused or between two reads), or a new file on a reused inode, is read
+//! from its start instead of from the middle of other lines.
 //!
 //! Blocking I/O: the ingester calls it from the blocking pool.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
 use svc::db::IngestCursor;
 
 /// Bytes read from the file per call to `read`.
@@ -35,6 +39,37 @@ pub enum Progress {
     NoFile,
 }
 
+/// Bytes hashed from the file's start, and from before the offset, for its fingerprint.
+const FINGERPRINT_BLOCK: u64 = 4096;
+
+/// A hash of the file's first block and of the block before `offset` (neither past `offset`):
+/// what the bytes read so far looked like. `None` when the file is shorter than `offset`.
+fn fingerprint(file: &File, offset: u64) -> io::Result<Option<String>> {
+    let head = FINGERPRINT_BLOCK.min(offset);
+    let tail = offset.saturating_sub(FINGERPRINT_BLOCK).max(head);
+    let mut hasher = Sha256::new();
+    hasher.update(offset.to_le_bytes());
+    let mut block = vec![0; FINGERPRINT_BLOCK as usize];
+    for (start, end) in [(0, head), (tail, offset)] {
+        let bytes = &mut block[..(end - start) as usize];
+        match file.read_exact_at(bytes, start) {
+            Ok(()) => hasher.update(&*bytes),
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(Some(hasher.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()))
+}
+
+/// Whether `file` still holds, before `cursor`'s offset, what the cursor saw there (a cursor
+/// stored before fingerprints counts as matching).
+fn matches(file: &File, cursor: &IngestCursor) -> io::Result<bool> {
+    if cursor.fingerprint.is_empty() {
+        return Ok(true);
+    }
+    Ok(fingerprint(file, cursor.offset)?.as_deref() == Some(cursor.fingerprint.as_str()))
+}
+
 /// The identity of a file: device and inode, as stored in the cursor.
 fn file_id(meta: &std::fs::Metadata) -> String {
     format!("{}:{}", meta.dev(), meta.ino())
@@ -50,6 +85,8 @@ struct OpenFile {
     skipping: bool,
     /// Read but not yet ended by a newline.
     pending: Vec<u8>,
+    /// The fingerprint at `offset` when the last read ended, checked when the next one starts.
+    mark: Option<(u64, String)>,
 }
 
 impl OpenFile {
@@ -57,7 +94,23 @@ impl OpenFile {
         let mut file = File::open(path)?;
         let id = file_id(&file.metadata()?);
         file.seek(SeekFrom::Start(offset))?;
-        Ok(OpenFile { file, id, offset, skipped: 0, skipping: false, pending: Vec::new() })
+        let mut open = OpenFile { file, id, offset, skipped: 0, skipping: false, pending: Vec::new(), mark: None };
+        open.remark()?;
+        Ok(open)
+    }
+
+    /// Notes the fingerprint at the current offset.
+    fn remark(&mut self) -> io::Result<()> {
+        if self.mark.as_ref().is_none_or(|(at, _)| *at != self.offset) {
+            self.mark = fingerprint(&self.file, self.offset)?.map(|print| (self.offset, print));
+        }
+        Ok(())
+    }
+
+    /// Whether the bytes before the offset were rewritten since the last read ended.
+    fn rewritten(&self) -> io::Result<bool> {
+        let Some((at, print)) = &self.mark else { return Ok(false) };
+        Ok(fingerprint(&self.file, *at)?.as_ref() != Some(print))
     }
 
     /// Where the next read starts.
@@ -71,7 +124,8 @@ impl OpenFile {
         self.skipped = 0;
         self.skipping = false;
         self.pending.clear();
-        Ok(())
+        self.mark = None;
+        self.remark()
     }
 }
 
@@ -95,12 +149,37 @@ impl Follower {
     /// The position just past the last line handed out; `None` before the file has been opened.
     pub fn cursor(&self) -> Option<IngestCursor> {
         let open = self.current.as_ref()?;
-        Some(IngestCursor { file_id: open.id.clone(), offset: open.offset })
+        let fingerprint = match &open.mark {
+            Some((at, print)) if *at == open.offset => print.clone(),
+            _ => fingerprint(&open.file, open.offset).ok().flatten().unwrap_or_default(),
+        };
+        Some(IngestCursor { file_id: open.id.clone(), offset: open.offset, fingerprint })
     }
 
     /// Hands complete lines to `on_line`, at most `max_lines`, following rotation and truncation.
     /// With `to_end`, a last line without a newline is handed out too (a finished file).
     pub fn read(&mut self, max_lines: usize, to_end: bool, on_line: &mut dyn FnMut(Line<'_>)) -> io::Result<Progress> {
+        let progress = self.read_lines(max_lines, to_end, on_line)?;
+        if let Some(open) = self.current.as_mut() {
+            open.remark()?;
+        }
+        Ok(progress)
+    }
+
+    fn read_lines(
+        &mut self,
+        max_lines: usize,
+        to_end: bool,
+        on_line: &mut dyn FnMut(Line<'_>),
+    ) -> io::Result<Progress> {
+        // Truncated and written back past where we were since the last read (the ingester paused,
+        // or a fast writer): what follows the old offset is the middle of other lines.
+        if let Some(open) = self.current.as_mut()
+            && open.rewritten()?
+        {
+            tracing::warn!(path = %self.path.display(), "Log file rewritten since the last read; reading it from the start");
+            open.rewind()?;
+        }
         let mut handed = 0;
         loop {
             if self.current.is_none() && !self.open()? {
@@ -162,6 +241,13 @@ impl Follower {
             let offset = if meta.len() < cursor.offset {
                 tracing::warn!(path = %self.path.display(), "Log file shorter than the cursor; reading it from the start");
                 0
+            } else if !matches(&File::open(&self.path)?, &cursor)? {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    "Log file rewritten since the cursor (truncated and grown back, or a new file on the same inode); \
+                     reading it from the start"
+                );
+                0
             } else {
                 cursor.offset
             };
@@ -169,7 +255,7 @@ impl Follower {
             return Ok(true);
         }
         // Rotated while we were not running: finish the old file first, if it is still there.
-        match find_by_id(&self.path, &cursor.file_id)? {
+        match find_by_id(&self.path, &cursor)? {
             Some(old) => {
                 tracing::info!(old = %old.display(), "Finishing the rotated log file before the new one");
                 self.current = Some(OpenFile::open(&old, cursor.offset)?);
@@ -230,15 +316,18 @@ fn finish_partial(open: &mut OpenFile, max_line: usize, on_line: &mut dyn FnMut(
     open.skipping = false;
 }
 
-/// A file beside `path` (rotated copies live in the same directory) with identity `id`.
-fn find_by_id(path: &Path, id: &str) -> io::Result<Option<PathBuf>> {
+/// A file beside `path` (rotated copies live in the same directory) with the cursor's identity and
+/// its bytes before the offset.
+fn find_by_id(path: &Path, cursor: &IngestCursor) -> io::Result<Option<PathBuf>> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.metadata().is_ok_and(|meta| meta.is_file() && file_id(&meta) == id) {
+        if entry.metadata().is_ok_and(|meta| meta.is_file() && file_id(&meta) == cursor.file_id)
+            && File::open(entry.path()).and_then(|file| matches(&file, cursor)).unwrap_or(false)
+        {
             return Ok(Some(entry.path()));
         }
     }
@@ -305,6 +394,46 @@ mod tests {
         append(&path, "d\n");
         assert_eq!(drain(&mut again, false), ["d"]);
         assert_eq!(again.cursor().unwrap().offset, 2);
+    }
+
+    #[test]
+    fn a_file_truncated_and_grown_back_past_the_cursor_is_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        append(&path, "a1\na2\n");
+        let mut first = Follower::new(path.clone(), None, 100);
+        assert_eq!(drain(&mut first, false), ["a1", "a2"]);
+        let cursor = first.cursor().unwrap();
+        assert_eq!(cursor.fingerprint.len(), 32);
+
+        // Between two runs: emptied in place, then written past the old offset.
+        std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+        append(&path, "b1\nb2\nb3\n");
+        let mut again = Follower::new(path.clone(), Some(cursor.clone()), 100);
+        assert_eq!(drain(&mut again, false), ["b1", "b2", "b3"]);
+
+        // Between two reads of one follower (the ingester was paused).
+        std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+        append(&path, "c1\nc2\nc3\nc4\n");
+        assert_eq!(drain(&mut again, false), ["c1", "c2", "c3", "c4"]);
+
+        // A cursor without a fingerprint (stored before them) is trusted as before.
+        let legacy = IngestCursor { fingerprint: String::new(), ..again.cursor().unwrap() };
+        append(&path, "c5\n");
+        assert_eq!(drain(&mut Follower::new(path.clone(), Some(legacy), 100), false), ["c5"]);
+    }
+
+    #[test]
+    fn an_unchanged_file_keeps_its_fingerprint_as_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.log");
+        append(&path, &"x".repeat(9000));
+        append(&path, "\nend\n");
+        let mut follower = Follower::new(path.clone(), None, 100_000);
+        assert_eq!(drain(&mut follower, false).len(), 2);
+        let cursor = follower.cursor().unwrap();
+        append(&path, "more\n");
+        assert_eq!(drain(&mut Follower::new(path.clone(), Some(cursor), 100_000), false), ["more"]);
     }
 
     #[test]
