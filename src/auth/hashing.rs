@@ -1,15 +1,23 @@
 //! Runs argon2 on the blocking pool with a bound on concurrent hashes, so a login storm queues for
 //! the hashing threads instead of taking every core from the threads that serve other requests.
+//! Each of the bounded slots keeps its argon2 memory (19 MiB) and lends it to the hash it runs:
+//! hashing then costs no allocation, and RSS stays at what the slots hold whatever the number of
+//! logins or threads (measured in `benches/login_rss.sh`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Semaphore;
 
-use super::password;
+use super::password::{self, Workspace};
+
+/// At most this many hashes at once, whatever the core count: each slot keeps 19 MiB.
+const MAX_CONCURRENCY: usize = 2;
 
 #[derive(Debug)]
 pub struct HashPool {
     permits: Arc<Semaphore>,
+    /// One per slot in use so far; a hash takes one and gives it back.
+    workspaces: Arc<Mutex<Vec<Workspace>>>,
 }
 
 impl Default for HashPool {
@@ -20,34 +28,41 @@ impl Default for HashPool {
 
 /// One core is left to the request loop; a single-core host hashes one at a time.
 fn default_concurrency() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).clamp(1, MAX_CONCURRENCY))
 }
 
 impl HashPool {
     pub fn new(concurrency: usize) -> Self {
-        HashPool { permits: Arc::new(Semaphore::new(concurrency.max(1))) }
+        HashPool { permits: Arc::new(Semaphore::new(concurrency.max(1))), workspaces: Arc::default() }
     }
 
-    async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Workspace) -> T + Send + 'static,
+    ) -> anyhow::Result<T> {
         let permit = self.permits.clone().acquire_owned().await?;
+        let workspaces = self.workspaces.clone();
         Ok(tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            work()
+            let mut workspace = workspaces.lock().expect("workspaces lock").pop().unwrap_or_default();
+            let result = work(&mut workspace);
+            workspaces.lock().expect("workspaces lock").push(workspace);
+            result
         })
         .await?)
     }
 
     pub async fn hash(&self, password: String) -> anyhow::Result<String> {
-        self.run(move || password::hash(&password)).await?
+        self.run(move |workspace| password::hash_in(&password, workspace)).await?
     }
 
     /// Verifies against the stored hash, or, for an unknown user, against a hash of nothing anyone
     /// knows: both cost one argon2 run, so timing does not tell an unknown user from a wrong password.
     pub async fn verify(&self, password: String, phc: Option<String>) -> anyhow::Result<bool> {
-        self.run(move || match phc {
-            Some(phc) => password::verify(&password, &phc),
+        self.run(move |workspace| match phc {
+            Some(phc) => password::verify_in(&password, &phc, workspace),
             None => {
-                password::verify(&password, decoy_hash());
+                password::verify_in(&password, decoy_hash(workspace), workspace);
                 false
             }
         })
@@ -55,9 +70,9 @@ impl HashPool {
     }
 }
 
-fn decoy_hash() -> &'static str {
+fn decoy_hash(workspace: &mut Workspace) -> &'static str {
     static DECOY: OnceLock<String> = OnceLock::new();
-    DECOY.get_or_init(|| password::hash(&uuid::Uuid::new_v4().to_string()).expect("argon2 hashes a uuid"))
+    DECOY.get_or_init(|| password::hash_in(&uuid::Uuid::new_v4().to_string(), workspace).expect("argon2 hashes a uuid"))
 }
 
 #[cfg(test)]
