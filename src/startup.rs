@@ -26,7 +26,7 @@ use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
 use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
-use crate::worker::{WorkerBody, WorkerContext};
+use crate::worker::{Attendance, WorkerBody, WorkerContext};
 
 /// Below this soft open-file limit a busy API runs out of sockets.
 pub const MIN_OPEN_FILES: u64 = 4096;
@@ -98,8 +98,8 @@ impl Lifespan {
         lifespan.init_database().await;
         lifespan.sweep_stranded_lifecycles().await;
         lifespan.enable_tracing();
-        lifespan.start_background_workers(workers);
-        lifespan.start_worker_registry();
+        lifespan.start_background_workers(workers).await;
+        lifespan.start_worker_registry().await;
         lifespan.start_log_tail();
         lifespan.start_fleet_reconciler();
         Ok(lifespan)
@@ -212,12 +212,15 @@ impl Lifespan {
     }
 
     /// Step 8: embedded workers, unless in contract-test mode. Each gets a child of the lifespan's
-    /// cancellation token; an error it returns is logged, a cancellation is not.
-    fn start_background_workers(&self, workers: Vec<WorkerBody>) {
+    /// cancellation token, and is attended like a worker process (heartbeat, stop intents: a stop
+    /// ends that worker only); an error it returns is logged, a cancellation is not. The registry
+    /// listens first, so the first heartbeats are heard.
+    async fn start_background_workers(&self, workers: Vec<WorkerBody>) {
         if self.state.config.api.contract_test {
             tracing::info!("Contract-test mode: background workers not started");
             return;
         }
+        self.state.workers.listen(&self.state.bus).await;
         for worker in workers {
             let ctx = WorkerContext::new(
                 self.state.config.clone(),
@@ -230,8 +233,11 @@ impl Lifespan {
             let registry = self.state.workers.clone();
             registry.set_embedded(name, true);
             registry.embed_fault(name, ctx.fault.clone());
+            let attendance = Attendance::begin(name, &ctx).await;
             self.tasks.spawn(async move {
-                match (worker.run)(ctx).await {
+                let result = (worker.run)(ctx).await;
+                attendance.end().await;
+                match result {
                     Ok(()) => tracing::info!(worker = name, "Embedded worker stopped"),
                     Err(err) => tracing::warn!(worker = name, error = %format!("{err:#}"), "Embedded worker failed"),
                 }
@@ -243,8 +249,10 @@ impl Lifespan {
     /// Step 9, even in contract-test mode: the worker registry listens to every heartbeat and the
     /// API sends its own as `api`, so `/workers` always has a live row. Without a bus both are
     /// no-ops; nothing here can stop startup.
-    fn start_worker_registry(&self) {
+    async fn start_worker_registry(&self) {
         let (registry, bus, cancel) = (self.state.workers.clone(), self.state.bus.clone(), self.cancel.clone());
+        // Listening before the API's first heartbeat goes out, or its row waits a whole interval.
+        registry.listen(&bus).await;
         self.tasks.spawn(async move { registry.run(&bus, cancel).await });
         let heartbeat = bus::heartbeat::run(
             self.state.bus.clone(),

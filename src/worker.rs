@@ -3,15 +3,18 @@
 //! until that token is cancelled, when it finishes the batch in hand and returns. A worker needs no
 //! API: the API's lifespan embeds some (`startup`), `svc worker` runs one as its own process under
 //! the runner in `svc-workers`, and `svc ingest-replay` runs the ingester once; each builds the
-//! context with [`WorkerContext::new`].
+//! context with [`WorkerContext::new`]. Wherever it runs, a worker is attended the same way
+//! ([`Attendance`]): a heartbeat from its first moment and a listener for its stop intents.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::bus::{Bus, Counters, Fault};
+use crate::bus::{self, Bus, ControlRequest, Counters, Fault};
 use crate::config::Config;
 use crate::db::Db;
 
@@ -52,5 +55,78 @@ impl WorkerBody {
         Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         WorkerBody { name, run: Box::new(move |ctx| Box::pin(run(ctx))) }
+    }
+}
+
+/// What every running worker has beside its body, embedded in the API or in a process of its own:
+/// its heartbeat on `system.<name>.health` (counters and fault from its context) from the start,
+/// and a listener that turns a `stop` intent on `system.<name>.control` into the cancellation of
+/// its context, which stops only this worker. Begun before the body runs and ended after it
+/// returns, so the worker stays visible while it finishes its batch:
+///
+/// ```ignore
+/// let attendance = Attendance::begin(body.name, &ctx).await;
+/// let result = (body.run)(ctx).await;
+/// attendance.end().await;
+/// ```
+#[derive(Debug)]
+pub struct Attendance {
+    done: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Attendance {
+    /// Starts the heartbeat and, once the bus has the subscription (bounded), the stop listener.
+    pub async fn begin(name: &'static str, ctx: &WorkerContext) -> Attendance {
+        let (done, tasks) = (CancellationToken::new(), TaskTracker::new());
+        match bus::control::listen(&ctx.bus, name).await {
+            Ok(Some(requests)) => {
+                tasks.spawn(obey_stop_intents(requests, name, ctx.cancel.clone(), done.clone()));
+            }
+            Ok(None) => {}
+            Err(err) => tracing::error!(worker = name, error = %err, "No control listener"),
+        }
+        tasks.spawn(bus::heartbeat::run(
+            ctx.bus.clone(),
+            name.to_string(),
+            ctx.config.bus.heartbeat_interval,
+            ctx.counters.clone(),
+            ctx.fault.clone(),
+            done.clone(),
+        ));
+        tasks.close();
+        Attendance { done, tasks }
+    }
+
+    /// Stops the heartbeat and the listener, once the body has returned.
+    pub async fn end(self) {
+        self.done.cancel();
+        self.tasks.wait().await;
+    }
+}
+
+/// Cancels `stop` when a `stop` intent arrives for `name`.
+async fn obey_stop_intents(
+    mut requests: async_nats::Subscriber,
+    name: &'static str,
+    stop: CancellationToken,
+    done: CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            () = done.cancelled() => return,
+            message = requests.next() => message,
+        };
+        let Some(message) = message else { return };
+        match ControlRequest::from_message(&message.payload) {
+            Some(request) if request.is_stop() => {
+                tracing::info!(worker = name, requested_by = %request.requested_by, "Stop requested; finishing the current batch");
+                stop.cancel();
+            }
+            Some(request) => {
+                tracing::warn!(worker = name, action = %request.action, "Ignoring an unsupported control action")
+            }
+            None => tracing::warn!(worker = name, "Ignoring a control message that is not a control request"),
+        }
     }
 }

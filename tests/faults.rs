@@ -3,57 +3,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::proxy::DbProxy;
 use common::{ADMIN_PASSWORD, TestApi, TestDb};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
-
-/// A TCP forwarder in front of the test's MariaDB: taking it down makes the database unreachable
-/// for the API (the server itself is shared and stays up), bringing it back on the same port heals.
-struct DbProxy {
-    addr: SocketAddr,
-    target: SocketAddr,
-    /// The accept loop and every forwarded connection: aborting them is the outage.
-    tasks: JoinSet<()>,
-}
-
-impl DbProxy {
-    async fn start(target: SocketAddr) -> DbProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut proxy = DbProxy { addr, target, tasks: JoinSet::new() };
-        proxy.serve(listener);
-        proxy
-    }
-
-    fn serve(&mut self, listener: TcpListener) {
-        let target = self.target;
-        self.tasks.spawn(async move {
-            let mut connections = JoinSet::new();
-            while let Ok((mut client, _)) = listener.accept().await {
-                connections.spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-            }
-        });
-    }
-
-    /// The outage: the port refuses connections and every open one is cut.
-    async fn down(&mut self) {
-        self.tasks.shutdown().await;
-    }
-
-    async fn up(&mut self) {
-        let listener = TcpListener::bind(self.addr).await.unwrap();
-        self.serve(listener);
-    }
-}
 
 async fn login(api: &TestApi) -> (StatusCode, Value) {
     let reply = api
@@ -90,12 +45,7 @@ async fn login_while_the_database_is_unreachable_is_a_generic_503_and_heals_by_i
         return;
     };
     backend.open().await.close().await;
-    let url = backend.mysql_url().unwrap();
-    let (scheme_host, database) = url.rsplit_once('/').unwrap();
-    let host = scheme_host.rsplit('@').next().unwrap().trim_start_matches("mysql://");
-    let target = tokio::net::lookup_host(host).await.unwrap().next().unwrap();
-    let mut proxy = DbProxy::start(target).await;
-    let via_proxy = format!("{}@{}/{database}", scheme_host.rsplit_once('@').unwrap().0, proxy.addr);
+    let (mut proxy, via_proxy) = DbProxy::start(backend.mysql_url().unwrap()).await;
     let api = TestApi::start(backend.api_config(&[("SVC_DB_URL", &via_proxy), ("SVC_LIMITER_ENABLED", "false")])).await;
     assert_eq!(login(&api).await.0, StatusCode::OK);
 

@@ -290,6 +290,24 @@ async fn truncated_and_grown_back_while_the_ingester_is_killed_stopped_or_paused
 }
 
 #[tokio::test]
+async fn an_ingest_worker_on_a_fresh_database_migrates_it() {
+    for backend in TestDb::all() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ingest.log");
+        append(&file, &lines(0..50));
+        let worker = Proc::spawn(ingest_command(dir.path(), &backend, &file, &["worker", "ingest"]));
+        // Only the worker has run: no API, no migration of the test's own.
+        let db = svc::db::connect(&Config::from_vars(backend.vars()).unwrap().db).unwrap();
+        eventually("the worker's rows are stored", || async {
+            db.logs(&LogFilter::default(), 1, 0).await.is_ok_and(|page| page.total == 50)
+        })
+        .await;
+        assert!(!worker.output().contains("ERROR"), "{}: {}", backend.name, worker.output());
+        worker.signal(Signal::TERM);
+    }
+}
+
+#[tokio::test]
 async fn two_ingesters_on_one_file_store_each_line_once() {
     let backend = TestDb::sqlite();
     let dir = tempfile::tempdir().unwrap();

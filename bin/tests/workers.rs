@@ -96,6 +96,43 @@ async fn a_hung_bus_is_noticed_within_ten_seconds_and_recovered_when_it_answers_
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn embedded_workers_have_fresh_rows_from_the_start_and_a_stop_intent_stops_them_inside_the_api() {
+    let nats = Nats::start();
+    // A real interval: a first heartbeat lost would leave a row unknown for half a minute.
+    for start in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut command, port) = api_command(dir.path(), Some(&nats));
+        command.env("SVC_HEARTBEAT_SECS", "30");
+        let started = Instant::now();
+        let api = start_api(command, port).await;
+        eventually("the api and its embedded ingester have fresh rows", || async {
+            let body = list_workers(port).await;
+            status_of(&body, "api") == "ok" && status_of(&body, "ingest") == "ok"
+        })
+        .await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "start {start}: rows fresh after {took:?}");
+        let ingest = list_workers(port).await;
+        assert_eq!(row(&ingest, "ingest").unwrap()["extra"]["pid"], api.pid(), "beats from inside the API");
+
+        if start == 0 {
+            let (status, body) = workers_api(Method::POST, port, "/workers/ingest/stop").await;
+            assert_eq!(status, 202, "{body}");
+            let health = format!("http://127.0.0.1:{port}/api/v1/health");
+            eventually("health shows the embedded ingester stopped", || async {
+                let reply = reqwest::get(&health).await.unwrap();
+                let status = reply.status();
+                let body: serde_json::Value = reply.json().await.unwrap();
+                status == 503 && body["components"]["ingestion_worker"]["detail"] == "not running"
+            })
+            .await;
+            assert_eq!(status_of(&list_workers(port).await, "api"), "ok", "the API itself goes on");
+        }
+        drop(api);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_stop_intent_makes_the_worker_exit_zero_unknown_is_404_and_no_bus_is_503() {
     let dir = tempfile::tempdir().unwrap();
     let mut nats = Nats::start();

@@ -74,8 +74,13 @@ impl Fault {
     }
 
     pub fn get(&self) -> Option<&'static str> {
+        self.get_at(Instant::now())
+    }
+
+    /// [`get`](Self::get) as of `now`.
+    pub fn get_at(&self, now: Instant) -> Option<&'static str> {
         let state = self.0.lock().expect("fault lock");
-        state.reason.or_else(|| state.due.filter(|due| Instant::now() > *due).map(|_| NO_PROGRESS))
+        state.reason.or_else(|| state.due.filter(|due| now > *due).map(|_| NO_PROGRESS))
     }
 }
 
@@ -142,5 +147,24 @@ pub async fn run(
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(next.min(RECONNECT_POLL)) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_is_ok_only_while_it_reports_its_work_within_its_window() {
+        let fault = Fault::default();
+        assert_eq!(fault.get(), None, "a worker that promised nothing is judged by its faults only");
+        fault.worked(Duration::from_secs(10));
+        assert_eq!(fault.get(), None);
+        let later = Instant::now() + Duration::from_secs(11);
+        assert_eq!(fault.get_at(later), Some(NO_PROGRESS), "its task may live on; it did no work");
+        fault.set("cannot store: database unavailable");
+        assert_eq!(fault.get(), Some("cannot store: database unavailable"));
+        assert_eq!(fault.worked(Duration::from_secs(10)), Some("cannot store: database unavailable"));
+        assert_eq!(fault.get(), None, "work done clears the fault");
     }
 }

@@ -51,6 +51,14 @@ struct Heard {
     extra: serde_json::Map<String, serde_json::Value>,
 }
 
+impl Heard {
+    /// Sent by an embedded worker of this very process (the host is not checked: a pid is only
+    /// compared for a name this process embeds).
+    fn sent_by_this_process(&self) -> bool {
+        self.extra.get("pid").and_then(serde_json::Value::as_u64) == Some(u64::from(std::process::id()))
+    }
+}
+
 pub struct WorkerRegistry {
     stale_after: Duration,
     heard: Mutex<BTreeMap<String, Heard>>,
@@ -60,6 +68,9 @@ pub struct WorkerRegistry {
     embedded: Mutex<BTreeMap<String, bool>>,
     /// Embedded worker name → its fault, read directly rather than through the bus.
     faults: Mutex<BTreeMap<String, Fault>>,
+    /// The heartbeat subscription, from [`listen`](Self::listen) until [`run`](Self::run) takes it.
+    subscription: tokio::sync::Mutex<Option<async_nats::Subscriber>>,
+    listening: std::sync::atomic::AtomicBool,
 }
 
 impl WorkerRegistry {
@@ -70,13 +81,26 @@ impl WorkerRegistry {
             announced: Mutex::default(),
             embedded: Mutex::default(),
             faults: Mutex::default(),
+            subscription: tokio::sync::Mutex::default(),
+            listening: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Subscribes to every heartbeat (once; the server has it on return when the bus is up), so
+    /// heartbeats sent from now on are heard when [`run`](Self::run) starts.
+    pub async fn listen(&self, bus: &Bus) {
+        let mut subscription = self.subscription.lock().await;
+        if self.listening.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        *subscription = bus.subscribe(topics::ALL_WORKER_HEALTH.to_string()).await;
     }
 
     /// Listens to every heartbeat until `cancel`. Without a bus there is nothing to hear; the
     /// subscription itself survives the bus going away and coming back.
     pub async fn run(&self, bus: &Bus, cancel: CancellationToken) {
-        let Some(mut heartbeats) = bus.subscribe(topics::ALL_WORKER_HEALTH.to_string()).await else {
+        self.listen(bus).await;
+        let Some(mut heartbeats) = self.subscription.lock().await.take() else {
             return;
         };
         // A worker goes stale without a message: look that often, a small part of the window.
@@ -177,13 +201,18 @@ impl WorkerRegistry {
             || self.heard.lock().expect("registry lock").contains_key(name)
     }
 
-    /// Up when embedded and running, or when its heartbeat is fresh.
+    /// Up when embedded and running, or when its heartbeat is fresh; the heartbeat of an embedded
+    /// worker that stopped (sent from this process) does not count.
     pub fn is_up(&self, name: &str, bus_connected: bool, now: f64) -> bool {
-        if self.embedded.lock().expect("registry lock").get(name) == Some(&true) {
+        let embedded = self.embedded.lock().expect("registry lock").get(name).copied();
+        if embedded == Some(true) {
             return true;
         }
         let heard = self.heard.lock().expect("registry lock");
-        heard.get(name).is_some_and(|h| self.tier(h, bus_connected, now) == Tier::Ok)
+        heard
+            .get(name)
+            .filter(|h| embedded.is_none() || !h.sent_by_this_process())
+            .is_some_and(|h| self.tier(h, bus_connected, now) == Tier::Ok)
     }
 
     /// One row per known worker, then every other worker heard from, by name.

@@ -5,6 +5,7 @@
 
 pub mod logs;
 pub mod nats;
+pub mod proxy;
 pub mod receiver;
 
 use std::cell::RefCell;
