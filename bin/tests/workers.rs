@@ -179,6 +179,39 @@ async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_
     eventually("the removed unit no longer counts", || async { !installed(list_workers(port).await) }).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn starts_without_a_service_manager_say_why_in_decnet_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let units = dir.path().join("units");
+    std::fs::create_dir_all(&units).unwrap();
+    let (mut command, port) = api_command(dir.path(), None);
+    command.env("SVC_UNIT_CACHE_SECS", "1");
+    let _api = start_api(command, port).await;
+
+    let (status, body) = workers_api(Method::POST, port, "/workers/prober/start").await;
+    assert_eq!((status, body), (404, serde_json::json!({"detail": "Unknown worker: 'prober'"})));
+    let (status, body) = workers_api(Method::POST, port, "/workers/sniffer/start").await;
+    assert_eq!((status, body), (503, serde_json::json!({"detail": "unit file not installed: svc-sniffer.service"})));
+    // Installed, but systemd does not run this host (the tests' unit directory stands in for it).
+    std::fs::write(units.join("svc-sniffer.service"), "[Service]\n").unwrap();
+    eventually("the installed unit is refused for want of systemd", || async {
+        let (status, body) = workers_api(Method::POST, port, "/workers/sniffer/start").await;
+        status == 503
+            && body["detail"] == "no service manager can start svc-sniffer.service: systemd does not run this host"
+    })
+    .await;
+
+    let (status, body) = workers_api(Method::POST, port, "/workers/start-all").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["started"], serde_json::json!([]));
+    assert_eq!(body["already_running"], serde_json::json!(["api", "ingest"]), "the API and what it embeds");
+    let failed = body["failed"].as_array().unwrap();
+    let names: Vec<&str> = failed.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["collector", "profiler", "sniffer", "tarpit", "mutator"]);
+    assert_eq!(failed[0]["reason"], "unit file not installed: svc-collector.service");
+    assert_eq!(failed[2]["reason"], "no service manager can start svc-sniffer.service: systemd does not run this host");
+}
+
 #[test]
 fn a_worker_without_a_body_is_refused_with_the_available_ones() {
     let dir = tempfile::tempdir().unwrap();

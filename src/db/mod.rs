@@ -89,7 +89,11 @@ impl From<sqlx::Error> for DbError {
             sqlx::Error::RowNotFound => DbError::NotFound,
             sqlx::Error::Database(ref db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => DbError::Conflict,
             other if fault::is_store_fault(&other) => {
-                fault::record();
+                // A pool that timed out holds no broken connection (under load, discarding them
+                // all would only add reconnects).
+                if !matches!(other, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed) {
+                    fault::record();
+                }
                 DbError::Unavailable(other.into())
             }
             other => DbError::Other(other.into()),

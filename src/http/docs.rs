@@ -42,6 +42,8 @@ use super::{
         webhooks::test_webhook,
         workers::list_workers,
         workers::stop_worker,
+        workers::start_worker,
+        workers::start_all_workers,
         deckies::deploy,
         deckies::lifecycle,
         deckies::list_deckies,

@@ -68,6 +68,12 @@ pub enum ApiError {
     /// 429: the user already holds every event stream `SVC_SSE_MAX_PER_USER` allows.
     #[error("SSE connection limit ({max_per_user}) reached")]
     TooManyStreams { max_per_user: u32 },
+    /// 503 with `{"detail": …}`: what the route needs is not there (a unit not installed).
+    #[error("{0}")]
+    Unavailable(Cow<'static, str>),
+    /// 502 with `{"detail": …}`: the tool the route drives failed (generic words; its own go to the log).
+    #[error("{0}")]
+    BadGateway(Cow<'static, str>),
     /// 503: a message the route exists to publish could not go out on the bus.
     #[error("bus unavailable")]
     BusUnavailable,
@@ -201,6 +207,8 @@ impl IntoResponse for ApiError {
                 detail(StatusCode::TOO_MANY_REQUESTS, &format!("SSE connection limit ({max_per_user}) reached"))
             }
             ApiError::BusUnavailable => detail(StatusCode::SERVICE_UNAVAILABLE, "bus unavailable"),
+            ApiError::Unavailable(text) => detail(StatusCode::SERVICE_UNAVAILABLE, &text),
+            ApiError::BadGateway(text) => detail(StatusCode::BAD_GATEWAY, &text),
             ApiError::DatabaseUnavailable(err) => database_unavailable(&err),
             // A store failure that reached here through `anyhow` is still the store's.
             ApiError::Internal(err)

@@ -1,5 +1,7 @@
-//! `GET /workers` and `POST /workers/{name}/stop`: the worker registry's rows with each worker's
-//! `installed` flag, and stop intents published on the worker's control topic.
+//! `GET /workers`, `POST /workers/{name}/stop` and the starts: the worker registry's rows with
+//! each worker's `installed` flag; stop intents published on the worker's control topic; units
+//! started through systemd where it runs the host (`POST /workers/{name}/start`, and
+//! `POST /workers/start-all` in order), answered in DECNET's shapes.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -10,10 +12,15 @@ use utoipa::ToSchema;
 
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Result};
-use crate::bus::{self, BusError, ControlRequest, WorkerRow};
+use crate::bus::{self, BusError, ControlRequest, KNOWN_WORKERS, WorkerRow};
+use crate::systemd::StartError;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/workers", get(list_workers)).route("/workers/{name}/stop", post(stop_worker))
+    Router::new()
+        .route("/workers", get(list_workers))
+        .route("/workers/{name}/stop", post(stop_worker))
+        .route("/workers/{name}/start", post(start_worker))
+        .route("/workers/start-all", post(start_all_workers))
 }
 
 /// A registry row and whether the host's service manager has a unit for the worker.
@@ -102,4 +109,92 @@ pub async fn stop_worker(
             Err(ApiError::BusUnavailable)
         }
     }
+}
+
+/// A worker `start-all` could not start, and why (generic words; systemctl's go to the log).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StartFailure {
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StartAllResponse {
+    pub started: Vec<String>,
+    pub already_running: Vec<String>,
+    pub failed: Vec<StartFailure>,
+}
+
+/// Logs systemctl's own words and gives the client the generic ones.
+fn start_failure(worker: &str, err: &StartError) -> String {
+    if let StartError::Failed { unit, reason } = err {
+        tracing::warn!(worker, %unit, reason = %crate::text::prefix_chars(reason, 200), "systemctl start failed");
+    }
+    err.to_string()
+}
+
+/// Starts a worker's unit through systemd.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workers/{name}/start",
+    tag = "workers",
+    security(("bearer" = [])),
+    params(("name" = String, Path, description = "Worker name")),
+    responses(
+        (status = 202, description = "The unit was started", body = ControlAccepted),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "No such worker"),
+        (status = 502, description = "systemctl failed to start the unit"),
+        (status = 503, description = "The unit is not installed, or no service manager runs the host"),
+    )
+)]
+pub async fn start_worker(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<ControlAccepted>)> {
+    if !state.workers.is_known(&name) {
+        return Err(ApiError::not_found(format!("Unknown worker: '{name}'")));
+    }
+    match state.units.start(&name).await {
+        Ok(()) => {
+            tracing::info!(worker = %name, by = %admin.user.username, "Worker unit started");
+            Ok((StatusCode::ACCEPTED, Json(ControlAccepted { accepted: true, worker: name, action: "start".into() })))
+        }
+        Err(err @ StartError::Failed { .. }) => Err(ApiError::BadGateway(start_failure(&name, &err).into())),
+        Err(err) => Err(ApiError::Unavailable(err.to_string().into())),
+    }
+}
+
+/// Starts every known worker that is not running, one after the other (the API first: it is
+/// running, as it answers).
+#[utoipa::path(
+    post,
+    path = "/api/v1/workers/start-all",
+    tag = "workers",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "What was started, what already ran, what failed", body = StartAllResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+    )
+)]
+pub async fn start_all_workers(State(state): State<AppState>, Admin(admin): Admin) -> Json<StartAllResponse> {
+    let (bus_connected, now) = (state.bus.is_connected(), bus::epoch_seconds());
+    let mut response = StartAllResponse { started: vec![], already_running: vec![], failed: vec![] };
+    for name in KNOWN_WORKERS {
+        if name == "api" || state.workers.is_up(name, bus_connected, now) {
+            response.already_running.push(name.to_string());
+            continue;
+        }
+        match state.units.start(name).await {
+            Ok(()) => response.started.push(name.to_string()),
+            Err(err) => {
+                response.failed.push(StartFailure { name: name.to_string(), reason: start_failure(name, &err) })
+            }
+        }
+    }
+    tracing::info!(by = %admin.user.username, started = ?response.started, "Start-all done");
+    Json(response)
 }

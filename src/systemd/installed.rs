@@ -49,6 +49,46 @@ impl UnitListing {
         UnitListing { source, cache_for, cached: Mutex::new(None) }
     }
 
+    /// Whether systemd runs this host (and so can start a unit).
+    pub fn systemd_runs_the_host(&self) -> bool {
+        self.source == UnitSource::Systemctl
+    }
+
+    /// Starts `svc-<worker>.service` through systemd.
+    pub async fn start(&self, worker: &str) -> Result<(), StartError> {
+        let unit = super::unit_of_worker(worker);
+        if !self.installed().await.contains(worker) {
+            return Err(StartError::NotInstalled(unit));
+        }
+        if !self.systemd_runs_the_host() {
+            return Err(StartError::NoServiceManager(unit));
+        }
+        let output = tokio::process::Command::new("systemctl").args(["start", &unit]).kill_on_drop(true).output();
+        let failed = |reason: String| StartError::Failed { unit: unit.clone(), reason };
+        match tokio::time::timeout(SYSTEMCTL_START_TIMEOUT, output).await {
+            Ok(Ok(output)) if output.status.success() => Ok(()),
+            Ok(Ok(output)) => Err(failed(String::from_utf8_lossy(&output.stderr).lines().next().unwrap_or("").into())),
+            Ok(Err(err)) => Err(failed(err.to_string())),
+            Err(_) => Err(failed("timed out".into())),
+        }
+    }
+}
+
+/// How long `systemctl start` may take (a unit of `Type=notify` answers once it is ready).
+const SYSTEMCTL_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a worker's unit could not be started. `Failed` carries systemctl's own words, for the log.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("unit file not installed: {0}")]
+    NotInstalled(String),
+    #[error("no service manager can start {0}: systemd does not run this host")]
+    NoServiceManager(String),
+    #[error("systemctl could not start {unit}")]
+    Failed { unit: String, reason: String },
+}
+
+impl UnitListing {
     /// The workers (`api` included) with an `svc-<worker>.service` unit.
     pub async fn installed(&self) -> BTreeSet<String> {
         let mut cached = self.cached.lock().await;

@@ -6,7 +6,12 @@ pub mod installed;
 pub mod notify;
 pub mod units;
 
-pub use installed::UnitListing;
+pub use installed::{StartError, UnitListing};
+
+/// The unit file of `worker`.
+pub fn unit_of_worker(worker: &str) -> String {
+    format!("svc-{worker}.service")
+}
 
 /// The worker a unit file name is for, if it is one of ours.
 pub fn worker_of_unit(unit: &str) -> Option<&str> {
