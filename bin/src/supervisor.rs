@@ -4,19 +4,24 @@
 //! with the child's name. A crashed child is restarted with exponential backoff; one that keeps
 //! crashing is logged as an error on every crash. SIGTERM or SIGINT stops the children in reverse
 //! order, each with its stop signal (SIGTERM; SIGINT for nats-server) and then SIGKILL after a
-//! grace period.
+//! grace period. A worker that exited cleanly (a stop intent) is started again when the API asks on
+//! the bus (`POST /workers/{name}/start`).
 
 use std::io;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rustix::process::{Pid, Signal};
+use svc::bus::control::{self, StartAnswer};
 use svc::config::Config;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -56,6 +61,14 @@ struct ChildSpec {
     env: Vec<(String, String)>,
     /// What asks it to stop gracefully: nats-server exits 0 on SIGINT but 1 on SIGTERM.
     stop_signal: Signal,
+    starts: StartRequests,
+}
+
+/// Requests to start a child again after it exited cleanly, and whether it runs now.
+#[derive(Clone, Debug, Default)]
+struct StartRequests {
+    requested: Arc<Notify>,
+    running: Arc<AtomicBool>,
 }
 
 pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
@@ -83,6 +96,7 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
                     args: vec!["-a".into(), "127.0.0.1".into(), "-p".into(), port.to_string()],
                     env: Vec::new(),
                     stop_signal: Signal::INT,
+                    starts: StartRequests::default(),
                 };
                 env.push(("SVC_NATS_URL".to_string(), format!("nats://127.0.0.1:{port}")));
                 children.push((spec, Some((port, BUS_READY_WAIT))));
@@ -95,6 +109,12 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
         children.push((child_spec(worker, &svc, &["worker", worker], &env), None));
     }
 
+    let startable: Vec<(String, StartRequests)> = children
+        .iter()
+        .filter(|(spec, _)| workers.contains(&spec.name))
+        .map(|(spec, _)| (spec.name.clone(), spec.starts.clone()))
+        .collect();
+    let bus_url = env.iter().find(|(k, _)| k == "SVC_NATS_URL").map(|(_, v)| v.clone()).or(config.bus.nats_url.clone());
     let mut running: Vec<(String, CancellationToken, JoinHandle<bool>)> = Vec::new();
     for (spec, ready_port) in children {
         if shutdown.is_cancelled() {
@@ -107,7 +127,11 @@ pub async fn run(args: SuperviseArgs, config: Config) -> anyhow::Result<()> {
             wait_for_port(&name, port, wait, &shutdown).await;
         }
     }
+    let bus = svc::bus::Bus::connect(bus_url.as_deref(), "svc-supervise").await;
+    let answering = tokio::spawn(answer_start_requests(bus.clone(), startable, shutdown.clone()));
     shutdown.cancelled().await;
+    let _ = answering.await;
+    bus.close().await;
 
     let mut clean = true;
     for (name, stop, task) in running.into_iter().rev() {
@@ -132,7 +156,26 @@ fn child_spec(name: &str, svc: &Path, args: &[&str], env: &[(String, String)]) -
         args: args.iter().map(|a| a.to_string()).collect(),
         env: env.to_vec(),
         stop_signal: Signal::TERM,
+        starts: StartRequests::default(),
     }
+}
+
+/// Answers the API's requests to start a worker it supervises: one that exited cleanly is
+/// started again; one running already is left as it is.
+async fn answer_start_requests(bus: svc::bus::Bus, children: Vec<(String, StartRequests)>, stop: CancellationToken) {
+    let decide = |worker: &str| {
+        let answer = |started, detail: &str| StartAnswer { started, detail: detail.to_string() };
+        match children.iter().find(|(name, _)| name == worker) {
+            Some((_, starts)) if starts.running.load(Ordering::Acquire) => answer(true, "already running"),
+            Some((_, starts)) => {
+                tracing::info!(child = %worker, "Start requested; starting it again");
+                starts.requested.notify_one();
+                answer(true, "started")
+            }
+            None => answer(false, &format!("svc supervise does not run {worker}")),
+        }
+    };
+    control::answer_start_requests(&bus, decide, stop).await;
 }
 
 /// Keeps `spec` running until `stop`; true when its last run ended cleanly.
@@ -144,24 +187,30 @@ async fn supervise(spec: ChildSpec, stop: CancellationToken, grace: Duration) ->
         let failure = match spawn(&spec) {
             Ok(mut child) => {
                 tracing::info!(child = %spec.name, pid = child.id(), "Child started");
-                tokio::select! {
-                    status = child.wait() => match status {
-                        Ok(status) if status.success() => {
-                            // Asked to stop (a stop intent, or a signal sent to it directly): as under
-                            // systemd's Restart=on-failure, a clean exit is not restarted.
-                            tracing::info!(child = %spec.name, "Child exited cleanly; not restarting it");
-                            stop.cancelled().await;
-                            return true;
-                        }
-                        Ok(status) if status.code() == Some(EXIT_CONFIG) => {
-                            tracing::error!(child = %spec.name, "Child has a configuration error; not restarting it");
-                            stop.cancelled().await;
-                            return false;
-                        }
-                        Ok(status) => describe(status),
-                        Err(err) => format!("cannot wait for it: {err}"),
-                    },
+                spec.starts.running.store(true, Ordering::Release);
+                let status = tokio::select! {
+                    status = child.wait() => status,
                     () = stop.cancelled() => return terminate(&spec, child, grace).await,
+                };
+                spec.starts.running.store(false, Ordering::Release);
+                match status {
+                    Ok(status) if status.success() => {
+                        // Asked to stop (a stop intent, or a signal sent to it directly): as under
+                        // systemd's Restart=on-failure, a clean exit is not restarted, until the
+                        // API asks for it (`POST /workers/{name}/start`).
+                        tracing::info!(child = %spec.name, "Child exited cleanly; not restarting it");
+                        tokio::select! {
+                            () = stop.cancelled() => return true,
+                            () = spec.starts.requested.notified() => continue,
+                        }
+                    }
+                    Ok(status) if status.code() == Some(EXIT_CONFIG) => {
+                        tracing::error!(child = %spec.name, "Child has a configuration error; not restarting it");
+                        stop.cancelled().await;
+                        return false;
+                    }
+                    Ok(status) => describe(status),
+                    Err(err) => format!("cannot wait for it: {err}"),
                 }
             }
             Err(err) => format!("cannot start: {err}"),

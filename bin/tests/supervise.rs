@@ -62,6 +62,28 @@ async fn children_start_a_killed_worker_comes_back_and_sigterm_stops_all() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_worker_stopped_by_intent_stays_stopped_until_the_api_asks_the_supervisor_to_start_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, port) = supervise(dir.path()).await;
+    let first = pid_of(&list_workers(port).await, "fixture-a");
+    let (status, body) = workers_api(reqwest::Method::POST, port, "/workers/fixture-a/stop").await;
+    assert_eq!(status, 202, "{body}");
+    eventually("the worker exits cleanly", || async { !alive(first) }).await;
+    assert!(supervisor.output().contains("Child exited cleanly; not restarting it"), "{}", supervisor.output());
+
+    let (status, body) = workers_api(reqwest::Method::POST, port, "/workers/fixture-a/start").await;
+    assert_eq!((status, body), (202, serde_json::json!({"accepted": true, "worker": "fixture-a", "action": "start"})));
+    eventually("the worker runs again", || async {
+        let body = list_workers(port).await;
+        status_of(&body, "fixture-a") == "ok" && pid_of(&body, "fixture-a") != first
+    })
+    .await;
+    let (status, _) = workers_api(reqwest::Method::POST, port, "/workers/fixture-a/start").await;
+    assert_eq!(status, 202, "already running: accepted, nothing done");
+    assert_eq!(children_of(supervisor.pid()).len(), 3, "one of each: {}", supervisor.output());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn no_child_survives_a_killed_supervisor() {
     let dir = tempfile::tempdir().unwrap();
     let (supervisor, _) = supervise(dir.path()).await;

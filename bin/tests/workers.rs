@@ -197,7 +197,7 @@ async fn starts_without_a_service_manager_say_why_in_decnet_shapes() {
     eventually("the installed unit is refused for want of systemd", || async {
         let (status, body) = workers_api(Method::POST, port, "/workers/sniffer/start").await;
         status == 503
-            && body["detail"] == "no service manager can start svc-sniffer.service: systemd does not run this host"
+            && body["detail"] == "no service manager can start svc-sniffer.service: systemd does not run this host, nor svc supervise this worker"
     })
     .await;
 
@@ -209,7 +209,10 @@ async fn starts_without_a_service_manager_say_why_in_decnet_shapes() {
     let names: Vec<&str> = failed.iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["collector", "profiler", "sniffer", "tarpit", "mutator"]);
     assert_eq!(failed[0]["reason"], "unit file not installed: svc-collector.service");
-    assert_eq!(failed[2]["reason"], "no service manager can start svc-sniffer.service: systemd does not run this host");
+    assert_eq!(
+        failed[2]["reason"],
+        "no service manager can start svc-sniffer.service: systemd does not run this host, nor svc supervise this worker"
+    );
 }
 
 #[test]

@@ -131,6 +131,12 @@ impl Bus {
         client.publish(event.topic.clone(), body.into()).await.map_err(|err| BusError::Publish(err.to_string()))
     }
 
+    /// Publishes `body` as it is on `subject` (an answer to a request, which is no event).
+    pub async fn publish_raw(&self, subject: String, body: Vec<u8>) -> Result<(), BusError> {
+        let client = self.connected()?;
+        client.publish(subject, body.into()).await.map_err(|err| BusError::Publish(err.to_string()))
+    }
+
     /// Publishes `event` and waits until the server has it, for intents a caller is told were sent.
     pub async fn publish_confirmed(&self, event: &Event) -> Result<(), BusError> {
         self.publish(event).await?;
@@ -139,6 +145,25 @@ impl Bus {
             Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => Err(BusError::Publish(err.to_string())),
             Err(_) => Err(BusError::Unavailable),
+        }
+    }
+
+    /// Sends `body` to whoever answers on `subject` and waits at most `timeout` for the answer;
+    /// `None` when no one answered.
+    pub async fn request(
+        &self,
+        subject: String,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Option<bytes::Bytes>, BusError> {
+        let client = self.connected()?;
+        let request = async_nats::Request::new().payload(body.into()).timeout(Some(timeout));
+        match client.send_request(subject, request).await {
+            Ok(message) => Ok(Some(message.payload)),
+            Err(err) => match err.kind() {
+                async_nats::RequestErrorKind::NoResponders | async_nats::RequestErrorKind::TimedOut => Ok(None),
+                async_nats::RequestErrorKind::Other => Err(BusError::Publish(err.to_string())),
+            },
         }
     }
 

@@ -5,6 +5,10 @@
 /// Log pipeline notices: the ingester's `batch_committed` after every stored batch.
 pub const SYSTEM_LOG: &str = "system.log";
 
+/// Requests to `svc supervise` to start one of its workers again (`{"worker": name}`, answered
+/// with `{"started": bool, "detail": text}`).
+pub const SUPERVISOR_START: &str = "system.supervisor.start";
+
 /// Every worker's heartbeat, for the registry.
 pub const ALL_WORKER_HEALTH: &str = "system.*.health";
 

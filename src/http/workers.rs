@@ -1,7 +1,8 @@
 //! `GET /workers`, `POST /workers/{name}/stop` and the starts: the worker registry's rows with
 //! each worker's `installed` flag; stop intents published on the worker's control topic; units
-//! started through systemd where it runs the host (`POST /workers/{name}/start`, and
-//! `POST /workers/start-all` in order), answered in DECNET's shapes.
+//! started by `svc supervise` when it runs them (asked on the bus) or else through systemd where it
+//! runs the host (`POST /workers/{name}/start`, and `POST /workers/start-all` in order), answered
+//! in DECNET's shapes.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -125,6 +126,18 @@ pub struct StartAllResponse {
     pub failed: Vec<StartFailure>,
 }
 
+/// Starts `worker`: by the supervisor that runs it, if one answers; else through systemd.
+async fn start(state: &AppState, worker: &str) -> Result<(), StartError> {
+    match bus::control::ask_to_start(&state.bus, worker).await {
+        Ok(Some(answer)) if answer.started => {
+            tracing::info!(worker, detail = %answer.detail, "svc supervise started the worker");
+            return Ok(());
+        }
+        Ok(_) | Err(_) => {}
+    }
+    state.units.start(worker).await
+}
+
 /// Logs systemctl's own words and gives the client the generic ones.
 fn start_failure(worker: &str, err: &StartError) -> String {
     if let StartError::Failed { unit, reason } = err {
@@ -141,7 +154,7 @@ fn start_failure(worker: &str, err: &StartError) -> String {
     security(("bearer" = [])),
     params(("name" = String, Path, description = "Worker name")),
     responses(
-        (status = 202, description = "The unit was started", body = ControlAccepted),
+        (status = 202, description = "The worker was started (or already ran)", body = ControlAccepted),
         (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "No such worker"),
@@ -157,7 +170,7 @@ pub async fn start_worker(
     if !state.workers.is_known(&name) {
         return Err(ApiError::not_found(format!("Unknown worker: '{name}'")));
     }
-    match state.units.start(&name).await {
+    match start(&state, &name).await {
         Ok(()) => {
             tracing::info!(worker = %name, by = %admin.user.username, "Worker unit started");
             Ok((StatusCode::ACCEPTED, Json(ControlAccepted { accepted: true, worker: name, action: "start".into() })))
@@ -188,7 +201,7 @@ pub async fn start_all_workers(State(state): State<AppState>, Admin(admin): Admi
             response.already_running.push(name.to_string());
             continue;
         }
-        match state.units.start(name).await {
+        match start(&state, name).await {
             Ok(()) => response.started.push(name.to_string()),
             Err(err) => {
                 response.failed.push(StartFailure { name: name.to_string(), reason: start_failure(name, &err) })

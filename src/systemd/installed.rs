@@ -82,7 +82,7 @@ const SYSTEMCTL_START_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum StartError {
     #[error("unit file not installed: {0}")]
     NotInstalled(String),
-    #[error("no service manager can start {0}: systemd does not run this host")]
+    #[error("no service manager can start {0}: systemd does not run this host, nor svc supervise this worker")]
     NoServiceManager(String),
     #[error("systemctl could not start {unit}")]
     Failed { unit: String, reason: String },
