@@ -124,7 +124,9 @@ impl Dialect for SqliteDb {
             return Ok(());
         }
         // What a new connection would meet: it opens the file read-only when it cannot write it.
-        if let Err(err) = std::fs::OpenOptions::new().write(true).open(&self.path) {
+        // Asked without opening the file: closing any descriptor of it would drop every POSIX lock
+        // this process's connections hold on it.
+        if let Err(err) = rustix::fs::access(&self.path, rustix::fs::Access::WRITE_OK) {
             return Err(store_fault(format!(
                 "the database file {} cannot be opened for writing ({err}); make it writable again (its owner, \
                  mode, attributes and the file system's mount) and svc resumes by itself",
