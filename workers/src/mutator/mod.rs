@@ -58,6 +58,9 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     }
 }
 
+/// Beyond two polls, how long one mutation may take to apply before the mutator reads as stuck.
+const APPLY_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Applies pending mutations until none is left to claim (or a stop is asked for).
 async fn drain(ctx: &WorkerContext, topologies: &Topologies, holder: &str) {
     let timeout = chrono::Duration::from_std(ctx.config.fleet.mutator_claim_timeout).unwrap_or(chrono::Duration::MAX);
@@ -71,7 +74,8 @@ async fn drain(ctx: &WorkerContext, topologies: &Topologies, holder: &str) {
                 return;
             }
         };
-        ctx.fault.clear();
+        // Health from facts: a claim every poll; an apply (containers made) may take a while.
+        ctx.fault.worked(ctx.config.fleet.mutator_poll * 2 + APPLY_GRACE);
         for abandoned in &claim.abandoned {
             tracing::warn!(mutation = %abandoned.id, topology = %abandoned.topology_id, "Failed a mutation a stopped mutator left applying");
             ctx.counters.add("mutations_abandoned", 1);

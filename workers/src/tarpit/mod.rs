@@ -49,7 +49,8 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
         }
         match watcher.poll().await {
             Ok(poll) => {
-                ctx.fault.clear();
+                // Health from facts: two missed polls (a store or kernel call hung) read as stuck.
+                ctx.fault.worked(config.tarpit.poll_interval * 2 + PROGRESS_GRACE);
                 ctx.counters.add("polls", 1);
                 ctx.counters.add("entered", poll.entered as u64);
                 ctx.counters.add("exited", poll.exited as u64);
@@ -62,6 +63,9 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
         }
     }
 }
+
+/// Beyond two poll intervals, how long a poll may take before the watcher reads as stuck.
+const PROGRESS_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What one poll did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
