@@ -43,6 +43,9 @@ fn draw(pool: &[&str], current: &[String]) -> Vec<String> {
     chosen
 }
 
+/// The interval grammar [`interval_minutes`] reads, as the API documents it.
+pub const INTERVAL_PATTERN: &str = "^([1-9][0-9]{0,8}m|[1-9][0-9]{0,5}d|[1-9][0-9]{0,3}M|[1-9][0-9]{0,2}[yY])$";
+
 /// Minutes of a `mutate_interval` as DECNET writes one: `<n>m`, `<n>d`, `<n>M` (30 days),
 /// `<n>y`/`<n>Y` (365 days), n ≥ 1.
 pub fn interval_minutes(text: &str) -> Option<u32> {
@@ -51,13 +54,18 @@ pub fn interval_minutes(text: &str) -> Option<u32> {
     if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let per = match unit {
-        'm' => 1,
-        'd' => 1440,
-        'M' => 43_200,
-        'y' | 'Y' => 525_600,
+    // At most as many digits as keep every such interval's minutes in a u32, so that what
+    // [`INTERVAL_PATTERN`] allows is exactly what is accepted.
+    let (per, max_digits) = match unit {
+        'm' => (1, 9),
+        'd' => (1440, 6),
+        'M' => (43_200, 4),
+        'y' | 'Y' => (525_600, 3),
         _ => return None,
     };
+    if digits.len() > max_digits {
+        return None;
+    }
     digits.parse::<u32>().ok()?.checked_mul(per)
 }
 
@@ -224,7 +232,9 @@ mod tests {
         assert_eq!(interval_minutes("1M"), Some(43_200));
         assert_eq!(interval_minutes("1y"), Some(525_600));
         assert_eq!(interval_minutes("1Y"), Some(525_600));
-        for bad in ["", "m", "0m", "05m", "5", "5h", "-5m", "5 m", "99999999y", "5mé"] {
+        assert_eq!(interval_minutes("999y"), Some(525_074_400));
+        assert_eq!(interval_minutes("999999999m"), Some(999_999_999));
+        for bad in ["", "m", "0m", "05m", "5", "5h", "-5m", "5 m", "1000y", "99999M", "9999999d", "5mé", "٥m"] {
             assert_eq!(interval_minutes(bad), None, "{bad}");
         }
     }

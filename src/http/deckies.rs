@@ -17,7 +17,7 @@ use super::{ApiError, AppState, Result};
 use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
 use crate::fleet::ini::{Ini, IniSyntaxError};
-use crate::fleet::mutate::interval_minutes;
+use crate::fleet::mutate::{INTERVAL_PATTERN, interval_minutes};
 use crate::fleet::plan::is_decky_section;
 
 /// The largest INI a deploy accepts.
@@ -287,7 +287,9 @@ pub async fn mutate(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MutateIntervalRequest {
-    /// `<n>m`, `<n>d`, `<n>M` (30 days) or `<n>y`; `null` clears it.
+    /// `<n>m`, `<n>d`, `<n>M` (30 days) or `<n>y` (as many digits as keep it under 8,000 years);
+    /// `null` clears it.
+    #[schema(pattern = "^([1-9][0-9]{0,8}m|[1-9][0-9]{0,5}d|[1-9][0-9]{0,3}M|[1-9][0-9]{0,2}[yY])$")]
     pub mutate_interval: Option<String>,
 }
 
@@ -299,7 +301,7 @@ impl Validate for MutateIntervalRequest {
             errors.push(FieldError::new(
                 "string_pattern_mismatch",
                 &["body", "mutate_interval"],
-                "String should match pattern '^[1-9]\\d*[mdMyY]$'",
+                format!("String should match pattern '{INTERVAL_PATTERN}'"),
             ));
         }
     }
@@ -315,6 +317,7 @@ impl Validate for MutateIntervalRequest {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Updated", body = super::Message),
+        (status = 400, description = "Malformed body"),
         (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, or no such decky"),
