@@ -74,6 +74,9 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     writer.await.context("the collector's writer panicked")?
 }
 
+/// Beyond two reconciles, how long the engine may go unanswered before the collector reads as stuck.
+const PROGRESS_GRACE: Duration = Duration::from_secs(10);
+
 /// Follows every container of the fleet until cancelled.
 async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Line>, positions: &Positions) {
     let fleet = ctx.config.fleet.name.clone();
@@ -95,6 +98,8 @@ async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Li
                 }
                 _ = reconcile.tick() => match runtime.list(FLEET_LABEL, &fleet).await {
                     Ok(containers) => {
+                        // Health from facts: the engine answered, the fleet's containers are followed.
+                        ctx.fault.worked(ctx.config.collector.reconcile * 2 + PROGRESS_GRACE);
                         for container in containers.into_iter().filter(|c| c.is_running()) {
                             follow(ctx, runtime, &lines, positions, &mut following, &mut followers, container.id);
                         }

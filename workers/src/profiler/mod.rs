@@ -33,6 +33,9 @@ pub const NAME: &str = "profiler";
 pub const PAGE: u32 = 5_000;
 /// The pause before retrying after the database failed.
 const RETRY_PAUSE: Duration = Duration::from_secs(2);
+/// Beyond two polls, how long a step (a page folded and committed) may take before the profiler
+/// reads as stuck.
+const PROGRESS_GRACE: Duration = Duration::from_secs(60);
 
 /// The worker `svc worker profiler` runs, and `svc api` embeds with `SVC_EMBED_PROFILER`.
 pub fn body() -> WorkerBody {
@@ -86,7 +89,12 @@ impl Profiler {
         let mut notices = self.ctx.bus.subscribe(topics::SYSTEM_LOG.to_string()).await;
         tracing::info!("Profiling attackers from the stored logs");
         while !self.ctx.cancel.is_cancelled() {
-            let wait = match self.step().await {
+            let step = self.step().await;
+            if step.is_ok() {
+                // Health from facts: a page folded, caught up or standing by are all its work.
+                self.ctx.fault.worked(self.ctx.config.profiler.poll * 2 + PROGRESS_GRACE);
+            }
+            let wait = match step {
                 Ok(Step::More) => continue,
                 Ok(Step::CaughtUp) => self.ctx.config.profiler.poll,
                 Ok(Step::StandingBy) => self.ctx.config.ingest.lease / 3,
