@@ -303,17 +303,18 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
     let long_sni = format!("{}.{}.example", "b".repeat(60), "c".repeat(60));
     let v4 = format!("{SERVER_V4}:{PORT}");
     let split = format!("{SERVER_SPLIT}:{PORT}");
+    let first = vec![
+        "s_client",
+        "-connect",
+        &v4,
+        "-tls1_2",
+        "-cipher",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "-servername",
+        "one.test",
+    ];
     let clients: Vec<Vec<&str>> = vec![
-        vec![
-            "s_client",
-            "-connect",
-            &v4,
-            "-tls1_2",
-            "-cipher",
-            "ECDHE-RSA-AES128-GCM-SHA256",
-            "-servername",
-            "one.test",
-        ],
+        first.clone(),
         vec![
             "s_client",
             "-connect",
@@ -327,16 +328,7 @@ async fn live_capture_agrees_with_tshark_and_ja4plus_and_replay_writes_the_same_
         vec!["s_client", "-connect", &v4, "-tls1_2", "-cipher", "AES256-SHA", "-no_ticket", "-noservername"],
         vec!["s_client", "-connect", &split, "-servername", &long_sni, "-alpn", "http/1.1"],
         // The first client again: the same attacker and fingerprint within the window, not reported again.
-        vec![
-            "s_client",
-            "-connect",
-            &v4,
-            "-tls1_2",
-            "-cipher",
-            "ECDHE-RSA-AES128-GCM-SHA256",
-            "-servername",
-            "one.test",
-        ],
+        first,
     ];
     for args in &clients {
         lab.attacker("openssl", args);

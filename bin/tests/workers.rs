@@ -56,12 +56,17 @@ async fn heartbeats_make_rows_ok_silence_stale_and_a_lost_bus_unknown_until_it_r
     assert_eq!(health.status(), 200, "the API keeps serving without a bus");
 
     nats.restart();
-    eventually("rows are ok again after the bus returns", || async {
+    rows_ok_again(port, "rows are ok again after the bus returns").await;
+    drop(api);
+}
+
+/// Waits until the bus is connected and the API's and fixture-a's rows read `ok`.
+async fn rows_ok_again(port: u16, what: &str) {
+    eventually(what, || async {
         let body = list_workers(port).await;
         body["bus_connected"] == true && status_of(&body, "api") == "ok" && status_of(&body, "fixture-a") == "ok"
     })
     .await;
-    drop(api);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -87,11 +92,7 @@ async fn a_hung_bus_is_noticed_within_ten_seconds_and_recovered_when_it_answers_
     assert_eq!(status_of(&body, "fixture-a"), "unknown");
 
     nats.signal(Signal::CONT);
-    eventually("rows are ok again once the server answers", || async {
-        let body = list_workers(port).await;
-        body["bus_connected"] == true && status_of(&body, "api") == "ok" && status_of(&body, "fixture-a") == "ok"
-    })
-    .await;
+    rows_ok_again(port, "rows are ok again once the server answers").await;
     drop(api);
 }
 
