@@ -20,7 +20,7 @@ use crate::bus::{self, Bus, Counters, Fault, WorkerRegistry};
 use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, DbError, NewUser, Role};
 use crate::fleet::Fleet;
-use crate::http::{self, AppState, DatabaseHealth, LogTail, RateLimits, SseSlots};
+use crate::http::{self, AppState, DatabaseHealth, HotReads, LogTail, RateLimits, SseSlots};
 use crate::runtime::Engine;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
@@ -70,6 +70,7 @@ impl Lifespan {
         let fleet =
             Fleet::new(db.clone(), Arc::new(Engine::new(&config.fleet.docker_host)), config.fleet.clone(), bus.clone());
         let topologies = Topologies::new(db.clone(), bus.clone(), fleet.clone());
+        let log_tail = LogTail::default();
         let lifespan = Lifespan {
             state: AppState {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
@@ -84,7 +85,12 @@ impl Lifespan {
                     UnitSource::detect(config.api.unit_dirs.as_deref()),
                     config.api.unit_cache,
                 )),
-                log_tail: LogTail::default(),
+                hot_reads: Arc::new(HotReads::new(
+                    config.api.read_cache_reuse,
+                    config.api.read_cache_bytes,
+                    log_tail.clone(),
+                )),
+                log_tail,
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
                 closing: cancel.child_token(),

@@ -26,6 +26,8 @@ async fn logs_are_paged_newest_first_with_the_total() {
         let empty = api.ok("/logs", &token, &[]).await;
         assert_eq!(empty, json!({"total": 0, "limit": 50, "offset": 0, "data": []}), "{}", backend.name);
 
+        // The empty page was just served, and may be shared with the next caller: a commit makes
+        // the next read see it.
         let mut writer = LogWriter::new(&api.state.db).await;
         for batch in 0..3 {
             let rows = (0..40)

@@ -52,6 +52,11 @@ pub struct ApiConfig {
     /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`,
     /// default 30).
     pub unit_cache: Duration,
+    /// How long the body of a hot log read is shared at most (`SVC_READ_CACHE_MS`, default 500; 0
+    /// turns sharing off).
+    pub read_cache_reuse: Duration,
+    /// Bytes of shared bodies kept at most (`SVC_READ_CACHE_BYTES`, default 16 MiB).
+    pub read_cache_bytes: usize,
     /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
     pub unit_dirs: Option<Vec<PathBuf>>,
 }
@@ -94,6 +99,8 @@ impl ApiConfig {
             unit_dirs: env
                 .non_empty("SVC_UNIT_DIRS")
                 .map(|dirs| dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).collect()),
+            read_cache_reuse: env.millis("SVC_READ_CACHE_MS", 500, 0..=1000),
+            read_cache_bytes: env.count("SVC_READ_CACHE_BYTES", 16 << 20, 0..=1 << 30),
             sse_max_per_user: env.count("SVC_SSE_MAX_PER_USER", 5, 1..=10_000) as u32,
         }
     }

@@ -42,7 +42,7 @@ pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, N
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use logs::{
     BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
-    LogFilter, LogRecord, LogStats, LogStore, SearchTerm, parse_search,
+    LogFilter, LogRecord, LogStats, LogStore, SearchTerm, log_commits, parse_search,
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};

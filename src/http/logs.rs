@@ -3,6 +3,7 @@
 //! row and bucket shapes here are also what the log stream sends.
 
 use axum::extract::State;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -148,18 +149,18 @@ pub async fn list_logs(
     State(state): State<AppState>,
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<LogsQuery>,
-) -> Result<Json<LogsResponse>> {
+) -> Result<Response> {
     // In range after validation.
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
     let offset = query.offset.unwrap_or(0) as u64;
-    let filter = log_filter(&query.search, &query.start_time, &query.end_time);
-    let page = state.db.logs(&filter, limit, offset).await?;
-    Ok(Json(LogsResponse {
-        total: page.total,
-        limit,
-        offset,
-        data: page.rows.into_iter().map(LogEntry::from).collect(),
-    }))
+    let LogsQuery { search, start_time, end_time, .. } = query;
+    let key = format!("logs {limit} {offset} {search:?} {start_time:?} {end_time:?}");
+    let read = async {
+        let filter = log_filter(&search, &start_time, &end_time);
+        let page = state.db.logs(&filter, limit, offset).await?;
+        Ok(LogsResponse { total: page.total, limit, offset, data: page.rows.into_iter().map(LogEntry::from).collect() })
+    };
+    state.hot_reads.json(key, read).await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -15,6 +15,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod health;
+pub mod hot;
 pub mod limit;
 pub mod logs;
 pub mod profile;
@@ -43,6 +44,7 @@ use crate::config::Config;
 
 pub use error::{ApiError, Result};
 pub use health::DatabaseHealth;
+pub use hot::HotReads;
 pub use limit::RateLimits;
 pub use serve::{HEADER_READ_TIMEOUT, serve};
 pub use state::AppState;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::health::DatabaseHealth;
+use super::hot::HotReads;
 use super::limit::RateLimits;
 use super::stream::{LogTail, SseSlots, Summaries};
 use crate::auth::hashing::HashPool;
@@ -38,6 +39,8 @@ pub struct AppState {
     pub units: Arc<UnitListing>,
     /// The newest committed log id, which log streams wait on.
     pub log_tail: LogTail,
+    /// The bodies of identical hot log reads, shared for a moment.
+    pub hot_reads: Arc<HotReads>,
     /// Open event streams per user (`SVC_SSE_MAX_PER_USER`).
     pub sse: Arc<SseSlots>,
     /// The statistics log streams share.

@@ -210,7 +210,9 @@ both_backends! {
                 Ok(Committed { logs: batch.logs.len() as u64, last_log_id, new_bounties, new_credentials, captured })
             }
             .await;
-            settle(tx, result).await
+            let committed = settle(tx, result).await?;
+            crate::db::logs::logs_committed();
+            Ok(committed)
         }
     }
 

@@ -14,6 +14,20 @@ use chrono::{DateTime, Utc};
 
 pub use search::{LogColumn, SearchTerm, parse_search};
 
+/// Ingest transactions committed by this process, through any handle.
+static LOG_COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many ingest transactions this process has committed: what a reader that reuses log pages
+/// compares, so a row committed here is in the next page read.
+pub fn log_commits() -> u64 {
+    LOG_COMMITS.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Counts an ingest transaction just committed.
+pub(in crate::db) fn logs_committed() {
+    LOG_COMMITS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+}
+
 use super::{DbResult, Page};
 
 /// A stored log row.
