@@ -146,6 +146,10 @@ impl Follower {
         Follower { path, max_line, current: None, resume: cursor, chunk: vec![0; CHUNK] }
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The position just past the last line handed out; `None` before the file has been opened.
     pub fn cursor(&self) -> Option<IngestCursor> {
         let open = self.current.as_ref()?;

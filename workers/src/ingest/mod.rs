@@ -68,12 +68,16 @@ pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
                 ingester.ctx.config.ingest.lease.as_secs_f64()
             );
         }
-        let (pending, progress) = ingester.collect(true).await?;
+        let (pending, progress) = match ingester.read_ahead.take() {
+            Some(read) => read,
+            None => ingester.collect(true).await?,
+        };
         let tally = pending.tally;
-        if ingester.commit(pending).await? {
+        let more = progress == Progress::More && !ingester.ctx.cancel.is_cancelled();
+        if ingester.commit(pending, more, true).await? {
             total.add(&tally);
         }
-        if progress != Progress::More || ingester.ctx.cancel.is_cancelled() {
+        if !more {
             break;
         }
     }
@@ -166,6 +170,94 @@ fn captured(credential: &NewCredential) -> Event {
     Event::new(topics::CREDENTIAL_CAPTURED, "captured", payload)
 }
 
+/// Reads up to a batch from `follower` (opened): until it is full, or, once the file is caught up,
+/// until its first line has waited the batch time (at once with `to_end`).
+async fn read_batch(
+    follower: &mut Option<Follower>,
+    ctx: &WorkerContext,
+    to_end: bool,
+) -> anyhow::Result<(Pending, Progress)> {
+    let (size, wait) = (ctx.config.ingest.batch_size, ctx.config.ingest.batch_wait);
+    let mut pending = Pending::default();
+    loop {
+        let room = size - pending.tally.lines() as usize;
+        let mut reader = follower.take().expect("an open follower");
+        let (reader, pending_back, progress) = tokio::task::spawn_blocking(move || {
+            let now = Utc::now();
+            let progress = reader.read(room, to_end, &mut |line| pending.add(line, now));
+            (reader, pending, progress)
+        })
+        .await
+        .context("the reader panicked")?;
+        let path = reader.path().display().to_string();
+        *follower = Some(reader);
+        pending = pending_back;
+        let progress = progress.with_context(|| format!("reading {path}"))?;
+        let waited = pending.first_line_at.is_none_or(|at| at.elapsed() >= wait);
+        if progress == Progress::More || to_end || waited || ctx.cancel.is_cancelled() {
+            return Ok((pending, progress));
+        }
+        tokio::time::sleep(IDLE_POLL).await;
+    }
+}
+
+/// Stores `batch` (its cursor set) in one transaction and tells what it stored: counters, log and
+/// bus. `Ok(false)`, nothing stored, when the lease or the stored position moved meanwhile.
+async fn store(
+    ctx: &WorkerContext,
+    lease: &Lease,
+    expected: Option<&IngestCursor>,
+    batch: &IngestBatch,
+    tally: &Tally,
+    sample: Option<&str>,
+) -> Result<bool, DbError> {
+    let committed = match ctx.db.commit_ingest(lease.source(), lease.holder(), expected, batch).await {
+        Ok(committed) => committed,
+        Err(DbError::Conflict) => return Ok(false),
+        Err(err) => return Err(err),
+    };
+    let counters = &ctx.counters;
+    counters.add("lines_stored", committed.logs);
+    counters.add("lines_malformed", tally.malformed);
+    counters.add("lines_oversized", tally.oversized);
+    counters.add("bounties_new", committed.new_bounties);
+    counters.add("credentials_new", committed.new_credentials);
+    counters.add("batches", 1);
+    if tally.malformed > 0 {
+        tracing::warn!(count = tally.malformed, first = sample.unwrap_or(""), "Skipped lines that are not RFC 5424");
+    }
+    if tally.oversized > 0 {
+        tracing::warn!(count = tally.oversized, limit = MAX_LINE_BYTES, "Skipped lines over the length limit");
+    }
+    tracing::debug!(
+        lines = committed.logs,
+        bounties = committed.new_bounties,
+        credentials = committed.new_credentials,
+        last_log_id = committed.last_log_id,
+        "Stored a batch"
+    );
+    if committed.logs > 0 {
+        let notice = BatchCommitted {
+            component: "ingester".into(),
+            flushed: committed.logs,
+            position: batch.cursor.as_ref().map_or(0, |c| c.offset),
+            last_log_id: committed.last_log_id,
+        };
+        // A hint for the streams, which poll without it.
+        if let Err(err) = log_notices::publish(&ctx.bus, &notice).await {
+            tracing::debug!(error = %err, "Batch notice not published");
+        }
+    }
+    // Best-effort like the notice: the credentials are stored whatever the bus does.
+    for &i in &committed.captured {
+        if let Err(err) = ctx.bus.publish(&captured(&batch.credentials[i])).await {
+            tracing::debug!(error = %err, "Credential event not published");
+            break;
+        }
+    }
+    Ok(true)
+}
+
 struct Ingester {
     ctx: WorkerContext,
     path: PathBuf,
@@ -174,13 +266,15 @@ struct Ingester {
     follower: Option<Follower>,
     /// The stored cursor, as of our last read or commit.
     committed: Option<IngestCursor>,
+    /// The batch read while the last one was stored, ending at the follower's position.
+    read_ahead: Option<(Pending, Progress)>,
 }
 
 impl Ingester {
     fn new(ctx: WorkerContext, path: &Path) -> Ingester {
         let source = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
         let lease = Lease::new(source, ctx.config.ingest.lease);
-        Ingester { ctx, path: path.to_path_buf(), lease, follower: None, committed: None }
+        Ingester { ctx, path: path.to_path_buf(), lease, follower: None, committed: None, read_ahead: None }
     }
 
     /// Follows the file until cancelled, then stores what it has read and gives the lease up.
@@ -223,12 +317,15 @@ impl Ingester {
         if !self.hold_lease().await? {
             return Ok(Some(self.ctx.config.ingest.lease / 3));
         }
-        let (pending, _) = self.collect(false).await?;
+        let (pending, _) = match self.read_ahead.take() {
+            Some(read) => read,
+            None => self.collect(false).await?,
+        };
         let moved = self.follower.as_ref().and_then(Follower::cursor) != self.committed;
         if pending.tally.lines() == 0 && !moved {
             return Ok(Some(IDLE_POLL));
         }
-        self.commit(pending).await?;
+        self.commit(pending, true, false).await?;
         Ok(None)
     }
 
@@ -240,98 +337,34 @@ impl Ingester {
             self.follower = Some(Follower::new(self.path.clone(), cursor.clone(), MAX_LINE_BYTES));
             self.committed = cursor;
         }
-        let (size, wait) = (self.ctx.config.ingest.batch_size, self.ctx.config.ingest.batch_wait);
-        let mut pending = Pending::default();
-        loop {
-            let room = size - pending.tally.lines() as usize;
-            let mut follower = self.follower.take().expect("opened above");
-            let (follower, pending_back, progress) = tokio::task::spawn_blocking(move || {
-                let now = Utc::now();
-                let progress = follower.read(room, to_end, &mut |line| pending.add(line, now));
-                (follower, pending, progress)
-            })
-            .await
-            .context("the reader panicked")?;
-            self.follower = Some(follower);
-            pending = pending_back;
-            let progress = progress.with_context(|| format!("reading {}", self.path.display()))?;
-            let waited = pending.first_line_at.is_none_or(|at| at.elapsed() >= wait);
-            if progress == Progress::More || to_end || waited || self.ctx.cancel.is_cancelled() {
-                return Ok((pending, progress));
-            }
-            tokio::time::sleep(IDLE_POLL).await;
-        }
+        read_batch(&mut self.follower, &self.ctx, to_end).await
     }
 
     /// Stores the batch and the position after it in one transaction; false when nothing was stored
     /// because the lease or the stored position moved meanwhile (reading then starts again from the
-    /// stored position).
-    async fn commit(&mut self, pending: Pending) -> anyhow::Result<bool> {
+    /// stored position). With `read_on`, the next batch is read while this one is stored, one thread
+    /// parsing as the database writes, and kept for the next step once this one is stored.
+    async fn commit(&mut self, pending: Pending, read_on: bool, to_end: bool) -> anyhow::Result<bool> {
         let Pending { mut batch, tally, sample, .. } = pending;
         batch.cursor = self.follower.as_ref().and_then(Follower::cursor);
         if batch.cursor.is_none() {
             return Ok(false);
         }
-        let committed = match self
-            .ctx
-            .db
-            .commit_ingest(self.lease.source(), self.lease.holder(), self.committed.as_ref(), &batch)
-            .await
-        {
-            Ok(committed) => committed,
-            Err(DbError::Conflict) => {
-                tracing::warn!(path = %self.path.display(), "The lease or the stored position moved; re-reading from the stored position");
-                self.forget_position();
-                self.lease.recheck();
-                return Ok(false);
-            }
-            Err(err) => return Err(err).context("storing a batch"),
+        let store = store(&self.ctx, &self.lease, self.committed.as_ref(), &batch, &tally, sample.as_deref());
+        let (stored, read) = if read_on {
+            let (stored, read) = tokio::join!(store, read_batch(&mut self.follower, &self.ctx, to_end));
+            (stored, Some(read))
+        } else {
+            (store.await, None)
         };
+        if !stored.context("storing a batch")? {
+            tracing::warn!(path = %self.path.display(), "The lease or the stored position moved; re-reading from the stored position");
+            self.forget_position();
+            self.lease.recheck();
+            return Ok(false);
+        }
         self.committed = batch.cursor;
-        let counters = &self.ctx.counters;
-        counters.add("lines_stored", committed.logs);
-        counters.add("lines_malformed", tally.malformed);
-        counters.add("lines_oversized", tally.oversized);
-        counters.add("bounties_new", committed.new_bounties);
-        counters.add("credentials_new", committed.new_credentials);
-        counters.add("batches", 1);
-        if tally.malformed > 0 {
-            tracing::warn!(
-                count = tally.malformed,
-                first = sample.as_deref().unwrap_or(""),
-                "Skipped lines that are not RFC 5424"
-            );
-        }
-        if tally.oversized > 0 {
-            tracing::warn!(count = tally.oversized, limit = MAX_LINE_BYTES, "Skipped lines over the length limit");
-        }
-        tracing::debug!(
-            lines = committed.logs,
-            bounties = committed.new_bounties,
-            credentials = committed.new_credentials,
-            last_log_id = committed.last_log_id,
-            "Stored a batch"
-        );
-        if committed.logs > 0 {
-            let notice = BatchCommitted {
-                component: "ingester".into(),
-                flushed: committed.logs,
-                position: self.committed.as_ref().map_or(0, |c| c.offset),
-                last_log_id: committed.last_log_id,
-            };
-            // A hint for the streams, which poll without it.
-            if let Err(err) = log_notices::publish(&self.ctx.bus, &notice).await {
-                tracing::debug!(error = %err, "Batch notice not published");
-            }
-        }
-        // Best-effort like the notice: the credentials are stored whatever the bus does.
-        for &i in &committed.captured {
-            let event = captured(&batch.credentials[i]);
-            if let Err(err) = self.ctx.bus.publish(&event).await {
-                tracing::debug!(error = %err, "Credential event not published");
-                break;
-            }
-        }
+        self.read_ahead = read.transpose()?;
         Ok(true)
     }
 
@@ -354,6 +387,7 @@ impl Ingester {
     /// Reading starts again from the stored position.
     fn forget_position(&mut self) {
         self.follower = None;
+        self.read_ahead = None;
         self.committed = None;
     }
 
