@@ -21,7 +21,7 @@ use crate::runtime::{ContainerSpec, NetworkSpec};
 
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
-const CONTAINER_FAILED: &str = "a decky's container could not be started or attached";
+const CONTAINER_FAILED: &str = "its container could not be started or attached";
 const IMAGE_FAILED: &str = "the decky image could not be built";
 const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
 
@@ -88,8 +88,8 @@ impl Topologies {
             }
         }
         let (to, reason) = match &outcome {
-            Ok(0) => (TopologyStatus::Active, None),
-            Ok(failed) => (TopologyStatus::Degraded, Some(format!("{failed} decky/ies failed to start"))),
+            Ok(shortfalls) if shortfalls.is_empty() => (TopologyStatus::Active, None),
+            Ok(shortfalls) => (TopologyStatus::Degraded, Some(shortfalls.reason())),
             Err(reason) => (TopologyStatus::Failed, Some(reason.clone())),
         };
         if let Err(err) = self.move_status(id, Some(&[TopologyStatus::Deploying]), to, reason.as_deref()).await {
@@ -167,9 +167,10 @@ impl Topologies {
         if ok { Ok(()) } else { Err(TEARDOWN_FAILED.into()) }
     }
 
-    /// Makes the engine go from `before` to `after` (see the module's header). Returns how many
-    /// deckies failed; `Err` with a generic reason when a network could not be made.
-    pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<usize, String> {
+    /// Makes the engine go from `before` to `after` (see the module's header). Returns what fell
+    /// short (the deckies that failed, and why); `Err` with a generic reason when a network could
+    /// not be made.
+    pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<Shortfalls, String> {
         let runtime = self.fleet.runtime();
         let old_lans: BTreeSet<Uuid> = before.lans.iter().map(|l| l.id).collect();
         let new_lans: BTreeSet<Uuid> = after.lans.iter().map(|l| l.id).collect();
@@ -189,6 +190,7 @@ impl Topologies {
             }
             let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
         }
+        let mut shortfalls = Shortfalls::default();
 
         let old: BTreeMap<Uuid, &TopologyDecky> = before.deckies.iter().map(|d| (d.uuid, d)).collect();
         let new: BTreeSet<Uuid> = after.deckies.iter().map(|d| d.uuid).collect();
@@ -199,7 +201,6 @@ impl Topologies {
             }
         }
         let mut image = None;
-        let mut failed = 0;
         for decky in &after.deckies {
             let recreate = old.get(&decky.uuid).is_none_or(|was| needs_recreate(before, was, after, decky));
             let result = if recreate {
@@ -213,7 +214,7 @@ impl Topologies {
             let (state, error) = match result {
                 Ok(()) => ("running", None),
                 Err(()) => {
-                    failed += 1;
+                    shortfalls.deckies.push((decky.name.clone(), CONTAINER_FAILED.into()));
                     ("failed", Some(CONTAINER_FAILED))
                 }
             };
@@ -222,7 +223,7 @@ impl Topologies {
             }
         }
 
-        failed += self.route(before, after).await;
+        self.route(before, after, &mut shortfalls).await;
 
         for lan in before.lans.iter().filter(|l| !new_lans.contains(&l.id)) {
             if let Err(err) = runtime.remove_network(&self.network_name(lan)).await {
@@ -230,15 +231,15 @@ impl Topologies {
                 return Err(TEARDOWN_FAILED.into());
             }
         }
-        Ok(failed)
+        Ok(shortfalls)
     }
 
     /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`),
-    /// where they are or were not none; returns how many could not be given them.
-    async fn route(&self, before: &TopologyDetail, after: &TopologyDetail) -> usize {
+    /// where they are or were not none; a decky that could not be given them is `degraded`, with
+    /// the reason, in the store and in `shortfalls`.
+    async fn route(&self, before: &TopologyDetail, after: &TopologyDetail, shortfalls: &mut Shortfalls) {
         let runtime = self.fleet.runtime();
         let had = routes::plan(before);
-        let mut failed = 0;
         for (uuid, routes) in routes::plan(after) {
             if routes.is_empty() && had.get(&uuid).is_none_or(Vec::is_empty) {
                 continue;
@@ -248,14 +249,21 @@ impl Topologies {
                 Ok(Some(pid)) => routes::apply(pid, &routes).await,
                 // Not running: its start already failed and was counted.
                 Ok(None) => continue,
-                Err(err) => Err(err.to_string()),
+                Err(err) => {
+                    tracing::error!(decky = %decky.name, error = %err, "Cannot find a decky's container to route");
+                    Err("the engine did not say where its container runs".to_string())
+                }
             };
+            if result.is_ok() && decky.state == "degraded" {
+                let _ = self.db.set_topology_decky_state(decky.uuid, "running", None, Utc::now()).await;
+            }
             if let Err(err) = result {
                 tracing::error!(decky = %decky.name, error = %err, "Could not set a decky's routes between LANs");
-                failed += 1;
+                let cause = format!("its routes between LANs could not be set ({err})");
+                let _ = self.db.set_topology_decky_state(decky.uuid, "degraded", Some(&cause), Utc::now()).await;
+                shortfalls.deckies.push((decky.name.clone(), cause));
             }
         }
-        failed
     }
 
     /// Runs the decky on its home LAN and connects it to the others.
@@ -372,8 +380,8 @@ impl Topologies {
         }
         let after = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
         match self.converge(&before, &after).await {
-            Ok(0) => Ok(()),
-            Ok(_) => Err(format!("{ENGINE_PREFIX}{CONTAINER_FAILED}")),
+            Ok(shortfalls) if shortfalls.is_empty() => Ok(()),
+            Ok(shortfalls) => Err(format!("{ENGINE_PREFIX}{}", shortfalls.reason())),
             Err(reason) => Err(format!("{ENGINE_PREFIX}{reason}")),
         }
     }
@@ -386,6 +394,25 @@ impl Topologies {
 
 /// Marks a mutation's reason as the engine's failure (not the op's refusal).
 const ENGINE_PREFIX: &str = "engine: ";
+
+/// What a converge that left the topology running fell short of: the deckies that failed (name,
+/// cause).
+#[derive(Debug, Default)]
+pub struct Shortfalls {
+    pub deckies: Vec<(String, String)>,
+}
+
+impl Shortfalls {
+    pub fn is_empty(&self) -> bool {
+        self.deckies.is_empty()
+    }
+
+    /// The status reason: `N decky/ies failed to start: 'name': cause; …`.
+    pub fn reason(&self) -> String {
+        let each: Vec<String> = self.deckies.iter().map(|(name, cause)| format!("'{name}': {cause}")).collect();
+        format!("{} decky/ies failed to start: {}", self.deckies.len(), each.join("; "))
+    }
+}
 
 /// A topology with no parts: what a deploy converges from.
 fn empty(detail: &TopologyDetail) -> TopologyDetail {
@@ -406,4 +433,25 @@ fn needs_recreate(before: &TopologyDetail, was: &TopologyDecky, after: &Topology
         || was.name != now.name
         || home(before, was) != home(after, now)
         || forwards(before, was) != forwards(after, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_names_each_failed_decky_and_its_cause() {
+        let mut shortfalls = Shortfalls::default();
+        assert!(shortfalls.is_empty());
+        shortfalls.deckies.push((
+            "db".into(),
+            "its routes between LANs could not be set (Error: Nexthop has invalid gateway.)".into(),
+        ));
+        shortfalls.deckies.push(("web".into(), CONTAINER_FAILED.into()));
+        assert_eq!(
+            shortfalls.reason(),
+            "2 decky/ies failed to start: 'db': its routes between LANs could not be set (Error: Nexthop has \
+             invalid gateway.); 'web': its container could not be started or attached"
+        );
+    }
 }

@@ -81,7 +81,8 @@ pub async fn apply(pid: u32, routes: &[Route]) -> Result<(), String> {
     command.args(["-batch", "-"]);
     match netns::run(netns::namespace_of(pid), command, script(routes)).await {
         Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        // `ip -batch` says what failed and on which line, each on a line of its own.
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).split_whitespace().collect::<Vec<_>>().join(" ")),
         Err(err) => Err(err.to_string()),
     }
 }
