@@ -1,8 +1,9 @@
 //! Topologies on a real engine (podman's Docker-compatible service) with a real `nats-server` and
 //! real `svc worker mutator` processes: a two-LAN topology with a bridge decky deploys (each LAN a
 //! network, each decky a container with an address on each of its LANs and its routes to the
-//! other LANs through the bridge decky that forwards, the DMZ decky answering
-//! from the host); each of the eight ops applies live; the event stream shows the snapshot, then
+//! other LANs through the bridge decky that forwards, the DMZ decky answering from the host, the
+//! inner decky answering a namespace on the DMZ through the bridge and seeing its own address);
+//! each of the eight ops applies live; the event stream shows the snapshot, then
 //! enqueued → applying → applied in order; teardown removes exactly what the deploy made; two
 //! mutators never apply one mutation twice; a mutator killed while applying leaves no mutation
 //! stuck; without a bus the mutator's poll still applies mutations. Subnets are the test's own,
@@ -169,7 +170,8 @@ fn ip(args: &[&str]) {
 }
 
 impl Probe {
-    fn on(bridge: &str, address: &str) -> Probe {
+    /// A probe at `address` on `bridge`, routing `routes` (`subnet`, `via`) as a host on that LAN would.
+    fn on(bridge: &str, address: &str, routes: &[(&str, &str)]) -> Probe {
         let id = std::process::id() % 100_000;
         let probe = Probe { ns: format!("tprobe-{id}"), host_if: format!("tph{id}") };
         let inner = format!("tpn{id}");
@@ -180,6 +182,9 @@ impl Probe {
         ip(&["-n", &probe.ns, "addr", "add", address, "dev", &inner]);
         ip(&["-n", &probe.ns, "link", "set", &inner, "up"]);
         ip(&["-n", &probe.ns, "link", "set", "lo", "up"]);
+        for (subnet, via) in routes {
+            ip(&["-n", &probe.ns, "route", "add", subnet, "via", via]);
+        }
         probe
     }
 
@@ -293,16 +298,24 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
         .await;
     }
 
-    // From a namespace of the test's own on the DMZ: the DMZ decky and the bridge's DMZ leg answer.
+    // From a namespace of the test's own on the DMZ, routing to the inner LAN through the bridge
+    // decky like the DMZ's deckies do: the DMZ decky, the bridge's DMZ leg and, through the bridge,
+    // the inner decky answer; the inner decky sees the probe's own address, not the host's.
+    let db = addresses(&podman, &format!("{prefix}-db"));
+    assert_eq!(db, BTreeMap::from([(inner.clone(), "10.214.1.3".to_string())]));
     let bridge = podman.run(&["network", "inspect", "--format", "{{.NetworkInterface}}", &dmz]);
-    let probe = Probe::on(bridge.trim(), "10.214.0.250/24");
-    for addr in ["10.214.0.2:22", "10.214.0.3:22"] {
+    let probe = Probe::on(bridge.trim(), "10.214.0.250/24", &[("10.214.1.0/24", "10.214.0.3")]);
+    for addr in ["10.214.0.2:22", "10.214.0.3:22", "10.214.1.3:22"] {
         eventually(&format!("{addr} answers the probe"), || async { probe.banner(addr) == "SSH-" }).await;
     }
+    let db_log = podman.run(&["logs", &format!("{prefix}-db")]);
+    let seen_from: Vec<&str> = db_log.lines().filter(|l| l.contains(" connect ")).collect();
+    assert!(
+        !seen_from.is_empty() && seen_from.iter().all(|l| l.contains("src_ip=\"10.214.0.250\"")),
+        "the inner decky logs the probe's address: {seen_from:?}"
+    );
     drop(probe);
-    // Between LANs through the bridge decky, which forwards: each decky's route to the LAN it is
-    // not on goes via the bridge's leg on its own LAN. (Not checked end to end from the probe:
-    // with br_netfilter on, podman's NAT masquerades bridged traffic leaving the DMZ subnet.)
+    // Each decky's route to the LAN it is not on goes via the bridge's leg on its own LAN.
     assert_eq!(routes_of(&podman, &format!("{prefix}-db")), ["10.214.0.0/24 via 10.214.1.2 dev eth0"]);
     assert_eq!(routes_of(&podman, &format!("{prefix}-web")), ["10.214.1.0/24 via 10.214.0.3 dev eth0"]);
     assert_eq!(routes_of(&podman, &format!("{prefix}-gw")), Vec::<String>::new(), "the bridge is on both");
@@ -363,6 +376,9 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
     for net in [&dmz, &inner] {
         assert!(!network_exists(&podman, net), "{net} removed");
     }
+    let nat = std::process::Command::new("iptables").args(["-t", "nat", "-S"]).output().unwrap();
+    let chain = format!("SVC-{}", &id.replace('-', "")[..16]);
+    assert!(!String::from_utf8_lossy(&nat.stdout).contains(&chain), "the NAT exemption {chain} removed");
     let (status, _) = topo.call(reqwest::Method::DELETE, &format!("/topologies/{id}"), None).await;
     assert_eq!(status, 204);
 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::{TEARDOWNABLE, Topologies, TopologyError, not_found, ops, routes};
+use super::{TEARDOWNABLE, Topologies, TopologyError, nat, not_found, ops, routes};
 use crate::db::{
     DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
 };
@@ -22,6 +22,7 @@ use crate::runtime::{ContainerSpec, NetworkSpec};
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
 const CONTAINER_FAILED: &str = "its container could not be started or attached";
+const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
 const IMAGE_FAILED: &str = "the decky image could not be built";
 const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
 
@@ -153,6 +154,10 @@ impl Topologies {
         for decky in &detail.deckies {
             let _ = self.db.set_topology_decky_state(decky.uuid, "torn_down", None, Utc::now()).await;
         }
+        if let Err(err) = nat::apply(&nat::chain(id), &[]).await {
+            tracing::error!(topology = %id, error = %err, "Could not remove the topology's NAT exemption");
+            ok = false;
+        }
         for lan in &detail.lans {
             match runtime.remove_network(&self.network_name(lan)).await {
                 Ok(()) => {
@@ -191,6 +196,10 @@ impl Topologies {
             let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
         }
         let mut shortfalls = Shortfalls::default();
+        if let Err(err) = nat::apply(&nat::chain(after.topology.id), &nat::exemptions(after)).await {
+            tracing::error!(topology = %after.topology.id, error = %err, "Could not exempt the traffic between LANs from NAT");
+            shortfalls.topology.push(NAT_FAILED.into());
+        }
 
         let old: BTreeMap<Uuid, &TopologyDecky> = before.deckies.iter().map(|d| (d.uuid, d)).collect();
         let new: BTreeSet<Uuid> = after.deckies.iter().map(|d| d.uuid).collect();
@@ -396,21 +405,27 @@ impl Topologies {
 const ENGINE_PREFIX: &str = "engine: ";
 
 /// What a converge that left the topology running fell short of: the deckies that failed (name,
-/// cause).
+/// cause) and what failed for the topology as a whole.
 #[derive(Debug, Default)]
 pub struct Shortfalls {
     pub deckies: Vec<(String, String)>,
+    pub topology: Vec<String>,
 }
 
 impl Shortfalls {
     pub fn is_empty(&self) -> bool {
-        self.deckies.is_empty()
+        self.deckies.is_empty() && self.topology.is_empty()
     }
 
-    /// The status reason: `N decky/ies failed to start: 'name': cause; …`.
+    /// The status reason: `N decky/ies failed to start: 'name': cause; …`, then the rest.
     pub fn reason(&self) -> String {
-        let each: Vec<String> = self.deckies.iter().map(|(name, cause)| format!("'{name}': {cause}")).collect();
-        format!("{} decky/ies failed to start: {}", self.deckies.len(), each.join("; "))
+        let mut parts = Vec::new();
+        if !self.deckies.is_empty() {
+            let each: Vec<String> = self.deckies.iter().map(|(name, cause)| format!("'{name}': {cause}")).collect();
+            parts.push(format!("{} decky/ies failed to start: {}", self.deckies.len(), each.join("; ")));
+        }
+        parts.extend(self.topology.iter().cloned());
+        parts.join("; ")
     }
 }
 
@@ -453,5 +468,13 @@ mod tests {
             "2 decky/ies failed to start: 'db': its routes between LANs could not be set (Error: Nexthop has \
              invalid gateway.); 'web': its container could not be started or attached"
         );
+        shortfalls.topology.push(NAT_FAILED.into());
+        assert!(
+            shortfalls
+                .reason()
+                .ends_with("attached; the host's NAT could not be kept off the traffic between its LANs")
+        );
+        shortfalls.deckies.clear();
+        assert_eq!(shortfalls.reason(), NAT_FAILED);
     }
 }

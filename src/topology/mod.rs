@@ -8,6 +8,7 @@
 
 pub mod deploy;
 pub mod generate;
+pub mod nat;
 pub mod ops;
 pub mod routes;
 

@@ -88,11 +88,11 @@ pub async fn apply(pid: u32, routes: &[Route]) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::db::{Edge, Lan, Topology, TopologyDecky};
 
-    fn lan(n: u128, subnet: &str) -> Lan {
+    pub(in crate::topology) fn lan(n: u128, subnet: &str) -> Lan {
         Lan {
             id: Uuid::from_u128(n),
             topology_id: Uuid::nil(),
@@ -156,7 +156,7 @@ mod tests {
         }
     }
 
-    fn topology() -> Topology {
+    pub(in crate::topology) fn topology() -> Topology {
         Topology {
             id: Uuid::nil(),
             name: "maze".into(),
