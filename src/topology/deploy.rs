@@ -21,8 +21,8 @@ use crate::runtime::{ContainerSpec, NetworkSpec};
 
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
-const CONTAINER_FAILED: &str = "its container could not be started or attached";
-const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
+pub(super) const CONTAINER_FAILED: &str = "its container could not be started or attached";
+pub(super) const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
 const IMAGE_FAILED: &str = "the decky image could not be built";
 const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
 
@@ -74,6 +74,7 @@ impl Topologies {
     /// Makes the stored topology live and records how that went: `active`, `degraded` (some
     /// decky failed) or `failed` (nothing could run).
     pub async fn deploy(&self, id: Uuid) {
+        let _engine = self.engine.lock().await;
         let started = std::time::Instant::now();
         let outcome = match self.db.topology_detail(id).await {
             Ok(detail) => self.converge(&empty(&detail), &detail).await,
@@ -120,6 +121,7 @@ impl Topologies {
     /// Removes every container with the topology's label and every LAN's network: `torn_down`,
     /// or `degraded` with the reason when something stayed.
     pub async fn teardown(&self, id: Uuid) {
+        let _engine = self.engine.lock().await;
         let outcome = self.remove_all(id).await;
         let (to, reason) = match outcome {
             Ok(()) => (TopologyStatus::TornDown, None),
@@ -245,17 +247,23 @@ impl Topologies {
 
     /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`),
     /// where they are or were not none; a decky that could not be given them is `degraded`, with
-    /// the reason, in the store and in `shortfalls`.
-    async fn route(&self, before: &TopologyDetail, after: &TopologyDetail, shortfalls: &mut Shortfalls) {
+    /// the reason, in the store and in `shortfalls`. Returns the deckies whose routes changed.
+    pub(super) async fn route(
+        &self,
+        before: &TopologyDetail,
+        after: &TopologyDetail,
+        shortfalls: &mut Shortfalls,
+    ) -> Vec<String> {
         let runtime = self.fleet.runtime();
         let had = routes::plan(before);
+        let mut changed = Vec::new();
         for (uuid, routes) in routes::plan(after) {
             if routes.is_empty() && had.get(&uuid).is_none_or(Vec::is_empty) {
                 continue;
             }
             let Some(decky) = after.deckies.iter().find(|d| d.uuid == uuid) else { continue };
             let result = match runtime.pid(&self.container_name(decky)).await {
-                Ok(Some(pid)) => routes::apply(pid, &routes).await,
+                Ok(Some(pid)) => routes::ensure(pid, &routes).await,
                 // Not running: its start already failed and was counted.
                 Ok(None) => continue,
                 Err(err) => {
@@ -266,6 +274,9 @@ impl Topologies {
             if result.is_ok() && decky.state == "degraded" {
                 let _ = self.db.set_topology_decky_state(decky.uuid, "running", None, Utc::now()).await;
             }
+            if result == Ok(true) {
+                changed.push(decky.name.clone());
+            }
             if let Err(err) = result {
                 tracing::error!(decky = %decky.name, error = %err, "Could not set a decky's routes between LANs");
                 let cause = format!("its routes between LANs could not be set ({err})");
@@ -273,10 +284,16 @@ impl Topologies {
                 shortfalls.deckies.push((decky.name.clone(), cause));
             }
         }
+        changed
     }
 
     /// Runs the decky on its home LAN and connects it to the others.
-    async fn start_decky(&self, detail: &TopologyDetail, decky: &TopologyDecky, image: &str) -> Result<(), ()> {
+    pub(super) async fn start_decky(
+        &self,
+        detail: &TopologyDetail,
+        decky: &TopologyDecky,
+        image: &str,
+    ) -> Result<(), ()> {
         let runtime = self.fleet.runtime();
         let edges = detail.edges_of(decky);
         let Some((home, rest)) = edges.split_first() else {

@@ -8,11 +8,13 @@
 
 pub mod deploy;
 pub mod generate;
+pub mod heal;
 pub mod nat;
 pub mod ops;
 pub mod routes;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -69,11 +71,14 @@ pub struct Topologies {
     db: Db,
     bus: Bus,
     fleet: Fleet,
+    /// Held by a deploy, a teardown or a heal in this process, so a heal never makes again what a
+    /// teardown is removing.
+    engine: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Topologies {
     pub fn new(db: Db, bus: Bus, fleet: Fleet) -> Topologies {
-        Topologies { db, bus, fleet }
+        Topologies { db, bus, fleet, engine: Arc::default() }
     }
 
     pub fn db(&self) -> &Db {

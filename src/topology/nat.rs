@@ -84,6 +84,11 @@ pub async fn apply(chain: &str, pairs: &[(String, String)]) -> Result<bool, Stri
     }
 }
 
+/// Whether the host's `chain` holds exactly `pairs` (none: is absent).
+pub async fn is_current(chain: &str, pairs: &[(String, String)]) -> Result<bool, String> {
+    Ok(script(&iptables(&["-w", "-t", "nat", "-S"], "").await?, chain, pairs).is_none())
+}
+
 async fn iptables(args: &[&str], input: &str) -> Result<String, String> {
     run("iptables", args, input).await
 }
