@@ -212,6 +212,7 @@ impl Topologies {
             }
         }
         let mut image = None;
+        let mut started = BTreeSet::new();
         for decky in &after.deckies {
             let recreate = old.get(&decky.uuid).is_none_or(|was| needs_recreate(before, was, after, decky));
             let result = if recreate {
@@ -223,7 +224,12 @@ impl Topologies {
                 self.reattach(before, after, decky).await
             };
             let (state, error) = match result {
-                Ok(()) => ("running", None),
+                Ok(()) => {
+                    if recreate {
+                        started.insert(decky.uuid);
+                    }
+                    ("running", None)
+                }
                 Err(()) => {
                     shortfalls.deckies.push((decky.name.clone(), CONTAINER_FAILED.into()));
                     ("failed", Some(CONTAINER_FAILED))
@@ -234,7 +240,7 @@ impl Topologies {
             }
         }
 
-        self.route(before, after, &mut shortfalls).await;
+        self.route(before, after, &started, &mut shortfalls).await;
 
         for lan in before.lans.iter().filter(|l| !new_lans.contains(&l.id)) {
             if let Err(err) = runtime.remove_network(&self.network_name(lan)).await {
@@ -245,20 +251,23 @@ impl Topologies {
         Ok(shortfalls)
     }
 
-    /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`),
-    /// where they are or were not none; a decky that could not be given them is `degraded`, with
-    /// the reason, in the store and in `shortfalls`. Returns the deckies whose routes changed.
+    /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`)
+    /// where its plan changed from `before`'s, or it was `started` (a new namespace) and has some;
+    /// a decky that could not be given them is `degraded`, with the reason, in the store and in
+    /// `shortfalls`. Returns the deckies whose routes changed.
     pub(super) async fn route(
         &self,
         before: &TopologyDetail,
         after: &TopologyDetail,
+        started: &BTreeSet<Uuid>,
         shortfalls: &mut Shortfalls,
     ) -> Vec<String> {
         let runtime = self.fleet.runtime();
         let had = routes::plan(before);
         let mut changed = Vec::new();
         for (uuid, routes) in routes::plan(after) {
-            if routes.is_empty() && had.get(&uuid).is_none_or(Vec::is_empty) {
+            let had = had.get(&uuid).map(Vec::as_slice).unwrap_or_default();
+            if had == routes.as_slice() && (routes.is_empty() || !started.contains(&uuid)) {
                 continue;
             }
             let Some(decky) = after.deckies.iter().find(|d| d.uuid == uuid) else { continue };
@@ -447,7 +456,7 @@ impl Shortfalls {
 }
 
 /// A topology with no parts: what a deploy converges from.
-fn empty(detail: &TopologyDetail) -> TopologyDetail {
+pub(super) fn empty(detail: &TopologyDetail) -> TopologyDetail {
     TopologyDetail { topology: detail.topology.clone(), lans: Vec::new(), deckies: Vec::new(), edges: Vec::new() }
 }
 

@@ -10,12 +10,12 @@
 //! A topology whose mutation is queued or being applied is left to the mutator, and deploys and
 //! teardowns in this process wait for a heal to end (and it for them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::deploy::{CONTAINER_FAILED, NAT_FAILED, Shortfalls};
+use super::deploy::{CONTAINER_FAILED, NAT_FAILED, Shortfalls, empty};
 use super::{Topologies, nat, routes};
 use crate::db::{DbError, MutationState, TopologyDecky, TopologyDetail, TopologyStatus};
 use crate::fleet::{TOPOLOGY_LABEL, by_decky};
@@ -174,7 +174,8 @@ impl Topologies {
                     self.db.set_topology_decky_state(decky.uuid, "failed", Some(CONTAINER_FAILED), Utc::now()).await;
             }
         }
-        for name in self.route(detail, detail, &mut shortfalls).await {
+        // From nothing: every decky's routes are looked at, each namespace may have lost them.
+        for name in self.route(&empty(detail), detail, &BTreeSet::new(), &mut shortfalls).await {
             done.entry(name).or_default().push(ROUTED);
         }
         if let Err(err) = nat::apply(&nat::chain(detail.topology.id), nat_pairs).await {
