@@ -54,7 +54,7 @@ ensure_build_deps() {
 # A container engine for the fleet: SVC_DOCKER_HOST when it answers, else Docker's socket, else a
 # podman API service of the project's own on DIR/podman.sock, configured by DIR/containers.conf
 # (runc, cgroupfs: what these kernels need), nothing written to the host's global configuration.
-# Exports SVC_DOCKER_HOST.
+# Exports SVC_DOCKER_HOST; a service it starts has its pid in DIR/podman.pid.
 ensure_container_engine() {
     local dir=$1
     engine_answers() { curl -sf --unix-socket "${1#unix://}" http://engine/_ping >/dev/null 2>&1; }
@@ -79,6 +79,7 @@ CONF
     echo "==> starting podman's Docker-compatible API on $SVC_DOCKER_HOST"
     CONTAINERS_CONF="$dir/containers.conf" nohup podman system service --time 0 "$SVC_DOCKER_HOST" \
         >"$dir/podman.log" 2>&1 &
+    echo $! >"$dir/podman.pid"
     for _ in $(seq 1 50); do
         engine_answers "$SVC_DOCKER_HOST" && return 0
         sleep 0.2
