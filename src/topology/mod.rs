@@ -2,8 +2,9 @@
 //! (`generate`) or starts blank, queues mutations (stored first, then announced on the bus),
 //! deploys and tears down over the container runtime (`deploy`: a network per LAN, a container
 //! per decky with an address on each of its LANs, routes between LANs through the deckies that
-//! forward: `routes`), and applies a claimed mutation (`ops` turns
-//! it into store edits, `deploy` makes them live). The store is the truth; the engine's words
+//! forward: `routes`, the host's NAT kept off the traffic between them: `nat`), applies a claimed
+//! mutation (`ops` turns it into store edits, `deploy` makes them live), and brings deployed
+//! topologies back when their containers go (`heal`). The store is the truth; the engine's words
 //! go to the server log, callers get [`TopologyError`]s with DECNET's texts.
 
 pub mod deploy;
