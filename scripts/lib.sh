@@ -46,7 +46,7 @@ ensure_rust() {
 # sniffer, and nats-server; and what its tests need: systemd-analyze (from the systemd package) to
 # verify the generated units.
 ensure_build_deps() {
-    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc libpcap-dev
+    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc iptables libpcap-dev
     command -v systemd-analyze >/dev/null 2>&1 || apt_install_missing systemd
     ensure_rust
 }
@@ -64,7 +64,7 @@ ensure_container_engine() {
         export SVC_DOCKER_HOST=unix:///var/run/docker.sock
         return 0
     fi
-    apt_install_missing podman runc
+    apt_install_missing podman runc iptables
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     cat >"$dir/containers.conf" <<'CONF'
