@@ -23,7 +23,8 @@ cleanup() {
     [ -n "${collector:-}" ] && kill "$collector" 2>/dev/null && wait "$collector" 2>/dev/null
     for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
     engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
-    pkill -f "podman system service --time 0 unix://$work/engine" 2>/dev/null || true
+    # The API service this run started, if it started one (by its pid, nothing else of that name).
+    [ -f "$work/engine/podman.pid" ] && kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT

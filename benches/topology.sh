@@ -30,7 +30,8 @@ cleanup() {
     for pid in ${api:-} ${mutator:-}; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
     for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
     for net in $(engine network ls -q --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine network rm -f "$net" >/dev/null 2>&1; done
-    pkill -f "podman system service --time 0 unix://$work/engine" 2>/dev/null || true
+    # The API service this run started, if it started one (by its pid, nothing else of that name).
+    [ -f "$work/engine/podman.pid" ] && kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT

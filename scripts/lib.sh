@@ -46,7 +46,7 @@ ensure_rust() {
 # sniffer, and nats-server; and what its tests need: systemd-analyze (from the systemd package) to
 # verify the generated units.
 ensure_build_deps() {
-    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc libpcap-dev
+    apt_install_missing build-essential pkg-config ca-certificates nats-server podman runc iptables libpcap-dev
     command -v systemd-analyze >/dev/null 2>&1 || apt_install_missing systemd
     ensure_rust
 }
@@ -54,7 +54,7 @@ ensure_build_deps() {
 # A container engine for the fleet: SVC_DOCKER_HOST when it answers, else Docker's socket, else a
 # podman API service of the project's own on DIR/podman.sock, configured by DIR/containers.conf
 # (runc, cgroupfs: what these kernels need), nothing written to the host's global configuration.
-# Exports SVC_DOCKER_HOST.
+# Exports SVC_DOCKER_HOST; a service it starts has its pid in DIR/podman.pid.
 ensure_container_engine() {
     local dir=$1
     engine_answers() { curl -sf --unix-socket "${1#unix://}" http://engine/_ping >/dev/null 2>&1; }
@@ -64,7 +64,7 @@ ensure_container_engine() {
         export SVC_DOCKER_HOST=unix:///var/run/docker.sock
         return 0
     fi
-    apt_install_missing podman runc
+    apt_install_missing podman runc iptables
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     cat >"$dir/containers.conf" <<'CONF'
@@ -79,6 +79,7 @@ CONF
     echo "==> starting podman's Docker-compatible API on $SVC_DOCKER_HOST"
     CONTAINERS_CONF="$dir/containers.conf" nohup podman system service --time 0 "$SVC_DOCKER_HOST" \
         >"$dir/podman.log" 2>&1 &
+    echo $! >"$dir/podman.pid"
     for _ in $(seq 1 50); do
         engine_answers "$SVC_DOCKER_HOST" && return 0
         sleep 0.2

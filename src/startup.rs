@@ -37,9 +37,6 @@ const DB_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 /// Lifecycle rows older than this, still pending or running at startup, were stranded by a restart.
 pub const STRANDED_CUTOFF: chrono::Duration = chrono::Duration::hours(1);
 
-/// How often the fleet's containers are checked against the store.
-const FLEET_RECONCILE: Duration = Duration::from_secs(60);
-
 /// A started API: its state, and every task it must stop on shutdown.
 pub struct Lifespan {
     state: AppState,
@@ -272,18 +269,18 @@ impl Lifespan {
         tracing::info!(bus_connected = self.state.bus.is_connected(), "Worker registry and API heartbeat started");
     }
 
-    /// With the worker registry, in contract-test mode too: the newest committed log id, which the
-    /// log streams wait on, followed on the bus (or polled without one) until shutdown.
-    /// Keeps the engine's containers matching the fleet store: at startup (a restart of svc or of
-    /// the engine leaves one set of containers, never orphans or duplicates) and every minute.
-    /// Not in contract-test mode, where nothing may touch the host.
+    /// Keeps the engine matching the store, the fleet's containers and the live topologies'
+    /// deckies, routes and NAT exemption: at startup (a restart of svc or of the engine leaves one
+    /// set of containers, never orphans or duplicates) and every `SVC_RECONCILE_S`. Not in
+    /// contract-test mode, where nothing may touch the host.
     fn start_fleet_reconciler(&self) {
         if self.state.config.api.contract_test {
             return;
         }
-        let (fleet, cancel) = (self.state.fleet.clone(), self.cancel.clone());
+        let (fleet, topologies, cancel) =
+            (self.state.fleet.clone(), self.state.topologies.clone(), self.cancel.clone());
         self.tasks.spawn(async move {
-            let mut every = tokio::time::interval(FLEET_RECONCILE);
+            let mut every = tokio::time::interval(fleet.settings().reconcile);
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => return,
@@ -291,12 +288,17 @@ impl Lifespan {
                         if let Err(err) = fleet.reconcile().await {
                             tracing::debug!(error = %err, "Fleet reconcile skipped");
                         }
+                        if let Err(err) = topologies.reconcile().await {
+                            tracing::debug!(error = %err, "Topology reconcile skipped");
+                        }
                     }
                 }
             }
         });
     }
 
+    /// With the worker registry, in contract-test mode too: the newest committed log id, which the
+    /// log streams wait on, followed on the bus (or polled without one) until shutdown.
     fn start_log_tail(&self) {
         let (tail, db, bus, cancel) =
             (self.state.log_tail.clone(), self.state.db.clone(), self.state.bus.clone(), self.cancel.clone());

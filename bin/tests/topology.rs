@@ -1,8 +1,10 @@
 //! Topologies on a real engine (podman's Docker-compatible service) with a real `nats-server` and
 //! real `svc worker mutator` processes: a two-LAN topology with a bridge decky deploys (each LAN a
 //! network, each decky a container with an address on each of its LANs and its routes to the
-//! other LANs through the bridge decky that forwards, the DMZ decky answering
-//! from the host); each of the eight ops applies live; the event stream shows the snapshot, then
+//! other LANs through the bridge decky that forwards, the DMZ decky answering from the host, the
+//! inner decky answering a namespace on the DMZ through the bridge and seeing its own address);
+//! a decky's container removed, restarted or stopped comes back with its addresses and routes,
+//! and the status events say so; each of the eight ops applies live; the event stream shows the snapshot, then
 //! enqueued → applying → applied in order; teardown removes exactly what the deploy made; two
 //! mutators never apply one mutation twice; a mutator killed while applying leaves no mutation
 //! stuck; without a bus the mutator's poll still applies mutations. Subnets are the test's own,
@@ -36,7 +38,8 @@ async fn api_on(podman: &Podman, nats: Option<&Nats>, pool: &str) -> Topo {
         .env("SVC_DOCKER_HOST", podman.host())
         .env("SVC_FLEET_NAME", &podman.fleet)
         .env("SVC_DECKY_BINARY", env!("CARGO_BIN_EXE_svc"))
-        .env("SVC_TOPOLOGY_SUBNET_POOL", pool);
+        .env("SVC_TOPOLOGY_SUBNET_POOL", pool)
+        .env("SVC_RECONCILE_S", "1");
     let api = start_api(command, port).await;
     let token = admin_token(port).await;
     Topo { _api: api, port, token, pool: pool.to_string(), dir }
@@ -77,6 +80,20 @@ impl Topo {
 
     async fn status(&self, id: &str) -> String {
         self.get(&format!("/topologies/{id}")).await["topology"]["status"].as_str().unwrap().to_string()
+    }
+
+    /// Waits until the newest status event is `→ active` with a reason naming `restored`, and
+    /// the one before it `→ degraded` naming `found`.
+    async fn healed(&self, id: &str, found: &str, restored: &str) {
+        let path = format!("/topologies/{id}/status-events");
+        eventually(&format!("{restored} in the status events"), || async {
+            let events = self.get(&path).await;
+            let said = |n: usize, to: &str, what: &str| {
+                events[n]["to_status"] == to && events[n]["reason"].as_str().is_some_and(|r| r.contains(what))
+            };
+            said(0, "active", restored) && said(1, "degraded", found)
+        })
+        .await;
     }
 
     async fn wait_status(&self, id: &str, want: &str, deadline: Duration) {
@@ -169,7 +186,8 @@ fn ip(args: &[&str]) {
 }
 
 impl Probe {
-    fn on(bridge: &str, address: &str) -> Probe {
+    /// A probe at `address` on `bridge`, routing `routes` (`subnet`, `via`) as a host on that LAN would.
+    fn on(bridge: &str, address: &str, routes: &[(&str, &str)]) -> Probe {
         let id = std::process::id() % 100_000;
         let probe = Probe { ns: format!("tprobe-{id}"), host_if: format!("tph{id}") };
         let inner = format!("tpn{id}");
@@ -180,6 +198,9 @@ impl Probe {
         ip(&["-n", &probe.ns, "addr", "add", address, "dev", &inner]);
         ip(&["-n", &probe.ns, "link", "set", &inner, "up"]);
         ip(&["-n", &probe.ns, "link", "set", "lo", "up"]);
+        for (subnet, via) in routes {
+            ip(&["-n", &probe.ns, "route", "add", subnet, "via", via]);
+        }
         probe
     }
 
@@ -293,19 +314,49 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
         .await;
     }
 
-    // From a namespace of the test's own on the DMZ: the DMZ decky and the bridge's DMZ leg answer.
+    // From a namespace of the test's own on the DMZ, routing to the inner LAN through the bridge
+    // decky like the DMZ's deckies do: the DMZ decky, the bridge's DMZ leg and, through the bridge,
+    // the inner decky answer; the inner decky sees the probe's own address, not the host's.
+    let db = addresses(&podman, &format!("{prefix}-db"));
+    assert_eq!(db, BTreeMap::from([(inner.clone(), "10.214.1.3".to_string())]));
     let bridge = podman.run(&["network", "inspect", "--format", "{{.NetworkInterface}}", &dmz]);
-    let probe = Probe::on(bridge.trim(), "10.214.0.250/24");
-    for addr in ["10.214.0.2:22", "10.214.0.3:22"] {
+    let probe = Probe::on(bridge.trim(), "10.214.0.250/24", &[("10.214.1.0/24", "10.214.0.3")]);
+    for addr in ["10.214.0.2:22", "10.214.0.3:22", "10.214.1.3:22"] {
         eventually(&format!("{addr} answers the probe"), || async { probe.banner(addr) == "SSH-" }).await;
     }
+    let db_log = podman.run(&["logs", &format!("{prefix}-db")]);
+    let seen_from: Vec<&str> = db_log.lines().filter(|l| l.contains(" connect ")).collect();
+    assert!(
+        !seen_from.is_empty() && seen_from.iter().all(|l| l.contains("src_ip=\"10.214.0.250\"")),
+        "the inner decky logs the probe's address: {seen_from:?}"
+    );
     drop(probe);
-    // Between LANs through the bridge decky, which forwards: each decky's route to the LAN it is
-    // not on goes via the bridge's leg on its own LAN. (Not checked end to end from the probe:
-    // with br_netfilter on, podman's NAT masquerades bridged traffic leaving the DMZ subnet.)
+    // Each decky's route to the LAN it is not on goes via the bridge's leg on its own LAN.
     assert_eq!(routes_of(&podman, &format!("{prefix}-db")), ["10.214.0.0/24 via 10.214.1.2 dev eth0"]);
     assert_eq!(routes_of(&podman, &format!("{prefix}-web")), ["10.214.1.0/24 via 10.214.0.3 dev eth0"]);
     assert_eq!(routes_of(&podman, &format!("{prefix}-gw")), Vec::<String>::new(), "the bridge is on both");
+
+    // The engine loses a container, restarts one (a new namespace has no routes), stops one: the
+    // API's reconcile brings each back on its addresses with its routes, and the topology's
+    // status events say what it found and what it restored.
+    // (What the reconcile finds depends on when it looks: a container being removed may still
+    // be listed, stopped; one restarting may be running already, without its routes.)
+    podman.run(&["rm", "-f", &format!("{prefix}-db")]);
+    topo.healed(&id, "'db': its container", "'db': container made again").await;
+    assert_eq!(addresses(&podman, &format!("{prefix}-db")), db);
+    assert_eq!(routes_of(&podman, &format!("{prefix}-db")), ["10.214.0.0/24 via 10.214.1.2 dev eth0"]);
+    podman.run(&["restart", &format!("{prefix}-web")]);
+    topo.healed(&id, "'web': its", "routes set again").await;
+    assert_eq!(routes_of(&podman, &format!("{prefix}-web")), ["10.214.1.0/24 via 10.214.0.3 dev eth0"]);
+    podman.run(&["stop", &format!("{prefix}-gw")]);
+    topo.healed(&id, "'gw': its container", "'gw': container").await;
+    assert_eq!(addresses(&podman, &format!("{prefix}-gw")), gw);
+    eventually("the inner decky answers through the bridge again", || async {
+        let probe = Probe::on(bridge.trim(), "10.214.0.250/24", &[("10.214.1.0/24", "10.214.0.3")]);
+        probe.banner("10.214.1.3:22") == "SSH-"
+    })
+    .await;
+    assert_eq!(topo.status(&id).await, "active");
 
     // The stream: snapshot first, then a mutation's life in order.
     let mut frames = Frames::open(&topo, &id).await;
@@ -363,6 +414,9 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
     for net in [&dmz, &inner] {
         assert!(!network_exists(&podman, net), "{net} removed");
     }
+    let nat = std::process::Command::new("iptables").args(["-t", "nat", "-S"]).output().unwrap();
+    let chain = format!("SVC-{}", &id.replace('-', "")[..16]);
+    assert!(!String::from_utf8_lossy(&nat.stdout).contains(&chain), "the NAT exemption {chain} removed");
     let (status, _) = topo.call(reqwest::Method::DELETE, &format!("/topologies/{id}"), None).await;
     assert_eq!(status, 204);
 }

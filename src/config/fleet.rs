@@ -33,6 +33,9 @@ pub struct FleetConfig {
     /// `SVC_MUTATOR_CLAIM_TIMEOUT_S`, default 300: a mutation `applying` for longer was left by a
     /// mutator that died, and is failed.
     pub mutator_claim_timeout: Duration,
+    /// `SVC_RECONCILE_S`, default 60: how often the API brings the engine back to the store (the
+    /// fleet's deckies, and the live topologies' deckies, routes and NAT exemption).
+    pub reconcile: Duration,
 }
 
 impl FleetConfig {
@@ -55,6 +58,7 @@ impl FleetConfig {
             topology_subnet_pool,
             mutator_poll: env.seconds("SVC_MUTATOR_POLL_S", 10.0),
             mutator_claim_timeout: env.seconds("SVC_MUTATOR_CLAIM_TIMEOUT_S", 300.0),
+            reconcile: env.seconds("SVC_RECONCILE_S", 60.0),
             docker_host: env.non_empty("SVC_DOCKER_HOST").unwrap_or_else(|| DEFAULT_DOCKER_HOST.into()),
             name,
             deployment_limit: env.count("SVC_DEPLOYMENT_LIMIT", 10, 1..=1000),

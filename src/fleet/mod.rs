@@ -596,7 +596,8 @@ fn check_collisions(stored: &StoredFleet, deckies: &[DeckyConfig]) -> Result<(),
     Ok(())
 }
 
-fn by_decky(containers: Vec<ContainerInfo>) -> BTreeMap<String, ContainerInfo> {
+/// Containers by the decky they run (its label).
+pub(crate) fn by_decky(containers: Vec<ContainerInfo>) -> BTreeMap<String, ContainerInfo> {
     containers.into_iter().filter_map(|c| Some((c.labels.get(DECKY_LABEL)?.clone(), c))).collect()
 }
 

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::{TEARDOWNABLE, Topologies, TopologyError, not_found, ops, routes};
+use super::{TEARDOWNABLE, Topologies, TopologyError, nat, not_found, ops, routes};
 use crate::db::{
     DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
 };
@@ -21,7 +21,8 @@ use crate::runtime::{ContainerSpec, NetworkSpec};
 
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
-const CONTAINER_FAILED: &str = "a decky's container could not be started or attached";
+pub(super) const CONTAINER_FAILED: &str = "its container could not be started or attached";
+pub(super) const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
 const IMAGE_FAILED: &str = "the decky image could not be built";
 const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
 
@@ -73,6 +74,7 @@ impl Topologies {
     /// Makes the stored topology live and records how that went: `active`, `degraded` (some
     /// decky failed) or `failed` (nothing could run).
     pub async fn deploy(&self, id: Uuid) {
+        let _engine = self.engine.lock().await;
         let started = std::time::Instant::now();
         let outcome = match self.db.topology_detail(id).await {
             Ok(detail) => self.converge(&empty(&detail), &detail).await,
@@ -88,8 +90,8 @@ impl Topologies {
             }
         }
         let (to, reason) = match &outcome {
-            Ok(0) => (TopologyStatus::Active, None),
-            Ok(failed) => (TopologyStatus::Degraded, Some(format!("{failed} decky/ies failed to start"))),
+            Ok(shortfalls) if shortfalls.is_empty() => (TopologyStatus::Active, None),
+            Ok(shortfalls) => (TopologyStatus::Degraded, Some(shortfalls.reason())),
             Err(reason) => (TopologyStatus::Failed, Some(reason.clone())),
         };
         if let Err(err) = self.move_status(id, Some(&[TopologyStatus::Deploying]), to, reason.as_deref()).await {
@@ -119,6 +121,7 @@ impl Topologies {
     /// Removes every container with the topology's label and every LAN's network: `torn_down`,
     /// or `degraded` with the reason when something stayed.
     pub async fn teardown(&self, id: Uuid) {
+        let _engine = self.engine.lock().await;
         let outcome = self.remove_all(id).await;
         let (to, reason) = match outcome {
             Ok(()) => (TopologyStatus::TornDown, None),
@@ -153,6 +156,10 @@ impl Topologies {
         for decky in &detail.deckies {
             let _ = self.db.set_topology_decky_state(decky.uuid, "torn_down", None, Utc::now()).await;
         }
+        if let Err(err) = nat::apply(&nat::chain(id), &[]).await {
+            tracing::error!(topology = %id, error = %err, "Could not remove the topology's NAT exemption");
+            ok = false;
+        }
         for lan in &detail.lans {
             match runtime.remove_network(&self.network_name(lan)).await {
                 Ok(()) => {
@@ -167,9 +174,10 @@ impl Topologies {
         if ok { Ok(()) } else { Err(TEARDOWN_FAILED.into()) }
     }
 
-    /// Makes the engine go from `before` to `after` (see the module's header). Returns how many
-    /// deckies failed; `Err` with a generic reason when a network could not be made.
-    pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<usize, String> {
+    /// Makes the engine go from `before` to `after` (see the module's header). Returns what fell
+    /// short (the deckies that failed, and why); `Err` with a generic reason when a network could
+    /// not be made.
+    pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<Shortfalls, String> {
         let runtime = self.fleet.runtime();
         let old_lans: BTreeSet<Uuid> = before.lans.iter().map(|l| l.id).collect();
         let new_lans: BTreeSet<Uuid> = after.lans.iter().map(|l| l.id).collect();
@@ -189,6 +197,11 @@ impl Topologies {
             }
             let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
         }
+        let mut shortfalls = Shortfalls::default();
+        if let Err(err) = nat::apply(&nat::chain(after.topology.id), &nat::exemptions(after)).await {
+            tracing::error!(topology = %after.topology.id, error = %err, "Could not exempt the traffic between LANs from NAT");
+            shortfalls.topology.push(NAT_FAILED.into());
+        }
 
         let old: BTreeMap<Uuid, &TopologyDecky> = before.deckies.iter().map(|d| (d.uuid, d)).collect();
         let new: BTreeSet<Uuid> = after.deckies.iter().map(|d| d.uuid).collect();
@@ -199,7 +212,7 @@ impl Topologies {
             }
         }
         let mut image = None;
-        let mut failed = 0;
+        let mut started = BTreeSet::new();
         for decky in &after.deckies {
             let recreate = old.get(&decky.uuid).is_none_or(|was| needs_recreate(before, was, after, decky));
             let result = if recreate {
@@ -211,9 +224,14 @@ impl Topologies {
                 self.reattach(before, after, decky).await
             };
             let (state, error) = match result {
-                Ok(()) => ("running", None),
+                Ok(()) => {
+                    if recreate {
+                        started.insert(decky.uuid);
+                    }
+                    ("running", None)
+                }
                 Err(()) => {
-                    failed += 1;
+                    shortfalls.deckies.push((decky.name.clone(), CONTAINER_FAILED.into()));
                     ("failed", Some(CONTAINER_FAILED))
                 }
             };
@@ -222,7 +240,7 @@ impl Topologies {
             }
         }
 
-        failed += self.route(before, after).await;
+        self.route(before, after, &started, &mut shortfalls).await;
 
         for lan in before.lans.iter().filter(|l| !new_lans.contains(&l.id)) {
             if let Err(err) = runtime.remove_network(&self.network_name(lan)).await {
@@ -230,36 +248,61 @@ impl Topologies {
                 return Err(TEARDOWN_FAILED.into());
             }
         }
-        Ok(failed)
+        Ok(shortfalls)
     }
 
-    /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`),
-    /// where they are or were not none; returns how many could not be given them.
-    async fn route(&self, before: &TopologyDetail, after: &TopologyDetail) -> usize {
+    /// Gives each running decky its routes to the LANs behind forwarding deckies (`routes`)
+    /// where its plan changed from `before`'s, or it was `started` (a new namespace) and has some;
+    /// a decky that could not be given them is `degraded`, with the reason, in the store and in
+    /// `shortfalls`. Returns the deckies whose routes changed.
+    pub(super) async fn route(
+        &self,
+        before: &TopologyDetail,
+        after: &TopologyDetail,
+        started: &BTreeSet<Uuid>,
+        shortfalls: &mut Shortfalls,
+    ) -> Vec<String> {
         let runtime = self.fleet.runtime();
         let had = routes::plan(before);
-        let mut failed = 0;
+        let mut changed = Vec::new();
         for (uuid, routes) in routes::plan(after) {
-            if routes.is_empty() && had.get(&uuid).is_none_or(Vec::is_empty) {
+            let had = had.get(&uuid).map(Vec::as_slice).unwrap_or_default();
+            if had == routes.as_slice() && (routes.is_empty() || !started.contains(&uuid)) {
                 continue;
             }
             let Some(decky) = after.deckies.iter().find(|d| d.uuid == uuid) else { continue };
             let result = match runtime.pid(&self.container_name(decky)).await {
-                Ok(Some(pid)) => routes::apply(pid, &routes).await,
+                Ok(Some(pid)) => routes::ensure(pid, &routes).await,
                 // Not running: its start already failed and was counted.
                 Ok(None) => continue,
-                Err(err) => Err(err.to_string()),
+                Err(err) => {
+                    tracing::error!(decky = %decky.name, error = %err, "Cannot find a decky's container to route");
+                    Err("the engine did not say where its container runs".to_string())
+                }
             };
+            if result.is_ok() && decky.state == "degraded" {
+                let _ = self.db.set_topology_decky_state(decky.uuid, "running", None, Utc::now()).await;
+            }
+            if result == Ok(true) {
+                changed.push(decky.name.clone());
+            }
             if let Err(err) = result {
                 tracing::error!(decky = %decky.name, error = %err, "Could not set a decky's routes between LANs");
-                failed += 1;
+                let cause = format!("its routes between LANs could not be set ({err})");
+                let _ = self.db.set_topology_decky_state(decky.uuid, "degraded", Some(&cause), Utc::now()).await;
+                shortfalls.deckies.push((decky.name.clone(), cause));
             }
         }
-        failed
+        changed
     }
 
     /// Runs the decky on its home LAN and connects it to the others.
-    async fn start_decky(&self, detail: &TopologyDetail, decky: &TopologyDecky, image: &str) -> Result<(), ()> {
+    pub(super) async fn start_decky(
+        &self,
+        detail: &TopologyDetail,
+        decky: &TopologyDecky,
+        image: &str,
+    ) -> Result<(), ()> {
         let runtime = self.fleet.runtime();
         let edges = detail.edges_of(decky);
         let Some((home, rest)) = edges.split_first() else {
@@ -372,8 +415,8 @@ impl Topologies {
         }
         let after = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
         match self.converge(&before, &after).await {
-            Ok(0) => Ok(()),
-            Ok(_) => Err(format!("{ENGINE_PREFIX}{CONTAINER_FAILED}")),
+            Ok(shortfalls) if shortfalls.is_empty() => Ok(()),
+            Ok(shortfalls) => Err(format!("{ENGINE_PREFIX}{}", shortfalls.reason())),
             Err(reason) => Err(format!("{ENGINE_PREFIX}{reason}")),
         }
     }
@@ -387,8 +430,33 @@ impl Topologies {
 /// Marks a mutation's reason as the engine's failure (not the op's refusal).
 const ENGINE_PREFIX: &str = "engine: ";
 
+/// What a converge that left the topology running fell short of: the deckies that failed (name,
+/// cause) and what failed for the topology as a whole.
+#[derive(Debug, Default)]
+pub struct Shortfalls {
+    pub deckies: Vec<(String, String)>,
+    pub topology: Vec<String>,
+}
+
+impl Shortfalls {
+    pub fn is_empty(&self) -> bool {
+        self.deckies.is_empty() && self.topology.is_empty()
+    }
+
+    /// The status reason: `N decky/ies failed to start: 'name': cause; …`, then the rest.
+    pub fn reason(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.deckies.is_empty() {
+            let each: Vec<String> = self.deckies.iter().map(|(name, cause)| format!("'{name}': {cause}")).collect();
+            parts.push(format!("{} decky/ies failed to start: {}", self.deckies.len(), each.join("; ")));
+        }
+        parts.extend(self.topology.iter().cloned());
+        parts.join("; ")
+    }
+}
+
 /// A topology with no parts: what a deploy converges from.
-fn empty(detail: &TopologyDetail) -> TopologyDetail {
+pub(super) fn empty(detail: &TopologyDetail) -> TopologyDetail {
     TopologyDetail { topology: detail.topology.clone(), lans: Vec::new(), deckies: Vec::new(), edges: Vec::new() }
 }
 
@@ -406,4 +474,33 @@ fn needs_recreate(before: &TopologyDetail, was: &TopologyDecky, after: &Topology
         || was.name != now.name
         || home(before, was) != home(after, now)
         || forwards(before, was) != forwards(after, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_names_each_failed_decky_and_its_cause() {
+        let mut shortfalls = Shortfalls::default();
+        assert!(shortfalls.is_empty());
+        shortfalls.deckies.push((
+            "db".into(),
+            "its routes between LANs could not be set (Error: Nexthop has invalid gateway.)".into(),
+        ));
+        shortfalls.deckies.push(("web".into(), CONTAINER_FAILED.into()));
+        assert_eq!(
+            shortfalls.reason(),
+            "2 decky/ies failed to start: 'db': its routes between LANs could not be set (Error: Nexthop has \
+             invalid gateway.); 'web': its container could not be started or attached"
+        );
+        shortfalls.topology.push(NAT_FAILED.into());
+        assert!(
+            shortfalls
+                .reason()
+                .ends_with("attached; the host's NAT could not be kept off the traffic between its LANs")
+        );
+        shortfalls.deckies.clear();
+        assert_eq!(shortfalls.reason(), NAT_FAILED);
+    }
 }

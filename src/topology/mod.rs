@@ -2,16 +2,20 @@
 //! (`generate`) or starts blank, queues mutations (stored first, then announced on the bus),
 //! deploys and tears down over the container runtime (`deploy`: a network per LAN, a container
 //! per decky with an address on each of its LANs, routes between LANs through the deckies that
-//! forward: `routes`), and applies a claimed mutation (`ops` turns
-//! it into store edits, `deploy` makes them live). The store is the truth; the engine's words
+//! forward: `routes`, the host's NAT kept off the traffic between them: `nat`), applies a claimed
+//! mutation (`ops` turns it into store edits, `deploy` makes them live), and brings deployed
+//! topologies back when their containers go (`heal`). The store is the truth; the engine's words
 //! go to the server log, callers get [`TopologyError`]s with DECNET's texts.
 
 pub mod deploy;
 pub mod generate;
+pub mod heal;
+pub mod nat;
 pub mod ops;
 pub mod routes;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -68,11 +72,14 @@ pub struct Topologies {
     db: Db,
     bus: Bus,
     fleet: Fleet,
+    /// Held by a deploy, a teardown or a heal in this process, so a heal never makes again what a
+    /// teardown is removing.
+    engine: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Topologies {
     pub fn new(db: Db, bus: Bus, fleet: Fleet) -> Topologies {
-        Topologies { db, bus, fleet }
+        Topologies { db, bus, fleet, engine: Arc::default() }
     }
 
     pub fn db(&self) -> &Db {

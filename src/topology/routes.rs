@@ -75,23 +75,54 @@ pub fn script(routes: &[Route]) -> String {
     script
 }
 
-/// Sets `routes` in the network namespace of process `pid` (a decky's container).
-pub async fn apply(pid: u32, routes: &[Route]) -> Result<(), String> {
+/// The routes of ours in `ip route show proto 245`'s listing, in order.
+pub fn parse(listing: &str) -> Vec<Route> {
+    let mut routes: Vec<Route> = listing
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let subnet = words.next()?.to_string();
+            let via = words.skip_while(|w| *w != "via").nth(1)?.to_string();
+            Some(Route { subnet, via })
+        })
+        .collect();
+    routes.sort();
+    routes
+}
+
+/// The routes of ours in the network namespace of process `pid` (a decky's container).
+pub async fn current(pid: u32) -> Result<Vec<Route>, String> {
+    let listing = ip(pid, &["-4", "route", "show", "proto", ROUTE_PROTOCOL], String::new()).await?;
+    Ok(parse(&listing))
+}
+
+/// Makes the routes of ours in process `pid`'s namespace exactly `routes` (sorted, as [`plan`]
+/// gives them); whether they had to change (a new namespace has none).
+pub async fn ensure(pid: u32, routes: &[Route]) -> Result<bool, String> {
+    if current(pid).await? == routes {
+        return Ok(false);
+    }
+    ip(pid, &["-batch", "-"], script(routes)).await.map(|_| true)
+}
+
+/// `ip ARGS` inside process `pid`'s namespace with `input` on its standard input; its output.
+async fn ip(pid: u32, args: &[&str], input: String) -> Result<String, String> {
     let mut command = Command::new("ip");
-    command.args(["-batch", "-"]);
-    match netns::run(netns::namespace_of(pid), command, script(routes)).await {
-        Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+    command.args(args).env("LC_ALL", "C");
+    match netns::run(netns::namespace_of(pid), command, input).await {
+        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        // `ip -batch` says what failed and on which line, each on a line of its own.
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).split_whitespace().collect::<Vec<_>>().join(" ")),
         Err(err) => Err(err.to_string()),
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::db::{Edge, Lan, Topology, TopologyDecky};
 
-    fn lan(n: u128, subnet: &str) -> Lan {
+    pub(in crate::topology) fn lan(n: u128, subnet: &str) -> Lan {
         Lan {
             id: Uuid::from_u128(n),
             topology_id: Uuid::nil(),
@@ -155,7 +186,7 @@ mod tests {
         }
     }
 
-    fn topology() -> Topology {
+    pub(in crate::topology) fn topology() -> Topology {
         Topology {
             id: Uuid::nil(),
             name: "maze".into(),
@@ -195,5 +226,35 @@ mod tests {
             "route flush proto 245\nroute replace 10.9.2.0/24 via 10.9.1.2 proto 245\n"
         );
         assert_eq!(script(&[]), "route flush proto 245\n", "no route: ours are removed");
+    }
+
+    /// A namespace of its own that cannot take the route (no interface reaches the router): the
+    /// error is `ip`'s words on one line, and the namespace keeps none of ours. Needs root.
+    #[tokio::test]
+    async fn a_route_the_namespace_cannot_take_fails_with_ips_words() {
+        use std::os::unix::fs::MetadataExt;
+        use std::time::{Duration, Instant};
+        let mut holder = std::process::Command::new("unshare").args(["-n", "sleep", "30"]).spawn().unwrap();
+        let pid = holder.id();
+        let inode = |pid: u32| std::fs::metadata(netns::namespace_of(pid)).map(|m| m.ino()).ok();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Until `unshare` has made the new namespace, the pid is still in ours.
+        while inode(pid) == inode(std::process::id()) {
+            assert!(Instant::now() < deadline, "unshare made no namespace");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let err = ensure(pid, &[route("10.9.2.0/24", "10.9.1.2")]).await.unwrap_err();
+        assert!(err.contains("Error:") && !err.contains('\n'), "{err}");
+        assert_eq!(current(pid).await.unwrap(), []);
+        assert_eq!(ensure(pid, &[]).await, Ok(false), "none wanted, none there");
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+    }
+
+    #[test]
+    fn the_listing_gives_back_the_routes_in_order() {
+        let listing = "10.9.3.0/24 via 10.9.1.2 dev eth0 \n10.9.2.0/24 via 10.9.1.2 dev eth0 metric 5\nbogus\n";
+        assert_eq!(parse(listing), [route("10.9.2.0/24", "10.9.1.2"), route("10.9.3.0/24", "10.9.1.2")]);
+        assert_eq!(parse(""), []);
     }
 }

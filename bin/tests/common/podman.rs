@@ -23,7 +23,7 @@ fn install() {
         return;
     }
     let status = Command::new("apt-get")
-        .args(["install", "-y", "-qq", "podman", "runc"])
+        .args(["install", "-y", "-qq", "podman", "runc", "iptables"])
         .env("DEBIAN_FRONTEND", "noninteractive")
         .env("PATH", path())
         .status()
