@@ -5,7 +5,10 @@
 # embedded ingester (from appending `rows` more lines at once to the followed file until /stats counts
 # them all); GET /logs?limit=50 requests/s and latency percentiles over the stored rows; and the time
 # from appending one line to an open /stream receiving it (20 samples, with a private nats-server as
-# the bus).
+# the bus); the API's resident memory idle, after the live ingest and at its peak.
+# SVC_READ_CACHE_MS=0 in the environment measures the reads without shared bodies (every request
+# queries); SVC_BENCH_IN_ORDER=1 writes lines in time order, as deckies do, instead of timestamps
+# that wrap every hour (the harder case for the time indexes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -26,13 +29,18 @@ trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$data"' EXIT
 
 # Lines like the deckies write: a mix of services and addresses, each with a sequence number.
 generate() {
-    python3 - "$1" "$2" "$3" <<'PY'
-import sys
-path, start, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    python3 - "$1" "$2" "$3" "${SVC_BENCH_IN_ORDER:-0}" <<'PY'
+import datetime, sys
+path, start, count, in_order = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 services = ["ssh", "http", "smtp", "ftp", "telnet"]
+base = datetime.datetime(2026, 5, 2)
 with open(path, "a") as f:
     for i in range(start, start + count):
-        f.write(f'<134>1 2026-05-02T06:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000000:06d}+00:00 decky-{i % 10:02d} '
+        if in_order:  # a line a millisecond
+            stamp = (base + datetime.timedelta(milliseconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        else:
+            stamp = f"2026-05-02T06:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000000:06d}"
+        f.write(f'<134>1 {stamp}+00:00 decky-{i % 10:02d} '
                 f'{services[i % 5]} - auth_attempt [relay@55555 src_ip="198.51.100.{i % 250}" username="root" seq="{i}"] attempt {i}\n')
 PY
 }
@@ -53,8 +61,11 @@ python3 -c "print(f'back-fill: {$rows / ($end - $start):,.0f} lines/s ({$end - $
 pids+=($!)
 SVC_API_PORT="$port" SVC_NATS_URL="nats://127.0.0.1:$nats_port" SVC_INGEST_LOG_FILE="$data/live.log" \
     target/release/svc api &
-pids+=($!)
+api=$!
+pids+=("$api")
 for _ in $(seq 1 100); do curl -fs "$base/health" >/dev/null 2>&1 && break; sleep 0.1; done
+rss() { awk -v what="$1" '$1 == what ":" { printf "%.0f MiB", $2 / 1024 }' "/proc/$api/status"; }
+echo "==> API resident memory idle: $(rss VmRSS)"
 
 post() { curl -fs -H 'Content-Type: application/json' "$@"; }
 token_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])'; }
@@ -72,6 +83,7 @@ cat "$data/live.pending" >>"$data/live.log"
 while [ "$(total)" -lt $((before + rows)) ]; do sleep 0.05; done
 end=$(date +%s.%N)
 python3 -c "print(f'live ingest: {$rows / ($end - $start):,.0f} lines/s ({$end - $start:.2f} s, file append to committed rows)')"
+echo "==> API resident memory after the live ingest: $(rss VmRSS)"
 
 echo "==> GET /logs?limit=50 over $(total) rows (${seconds}s, $connections connections)"
 wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50" \
@@ -111,3 +123,4 @@ for i in range(20):
 samples.sort()
 print(f"append→stream: median {samples[10]:.0f} ms, max {samples[-1]:.0f} ms")
 PY
+echo "==> API resident memory now $(rss VmRSS), at its peak $(rss VmHWM)"

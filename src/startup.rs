@@ -69,7 +69,7 @@ impl Lifespan {
         let topologies = Topologies::new(db.clone(), bus.clone(), fleet.clone());
         let log_tail = LogTail::default();
         let lifespan = Lifespan {
-            state: AppState {
+            state: AppState::new(http::state::State {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
                 passwords: Arc::new(HashPool::default()),
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
@@ -94,7 +94,7 @@ impl Lifespan {
                 db,
                 bus,
                 config,
-            },
+            }),
             tasks: TaskTracker::new(),
             cancel,
         };

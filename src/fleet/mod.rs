@@ -393,6 +393,10 @@ impl Fleet {
     /// Every stored decky with its container's state now.
     pub async fn statuses(&self) -> Result<Vec<DeckyStatus>, FleetError> {
         let stored = self.db.fleet().await?;
+        if stored.deckies.is_empty() {
+            // Nothing to ask the engine about (and no warning each `/stats` where there is none).
+            return Ok(Vec::new());
+        }
         let containers = match self.own_containers().await {
             Ok(containers) => Some(by_decky(containers)),
             Err(err) => {
