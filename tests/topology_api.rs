@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::sse::{EventStream, Frame};
 use common::{TestApi, TestDb, user_token};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -14,6 +15,9 @@ use svc::db::{Role, TopologyStatus};
 use uuid::Uuid;
 
 const NO_ENGINE: &str = "unix:///nonexistent/engine.sock";
+
+/// Long enough for a loaded machine, short enough to fail a broken test quickly.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 struct Api {
     api: TestApi,
@@ -34,6 +38,14 @@ async fn start_with(db: &TestDb, extra: &[(&str, &str)]) -> Api {
     let api = TestApi::start(db.api_config(&vars)).await;
     let admin = user_token(&api.state, "root", Role::Admin).await;
     Api { api, admin }
+}
+
+/// An API on a bus of its own (returned too: it lives as long as the test holds it).
+async fn start_with_bus(db: &TestDb) -> (common::nats::Nats, Api) {
+    let nats = common::nats::Nats::start();
+    let url = nats.url();
+    let api = start_with(db, &[("SVC_NATS_URL", url.as_str())]).await;
+    (nats, api)
 }
 
 impl Api {
@@ -64,6 +76,23 @@ impl Api {
     async fn detail(&self, id: &str) -> Value {
         self.get(&format!("/topologies/{id}")).await
     }
+
+    /// The topology's event stream, opened with the admin's bearer token.
+    async fn events(&self, id: &str) -> EventStream {
+        let url = self.api.url(&format!("/topologies/{id}/events"));
+        let response = self.api.client.get(url).bearer_auth(&self.admin).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        EventStream::new(response)
+    }
+}
+
+/// A topology stream's opening: a keepalive comment first, then the snapshot (returned).
+async fn opening(stream: &mut EventStream) -> Frame {
+    let first = stream.next_within(PATIENCE).await.expect("the stream is open");
+    assert_eq!((first.comment.as_deref(), first.event.as_deref()), (Some("keepalive"), None), "{first:?}");
+    let snapshot = stream.next_within(PATIENCE).await.expect("the stream is open");
+    assert_eq!(snapshot.event.as_deref(), Some("snapshot"), "{snapshot:?}");
+    snapshot
 }
 
 fn generate(name: &str, seed: u64) -> Value {
@@ -503,19 +532,13 @@ async fn the_event_stream_needs_a_ticket_or_bearer_and_opens_with_a_snapshot() {
         .json()
         .await
         .unwrap();
-    let mut stream =
+    let response =
         api.api.client.get(&url).query(&[("ticket", ticket["ticket"].as_str().unwrap())]).send().await.unwrap();
-    assert_eq!(stream.status(), StatusCode::OK);
-    assert_eq!(stream.headers()["content-type"], "text/event-stream");
-    let mut text = String::new();
-    while !text.contains("\n\n") {
-        let chunk =
-            tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk()).await.unwrap().unwrap().unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let frame = text.split("\n\n").next().unwrap();
-    assert!(frame.starts_with("event: snapshot\n"), "{frame}");
-    let data: Value = serde_json::from_str(frame.split_once("data: ").unwrap().1).unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut stream = EventStream::new(response);
+    let snapshot = opening(&mut stream).await;
+    let data = snapshot.json();
     assert_eq!((data["topology_id"].as_str(), data["status"].as_str()), (Some(id.as_str()), Some("active")));
     assert_eq!(data["in_flight"][0]["id"], queued["mutation_id"]);
     assert_eq!(
@@ -529,23 +552,12 @@ async fn the_event_stream_needs_a_ticket_or_bearer_and_opens_with_a_snapshot() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_dropped_not_buffered() {
-    let nats = common::nats::Nats::start();
     let db = TestDb::sqlite();
-    let url = nats.url();
-    let api = start_with(&db, &[("SVC_NATS_URL", url.as_str())]).await;
+    let (nats, api) = start_with_bus(&db).await;
     let topology = api.created("/topologies/blank", json!({"name": "flooded"})).await;
     let id = topology["id"].as_str().unwrap().to_string();
-    let mut stream = api
-        .api
-        .client
-        .get(api.api.url(&format!("/topologies/{id}/events")))
-        .bearer_auth(&api.admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stream.status(), StatusCode::OK);
-    let first = stream.chunk().await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+    let mut stream = api.events(&id).await;
+    opening(&mut stream).await;
 
     // The client reads nothing while far more events arrive than the socket and the stream's
     // backlog hold; then it reads: the stream ends instead of having kept them all.
@@ -561,13 +573,50 @@ async fn a_client_that_stops_reading_is_dropped_not_buffered() {
     bus.flush().await.unwrap();
     let mut frames = 0usize;
     let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(chunk) = stream.chunk().await.unwrap_or(None) {
-            frames += String::from_utf8_lossy(&chunk).matches("event: status").count();
+        while let Some(frame) = stream.next_within(std::time::Duration::from_secs(60)).await {
+            frames += usize::from(frame.event.as_deref() == Some("status"));
         }
     })
     .await;
     assert!(ended.is_ok(), "the stream of a client that fell behind was not ended");
     assert!(frames < sent, "{frames} of {sent} frames were kept for it");
+    api.api.stop().await;
+}
+
+#[tokio::test]
+async fn the_stream_forwards_the_decky_events_of_its_own_topology_only() {
+    let db = TestDb::sqlite();
+    let (nats, api) = start_with_bus(&db).await;
+    let watched = api.created("/topologies/blank", json!({"name": "watched"})).await;
+    let other = api.created("/topologies/blank", json!({"name": "other"})).await;
+    let id = watched["id"].as_str().unwrap().to_string();
+    let mut stream = api.events(&id).await;
+    opening(&mut stream).await;
+
+    // In publishing order: another topology's decky, a fleet decky (no topology), then this
+    // topology's. One subscription carries all three in order, so when the third arrives first
+    // the other two were left out.
+    let bus = async_nats::connect(nats.url()).await.unwrap();
+    let service_added = |decky: &str, topology: Value| {
+        let subject = format!("decky.{decky}.service_added");
+        let payload =
+            json!({"decky_name": decky, "service_name": "ftp", "topology_id": topology, "services": ["ssh", "ftp"]});
+        (subject.clone(), json!({"topic": subject, "type": "service_added", "ts": 1.5, "payload": payload}))
+    };
+    for (subject, event) in [
+        service_added("elsewhere", other["id"].clone()),
+        (
+            "decky.flat.mutation".to_string(),
+            json!({"topic": "decky.flat.mutation", "type": "mutation", "ts": 1.0, "payload": {"decky": "flat"}}),
+        ),
+        service_added("inside", watched["id"].clone()),
+    ] {
+        bus.publish(subject, event.to_string().into()).await.unwrap();
+    }
+    bus.flush().await.unwrap();
+    let frame = stream.next_event(PATIENCE).await.expect("the stream is open");
+    assert_eq!(frame.event.as_deref(), Some("decky.service_added"), "{frame:?}");
+    assert_eq!(frame.json(), service_added("inside", watched["id"].clone()).1);
     api.api.stop().await;
 }
 

@@ -17,6 +17,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::bus::topics::ServiceChange;
 use crate::bus::{Bus, Event, topics};
 use crate::db::{
     Db, DbError, Edge, EditGuard, Lan, Mutation, Topology, TopologyDecky, TopologyDetail, TopologyEdit, TopologyStatus,
@@ -225,6 +226,16 @@ impl Topologies {
         }
     }
 
+    /// Announces what a mutation did to the services of the topology's deckies (see
+    /// [`service_changes`]); a failed publish only costs a dashboard its live update.
+    pub async fn announce_service_changes(&self, before: &TopologyDetail, after: &TopologyDetail) {
+        for event in service_changes(before, after) {
+            if let Err(err) = self.bus.publish(&event).await {
+                tracing::debug!(error = %err, topic = %event.topic, "Decky service event not published");
+            }
+        }
+    }
+
     /// Ends what a restart stranded: a topology `deploying` (failed) or `tearing_down` (degraded)
     /// since before `cutoff`, whose background work died with the process that ran it. Returns
     /// how many it moved. (The cutoff spares another replica's work in progress.)
@@ -260,6 +271,28 @@ impl Topologies {
         }
         Ok(left)
     }
+}
+
+/// The events DECNET publishes when a decky that stays gains or loses services:
+/// `decky.<name>.service_added` or `service_removed`, one per service, with `{decky_name,
+/// service_name, topology_id, services}` (its services after the change). A decky added or removed
+/// as a whole is told by its mutation's own events.
+pub fn service_changes(before: &TopologyDetail, after: &TopologyDetail) -> Vec<Event> {
+    let mut events = Vec::new();
+    for now in &after.deckies {
+        let Some(was) = before.deckies.iter().find(|d| d.uuid == now.uuid) else { continue };
+        let added = now.services.iter().filter(|s| !was.services.contains(s)).map(|s| (s, ServiceChange::Added));
+        let removed = was.services.iter().filter(|s| !now.services.contains(s)).map(|s| (s, ServiceChange::Removed));
+        for (service, change) in added.chain(removed) {
+            let Ok(topic) = topics::decky_service(&now.name, change) else { continue };
+            let payload = json!({
+                "decky_name": now.name, "service_name": service, "topology_id": now.topology_id,
+                "services": now.services,
+            });
+            events.push(Event::new(topic, change.as_str(), payload));
+        }
+    }
+    events
 }
 
 /// DECNET's refusal of a child edit outside `pending`.
@@ -342,4 +375,47 @@ fn from_plan(new: NewTopology, snapshot: Value, plan: Plan) -> TopologyDetail {
         });
     }
     TopologyDetail { topology, lans, deckies, edges }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use generate::{PlannedDecky, PlannedLan};
+
+    fn planned(name: &str, services: &[&str], ip: &str) -> PlannedDecky {
+        let services = services.iter().map(|s| s.to_string()).collect();
+        PlannedDecky { name: name.into(), services, addresses: vec![(0, ip.into())], forwards_l3: false }
+    }
+
+    #[test]
+    fn a_kept_decky_announces_each_service_it_gained_or_lost() {
+        let new = NewTopology { name: "t".into(), mode: "unihost".into(), target_host_uuid: None };
+        let lan = PlannedLan { name: "LAN-00".into(), subnet: "10.0.0.0/24".into(), is_dmz: true, parent: None };
+        let deckies = vec![planned("web", &["ssh", "http"], "10.0.0.2"), planned("gone", &["ftp"], "10.0.0.3")];
+        let before = from_plan(new.clone(), Value::Null, Plan { lans: vec![lan.clone()], deckies });
+        let id = before.topology.id;
+        let mut after = before.clone();
+        after.deckies[0].services = vec!["http".into(), "smtp".into(), "telnet".into()];
+        let added =
+            from_plan(new, Value::Null, Plan { lans: vec![lan], deckies: vec![planned("new", &["ssh"], "10.0.0.4")] });
+        after.deckies[1] = added.deckies[0].clone();
+
+        let events: Vec<(String, String, Value)> =
+            service_changes(&before, &after).into_iter().map(|e| (e.topic, e.kind, e.payload)).collect();
+        let topics: Vec<(&str, &str)> = events.iter().map(|(t, k, _)| (t.as_str(), k.as_str())).collect();
+        assert_eq!(
+            topics,
+            [
+                ("decky.web.service_added", "service_added"),
+                ("decky.web.service_added", "service_added"),
+                ("decky.web.service_removed", "service_removed"),
+            ]
+        );
+        assert_eq!(
+            events[0].2,
+            json!({"decky_name": "web", "service_name": "smtp", "topology_id": id, "services": ["http", "smtp", "telnet"]})
+        );
+        assert_eq!(events[2].2["service_name"], "ssh");
+        assert!(service_changes(&before, &before).is_empty());
+    }
 }
