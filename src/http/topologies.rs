@@ -13,9 +13,10 @@ use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate};
+use super::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, integral, integral_or_null};
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Result};
 use crate::db::{
@@ -80,9 +81,11 @@ fn name_error(errors: &mut Vec<FieldError>, field: &str, value: &str) {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// Where a topology runs: `unihost` (this host's engine) or `agent` (a swarm host; this build has
+/// none, so `agent` is always refused).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "lowercase")]
-enum Mode {
+pub enum Mode {
     Unihost,
     Agent,
 }
@@ -123,30 +126,73 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Deserialize)]
+/// The generator's parameters (DECNET's `TopologyGenerateRequest`).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct GenerateRequest {
+pub struct GenerateRequest {
+    /// Unique among topologies, exactly as written (see the README).
+    #[schema(min_length = 1, max_length = 64)]
     name: String,
     #[serde(default = "default_mode")]
+    #[schema(schema_with = unihost_only_schema)]
     mode: Mode,
     #[serde(default)]
+    #[schema(schema_with = no_swarm_host_schema)]
     target_host_uuid: Option<String>,
+    /// Levels of LANs below the DMZ root.
+    #[schema(minimum = 1, maximum = 16)]
+    #[serde(deserialize_with = "integral")]
     depth: u32,
+    /// At most this many child LANs per LAN.
+    #[schema(minimum = 1, maximum = 8)]
+    #[serde(deserialize_with = "integral")]
     branching_factor: u32,
-    #[serde(default = "one")]
+    /// Deckies per LAN, at least (no more than `deckies_per_lan_max`).
+    #[serde(default = "one", deserialize_with = "integral")]
+    #[schema(minimum = 0, maximum = 32, default = 1)]
     deckies_per_lan_min: u32,
-    #[serde(default = "three")]
+    #[serde(default = "three", deserialize_with = "integral")]
+    #[schema(minimum = 1, maximum = 32, default = 3)]
     deckies_per_lan_max: u32,
+    /// How likely a bridging decky routes between its LANs.
     #[serde(default = "certain")]
+    #[schema(minimum = 0, maximum = 1, default = 1.0)]
     bridge_forward_probability: f64,
+    /// How likely a LAN gets an extra decky bridging it to another.
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1, default = 0.0)]
     cross_edge_probability: f64,
+    /// The services deckies pick from (names from `GET /topologies/services`); default all.
     #[serde(default)]
+    #[schema(schema_with = catalog::services_or_null_schema)]
     services_explicit: Option<Vec<String>>,
     #[serde(default = "yes")]
+    #[schema(default = true)]
     randomize_services: bool,
-    #[serde(default)]
+    /// The same seed and parameters give the same topology; default a random one.
+    #[serde(default, deserialize_with = "integral_or_null")]
+    #[schema(minimum = 0, maximum = 9223372036854775807_i64)]
     seed: Option<u64>,
+}
+
+/// `mode`: this build has no swarm hosts, so `agent` is refused (400) and only `unihost` is valid.
+fn unihost_only_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["unihost"]))
+        .default(Some("unihost".into()))
+        .description(Some("Where it runs: this host's engine. `agent` (a swarm host) is refused: none exists."))
+        .into()
+}
+
+/// The swarm host fields: this build has no swarm hosts, so only null (or absence) is accepted.
+fn no_swarm_host_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Null)
+        .description(Some("A swarm host; none exists in this build, so any value is refused (400)."))
+        .into()
 }
 
 impl Validate for GenerateRequest {
@@ -158,16 +204,24 @@ impl Validate for GenerateRequest {
         range_error(errors, "deckies_per_lan_max", self.deckies_per_lan_max.into(), 1.0, 32.0);
         range_error(errors, "bridge_forward_probability", self.bridge_forward_probability, 0.0, 1.0);
         range_error(errors, "cross_edge_probability", self.cross_edge_probability, 0.0, 1.0);
+        if self.seed.is_some_and(|seed| i64::try_from(seed).is_err()) {
+            let message = format!("Input should be less than or equal to {}", i64::MAX);
+            errors.push(FieldError::new("less_than_equal", &["body", "seed"], message));
+        }
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BlankRequest {
+pub struct BlankRequest {
+    /// Unique among topologies, exactly as written (see the README).
+    #[schema(min_length = 1, max_length = 64)]
     name: String,
     #[serde(default = "default_mode")]
+    #[schema(schema_with = unihost_only_schema)]
     mode: Mode,
     #[serde(default)]
+    #[schema(schema_with = no_swarm_host_schema)]
     target_host_uuid: Option<String>,
 }
 
@@ -177,10 +231,14 @@ impl Validate for BlankRequest {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct ListQuery {
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only topologies in this status (one that does not exist lists nothing).
     status: Option<String>,
+    #[param(minimum = 1, maximum = 500, default = 50)]
     limit: Option<i64>,
+    #[param(minimum = 0, maximum = 2147483647, default = 0)]
     offset: Option<i64>,
 }
 
@@ -191,15 +249,26 @@ impl Validate for ListQuery {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct TopologyPage {
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopologyPage {
     total: u64,
     limit: i64,
     offset: i64,
     data: Vec<Topology>,
 }
 
-async fn list(
+/// A page of topologies, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/", tag = "topologies", security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The page", body = TopologyPage),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 422, description = "limit or offset out of range"),
+    )
+)]
+pub async fn list(
     State(state): State<AppState>,
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<ListQuery>,
@@ -217,7 +286,21 @@ async fn list(
     Ok(Json(TopologyPage { total: page.total, limit, offset, data: page.rows }))
 }
 
-async fn create(
+/// Generates a topology under a seed; stored `pending` (deploy it with `/deploy`).
+#[utoipa::path(
+    post, path = "/api/v1/topologies/", tag = "topologies", security(("bearer" = [])),
+    request_body = GenerateRequest,
+    responses(
+        (status = 201, description = "The topology, pending", body = Topology),
+        (status = 400, description = "Malformed body or empty name; deckies_per_lan_min above deckies_per_lan_max; an unknown service; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 409, description = "Topology name already exists, or the subnet pool is exhausted"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "A parameter out of range, or a name over 64 characters"),
+    )
+)]
+pub async fn create(
     State(state): State<AppState>,
     _admin: Admin,
     ValidJson(request): ValidJson<GenerateRequest>,
@@ -252,7 +335,21 @@ fn rand_seed() -> u32 {
     Uuid::new_v4().as_u128() as u32
 }
 
-async fn blank(
+/// Stores a topology with no LANs, `pending`, to be built with the child edits.
+#[utoipa::path(
+    post, path = "/api/v1/topologies/blank", tag = "topologies", security(("bearer" = [])),
+    request_body = BlankRequest,
+    responses(
+        (status = 201, description = "The topology, pending", body = Topology),
+        (status = 400, description = "Malformed body or empty name; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 409, description = "Topology name already exists"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "A name over 64 characters"),
+    )
+)]
+pub async fn blank(
     State(state): State<AppState>,
     _admin: Admin,
     ValidJson(request): ValidJson<BlankRequest>,
@@ -263,15 +360,27 @@ async fn blank(
     Ok((StatusCode::CREATED, Json(topology)))
 }
 
-#[derive(Debug, Serialize)]
-struct DetailResponse {
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DetailResponse {
     topology: Topology,
     lans: Vec<Lan>,
     deckies: Vec<TopologyDecky>,
     edges: Vec<Edge>,
 }
 
-async fn detail(
+/// A topology with its LANs, deckies and edges.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/{id}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    responses(
+        (status = 200, description = "The topology and its parts", body = DetailResponse),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid"),
+    )
+)]
+pub async fn detail(
     State(state): State<AppState>,
     _viewer: Viewer,
     ValidPath(id): ValidPath<Uuid>,
@@ -285,13 +394,32 @@ async fn detail(
     }))
 }
 
-async fn remove(State(state): State<AppState>, _admin: Admin, ValidPath(id): ValidPath<Uuid>) -> Result<StatusCode> {
+/// Deletes a topology that is `pending`, `torn_down` or `failed`, with everything of it.
+#[utoipa::path(
+    delete, path = "/api/v1/topologies/{id}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 409, description = "Not pending, torn_down or failed: tear it down first"),
+        (status = 422, description = "Not a uuid"),
+    )
+)]
+pub async fn remove(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ValidPath(id): ValidPath<Uuid>,
+) -> Result<StatusCode> {
     state.topologies.delete(id).await.map_err(topology_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
-struct EventsQuery {
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    #[param(minimum = 1, maximum = 1000, default = 100)]
     limit: Option<i64>,
 }
 
@@ -301,7 +429,19 @@ impl Validate for EventsQuery {
     }
 }
 
-async fn status_events(
+/// The topology's status changes, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/{id}/status-events", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), EventsQuery),
+    responses(
+        (status = 200, description = "The newest status events", body = [StatusEvent]),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid, or limit out of range"),
+    )
+)]
+pub async fn status_events(
     State(state): State<AppState>,
     _viewer: Viewer,
     ValidPath(id): ValidPath<Uuid>,
@@ -318,27 +458,59 @@ fn not_found(err: crate::db::DbError) -> ApiError {
     }
 }
 
-async fn deploy(
+/// Deploys a `pending` topology in the background: `deploying` now, then `active`, `degraded`
+/// or `failed` with the reason (see `/status-events`). Refused (409) while the container engine
+/// does not answer, so the topology stays `pending`.
+#[utoipa::path(
+    post, path = "/api/v1/topologies/{id}/deploy", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    responses(
+        (status = 202, description = "Accepted; the topology, deploying", body = Topology),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid"),
+        (status = 409, description = "Not pending; or `Container runtime unavailable`: the engine does not answer (nothing changed)"),
+    )
+)]
+pub async fn deploy(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
 ) -> Result<(StatusCode, Json<Topology>)> {
+    state.topologies.engine_ready(id, &[TopologyStatus::Pending]).await.map_err(topology_error)?;
     let topology = state.topologies.start_deploy(id).await.map_err(topology_error)?;
     Ok((StatusCode::ACCEPTED, Json(topology)))
 }
 
-async fn teardown(
+/// Tears a topology down in the background: `tearing_down` now, then `torn_down`, or `degraded`
+/// with the reason when something stayed. Refused (409) while the container engine does not answer.
+#[utoipa::path(
+    post, path = "/api/v1/topologies/{id}/teardown", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    responses(
+        (status = 202, description = "Accepted; the topology, tearing down", body = Topology),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid"),
+        (status = 409, description = "Not active, degraded, failed or deploying; or `Container runtime unavailable`: the engine does not answer (nothing changed)"),
+    )
+)]
+pub async fn teardown(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
 ) -> Result<(StatusCode, Json<Topology>)> {
+    state.topologies.engine_ready(id, &crate::topology::TEARDOWNABLE).await.map_err(topology_error)?;
     let topology = state.topologies.start_teardown(id).await.map_err(topology_error)?;
     Ok((StatusCode::ACCEPTED, Json(topology)))
 }
 
+/// What a mutation does; its payload's fields are the op's.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum Op {
+pub enum Op {
     AddLan,
     RemoveLan,
     AddDecky,
@@ -366,23 +538,77 @@ impl Op {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct EnqueueRequest {
+pub struct EnqueueRequest {
     op: Op,
     #[serde(default)]
     payload: serde_json::Map<String, Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral_or_null")]
     expected_version: Option<i64>,
 }
 
+/// The document states the request as one object per op, each with that op's payload, so a
+/// request it calls valid has a payload its op can take (anything else is 400).
+impl utoipa::PartialSchema for EnqueueRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{
+            AdditionalProperties, KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, SchemaType, Type,
+        };
+        let payloads = [
+            ("add_lan", ops::AddLan::schema()),
+            ("remove_lan", ops::Named::schema()),
+            ("add_decky", ops::AddDecky::schema()),
+            ("attach_decky", ops::Attach::schema()),
+            ("detach_decky", ops::Detach::schema()),
+            ("remove_decky", ops::RemoveDecky::schema()),
+            ("update_decky", ops::UpdateDecky::schema()),
+            ("update_lan", ops::UpdateLan::schema()),
+        ];
+        let variants = payloads.into_iter().map(|(op, payload)| {
+            let version = ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .description(Some("Refused (409) unless the topology is at this version."));
+            ObjectBuilder::new()
+                .property("op", ObjectBuilder::new().schema_type(Type::String).enum_values(Some([op])))
+                .required("op")
+                .property("payload", payload)
+                .required("payload")
+                .property("expected_version", version)
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        });
+        variants.fold(OneOfBuilder::new(), OneOfBuilder::item).into()
+    }
+}
+
+impl ToSchema for EnqueueRequest {}
+
 impl Validate for EnqueueRequest {}
 
-#[derive(Debug, Serialize)]
-struct EnqueueResponse {
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnqueueResponse {
     mutation_id: Uuid,
+    /// Always `pending`.
     state: &'static str,
 }
 
-async fn enqueue(
+/// Queues a mutation of a live (`active` or `degraded`) topology for the mutator; bumps the
+/// topology's version and announces `topology.<id>.mutation.enqueued`.
+#[utoipa::path(
+    post, path = "/api/v1/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    request_body = EnqueueRequest,
+    responses(
+        (status = 202, description = "Queued", body = EnqueueResponse),
+        (status = 400, description = "Malformed body, or a payload the op cannot take"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 409, description = "Not active or degraded, or a version conflict"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Not a uuid, or an unknown op"),
+    )
+)]
+pub async fn enqueue(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
@@ -400,14 +626,29 @@ async fn enqueue(
     Ok((StatusCode::ACCEPTED, Json(EnqueueResponse { mutation_id: mutation.id, state: "pending" })))
 }
 
-#[derive(Debug, Deserialize)]
-struct MutationsQuery {
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MutationsQuery {
+    /// Only mutations in this state.
+    #[param(inline)]
     state: Option<MutationState>,
 }
 
 impl Validate for MutationsQuery {}
 
-async fn mutations(
+/// The topology's mutations, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), MutationsQuery),
+    responses(
+        (status = 200, description = "The mutations", body = [Mutation]),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid, or an unknown state"),
+    )
+)]
+pub async fn mutations(
     State(state): State<AppState>,
     _viewer: Viewer,
     ValidPath(id): ValidPath<Uuid>,
@@ -418,60 +659,150 @@ async fn mutations(
 
 // The catalog.
 
-#[derive(Debug, Serialize)]
-struct ServiceCatalog {
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArchetypeCatalog {
+    archetypes: Vec<ArchetypeEntry>,
+}
+
+/// A kind of host a decky can be made as (DECNET's archetype shape).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArchetypeEntry {
+    slug: &'static str,
+    display_name: &'static str,
+    description: &'static str,
+    services: &'static [&'static str],
+    preferred_distros: &'static [&'static str],
+    nmap_os: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NextSubnet {
+    /// A /24 no topology holds.
+    subnet: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NextIp {
+    subnet: String,
+    /// The LAN's next free host address (`.1` is the gateway).
+    ip: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ServiceCatalog {
     services: Vec<&'static str>,
     fleet_singletons: Vec<&'static str>,
 }
 
-async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
+/// The services a topology decky may run.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/services", tag = "topologies", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The catalog", body = ServiceCatalog),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+    )
+)]
+pub async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
     Json(ServiceCatalog { services: catalog::service_names(), fleet_singletons: Vec::new() })
 }
 
-async fn archetypes(_viewer: Viewer) -> Json<Value> {
-    let archetypes: Vec<Value> = catalog::ARCHETYPES
+/// The archetypes a decky may be made as (`add_decky`'s `archetype`).
+#[utoipa::path(
+    get, path = "/api/v1/topologies/archetypes", tag = "topologies", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The archetypes", body = ArchetypeCatalog),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+    )
+)]
+pub async fn archetypes(_viewer: Viewer) -> Json<ArchetypeCatalog> {
+    let archetypes = catalog::ARCHETYPES
         .iter()
-        .map(|a| {
-            json!({
-                "slug": a.name, "display_name": a.name, "description": "", "services": a.services,
-                "preferred_distros": [], "nmap_os": a.nmap_os,
-            })
+        .map(|a| ArchetypeEntry {
+            slug: a.name,
+            display_name: a.name,
+            description: "",
+            services: a.services,
+            preferred_distros: &[],
+            nmap_os: a.nmap_os,
         })
         .collect();
-    Json(json!({ "archetypes": archetypes }))
+    Json(ArchetypeCatalog { archetypes })
 }
 
-async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<Value>> {
+/// The next /24 of the subnet pool no topology holds.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/next-subnet", tag = "topologies", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A free subnet", body = NextSubnet),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 409, description = "Subnet pool exhausted"),
+    )
+)]
+pub async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<NextSubnet>> {
     let subnet = state.topologies.next_subnet().await.map_err(topology_error)?;
-    Ok(Json(json!({ "subnet": subnet })))
+    Ok(Json(NextSubnet { subnet }))
 }
 
-async fn lan_next_ip(
+/// The next free address on one of the topology's LANs.
+#[utoipa::path(
+    get, path = "/api/v1/topologies/{id}/lans/{lan}/next-ip", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
+    responses(
+        (status = 200, description = "A free address", body = NextIp),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Topology not found, or LAN not found"),
+        (status = 409, description = "IP allocator exhausted"),
+        (status = 422, description = "Not a uuid"),
+    )
+)]
+pub async fn lan_next_ip(
     State(state): State<AppState>,
     _viewer: Viewer,
     ValidPath((id, lan)): ValidPath<(Uuid, Uuid)>,
-) -> Result<Json<Value>> {
+) -> Result<Json<NextIp>> {
     let detail = state.topologies.detail(id).await.map_err(topology_error)?;
     let lan = detail.lans.iter().find(|l| l.id == lan).ok_or_else(|| ApiError::not_found("LAN not found"))?;
     let taken: BTreeSet<Ipv4Addr> =
         detail.edges.iter().filter(|e| e.lan_id == lan.id).filter_map(|e| e.ip.as_deref()?.parse().ok()).collect();
     let ip = next_ip(&lan.subnet, &taken).ok_or_else(|| ApiError::conflict("IP allocator exhausted"))?;
-    Ok(Json(json!({ "subnet": lan.subnet, "ip": ip.to_string() })))
+    Ok(Json(NextIp { subnet: lan.subnet.clone(), ip: ip.to_string() }))
 }
 
-// Pending-only child edits.
+// Pending-only child edits. A request's own form is checked first (400); what the topology as it is
+// then refuses (a name or subnet taken, an address not free, a home LAN) is a conflict (409).
 
-#[derive(Debug, Deserialize)]
+fn refused(err: ops::OpError) -> ApiError {
+    ApiError::conflict(err.0)
+}
+
+/// A LAN's name and subnet as written, before the topology is looked at.
+fn check_lan_form(name: Option<&str>, subnet: Option<&str>) -> Result<()> {
+    name.map_or(Ok(()), |name| ops::check_name("LAN", name)).map_err(|e| ApiError::bad_request(e.0))?;
+    subnet.map_or(Ok(()), ops::check_subnet_format).map_err(|e| ApiError::bad_request(e.0))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct LanCreate {
+pub struct LanCreate {
+    /// Letters, digits, `-`, `_` and `.`; unique in the topology.
+    #[schema(pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     name: String,
+    /// Default: the next free /24 of the pool.
+    /// A /24 no other LAN of the topology has.
+    #[schema(pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}0/24$")]
     subnet: Option<String>,
     #[serde(default)]
     is_dmz: bool,
     #[serde(default)]
+    #[schema(schema_with = no_swarm_host_schema)]
     host_uuid: Option<String>,
     x: Option<f64>,
     y: Option<f64>,
+    #[serde(default, deserialize_with = "integral_or_null")]
     expected_version: Option<i64>,
 }
 
@@ -481,7 +812,23 @@ impl Validate for LanCreate {
     }
 }
 
-async fn add_lan(
+/// Adds a LAN to a pending topology (its subnet from the pool when none is given).
+#[utoipa::path(
+    post, path = "/api/v1/topologies/{id}/lans", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    request_body = LanCreate,
+    responses(
+        (status = 201, description = "The LAN", body = Lan),
+        (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn add_lan(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
@@ -490,25 +837,32 @@ async fn add_lan(
     if let Some(host) = &request.host_uuid {
         return Err(ApiError::bad_request(format!("swarm host {host:?} not found")));
     }
+    check_lan_form(Some(&request.name), request.subnet.as_deref())?;
     let detail = pending(&state, id).await?;
     let mut pool = state.topologies.pool().await.map_err(topology_error)?;
     let add =
         ops::AddLan { name: request.name, subnet: request.subnet, is_dmz: request.is_dmz, x: request.x, y: request.y };
-    let lan = ops::new_lan(&detail, add, &mut pool).map_err(|e| ApiError::bad_request(e.0))?;
+    let lan = ops::new_lan(&detail, add, &mut pool).map_err(refused)?;
     edit(&state, id, request.expected_version, vec![TopologyEdit::AddLan(lan.clone())]).await?;
     Ok((StatusCode::CREATED, Json(lan)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct LanUpdate {
+pub struct LanUpdate {
+    /// Letters, digits, `-`, `_` and `.`; unique in the topology.
+    #[schema(pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     name: Option<String>,
+    /// A /24 no other LAN of the topology has.
+    #[schema(pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}0/24$")]
     subnet: Option<String>,
     is_dmz: Option<bool>,
     #[serde(default)]
+    #[schema(schema_with = no_swarm_host_schema)]
     host_uuid: Option<String>,
     x: Option<f64>,
     y: Option<f64>,
+    #[serde(default, deserialize_with = "integral_or_null")]
     expected_version: Option<i64>,
 }
 
@@ -520,7 +874,23 @@ impl Validate for LanUpdate {
     }
 }
 
-async fn update_lan(
+/// Changes a LAN of a pending topology.
+#[utoipa::path(
+    patch, path = "/api/v1/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
+    request_body = LanUpdate,
+    responses(
+        (status = 200, description = "The LAN as changed", body = Lan),
+        (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found, or LAN not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn update_lan(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath((id, lan)): ValidPath<(Uuid, Uuid)>,
@@ -529,6 +899,7 @@ async fn update_lan(
     if let Some(host) = &request.host_uuid {
         return Err(ApiError::bad_request(format!("swarm host {host:?} not found")));
     }
+    check_lan_form(request.name.as_deref(), request.subnet.as_deref())?;
     let detail = pending(&state, id).await?;
     let current = detail.lans.iter().find(|l| l.id == lan).ok_or_else(|| ApiError::not_found("LAN not found"))?;
     let update = ops::UpdateLan {
@@ -539,14 +910,27 @@ async fn update_lan(
         x: request.x,
         y: request.y,
     };
-    let edit_lan = ops::update_lan(&detail, update, false).map_err(|e| ApiError::bad_request(e.0))?;
+    let edit_lan = ops::update_lan(&detail, update, false).map_err(refused)?;
     let TopologyEdit::UpdateLan(updated) = &edit_lan else { unreachable!("update_lan makes an UpdateLan") };
     let updated = updated.clone();
     edit(&state, id, request.expected_version, vec![edit_lan]).await?;
     Ok(Json(updated))
 }
 
-async fn remove_lan(
+/// Removes a LAN of a pending topology, with its attachments.
+#[utoipa::path(
+    delete, path = "/api/v1/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found, or LAN not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn remove_lan(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath((id, lan)): ValidPath<(Uuid, Uuid)>,
@@ -554,21 +938,26 @@ async fn remove_lan(
     let detail = pending(&state, id).await?;
     let current = detail.lans.iter().find(|l| l.id == lan).ok_or_else(|| ApiError::not_found("LAN not found"))?;
     if detail.deckies.iter().any(|d| detail.edges_of(d).first().is_some_and(|home| home.lan_id == current.id)) {
-        return Err(ApiError::bad_request(format!("LAN '{}' is the home LAN of a decky", current.name)));
+        return Err(ApiError::conflict(format!("LAN '{}' is the home LAN of a decky", current.name)));
     }
     edit(&state, id, None, vec![TopologyEdit::RemoveLan(lan)]).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct DeckyCreate {
+pub struct DeckyCreate {
+    /// Lower-case letters, digits and `-` (it names the decky's container); unique in the topology.
+    #[schema(pattern = "^[a-z0-9-]{1,64}$")]
     name: String,
     #[serde(default)]
+    #[schema(schema_with = catalog::services_schema)]
     services: Vec<String>,
+    #[schema(value_type = Option<Object>)]
     decky_config: Option<serde_json::Map<String, Value>>,
     x: Option<f64>,
     y: Option<f64>,
+    #[serde(default, deserialize_with = "integral_or_null")]
     expected_version: Option<i64>,
 }
 
@@ -589,7 +978,23 @@ fn check_decky(name: &str, services: &[String]) -> Result<()> {
     }
 }
 
-async fn add_decky(
+/// Adds a decky, on no LAN yet, to a pending topology (attach it with `/edges`).
+#[utoipa::path(
+    post, path = "/api/v1/topologies/{id}/deckies", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    request_body = DeckyCreate,
+    responses(
+        (status = 201, description = "The decky", body = TopologyDecky),
+        (status = 400, description = "Malformed body or empty name; a name not of a-z, 0-9 and -, or an unknown service"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn add_decky(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
@@ -598,7 +1003,7 @@ async fn add_decky(
     check_decky(&request.name, &request.services)?;
     let detail = pending(&state, id).await?;
     if detail.decky_named(&request.name).is_some() {
-        return Err(ApiError::bad_request(format!("decky '{}' already exists", request.name)));
+        return Err(ApiError::conflict(format!("decky '{}' already exists", request.name)));
     }
     let decky = TopologyDecky {
         uuid: Uuid::new_v4(),
@@ -616,14 +1021,20 @@ async fn add_decky(
     Ok((StatusCode::CREATED, Json(decky)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct DeckyUpdate {
+pub struct DeckyUpdate {
+    /// Lower-case letters, digits and `-` (it names the decky's container); unique in the topology.
+    #[schema(pattern = "^[a-z0-9-]{1,64}$")]
     name: Option<String>,
+    #[schema(schema_with = catalog::services_or_null_schema)]
     services: Option<Vec<String>>,
+    /// Replaces the decky's configuration.
+    #[schema(value_type = Option<Object>)]
     decky_config: Option<serde_json::Map<String, Value>>,
     x: Option<f64>,
     y: Option<f64>,
+    #[serde(default, deserialize_with = "integral_or_null")]
     expected_version: Option<i64>,
 }
 
@@ -635,7 +1046,23 @@ impl Validate for DeckyUpdate {
     }
 }
 
-async fn update_decky(
+/// Changes a decky of a pending topology.
+#[utoipa::path(
+    patch, path = "/api/v1/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
+    request_body = DeckyUpdate,
+    responses(
+        (status = 200, description = "The decky as changed", body = TopologyDecky),
+        (status = 400, description = "Malformed body or empty name; a name not of a-z, 0-9 and -, or an unknown service"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found, or decky not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn update_decky(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath((id, decky)): ValidPath<(Uuid, Uuid)>,
@@ -650,7 +1077,7 @@ async fn update_decky(
         .ok_or_else(|| ApiError::not_found("Decky not found"))?;
     if let Some(name) = request.name {
         if name != updated.name && detail.decky_named(&name).is_some() {
-            return Err(ApiError::bad_request(format!("decky '{name}' already exists")));
+            return Err(ApiError::conflict(format!("decky '{name}' already exists")));
         }
         updated.name = name;
     }
@@ -665,7 +1092,20 @@ async fn update_decky(
     Ok(Json(updated))
 }
 
-async fn remove_decky(
+/// Removes a decky of a pending topology, with its attachments.
+#[utoipa::path(
+    delete, path = "/api/v1/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found, or decky not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn remove_decky(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath((id, decky)): ValidPath<(Uuid, Uuid)>,
@@ -678,33 +1118,59 @@ async fn remove_decky(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct EdgeCreate {
+pub struct EdgeCreate {
     decky_uuid: Uuid,
     lan_id: Uuid,
     #[serde(default)]
     is_bridge: bool,
     #[serde(default)]
     forwards_l3: bool,
+    /// The decky's address on the LAN; default its next free one.
+    #[schema(
+        pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"
+    )]
     ip: Option<String>,
+    #[serde(default, deserialize_with = "integral_or_null")]
     expected_version: Option<i64>,
 }
 
 impl Validate for EdgeCreate {}
 
-async fn add_edge(
+/// Attaches a decky of a pending topology to one of its LANs (its first LAN is its home, with its own address).
+#[utoipa::path(
+    post, path = "/api/v1/topologies/{id}/edges", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology")),
+    request_body = EdgeCreate,
+    responses(
+        (status = 201, description = "The attachment", body = Edge),
+        (status = 400, description = "Malformed body, or an ip that is not an IPv4 address"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found, or the decky or LAN named is not in it"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a decky already on the LAN, an address not free or not on the LAN"),
+        (status = 415, description = "Body is not JSON"),
+        (status = 422, description = "Not a uuid"),
+    )
+)]
+pub async fn add_edge(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
     ValidJson(request): ValidJson<EdgeCreate>,
 ) -> Result<(StatusCode, Json<Edge>)> {
+    if let Some(ip) = &request.ip
+        && ip.parse::<Ipv4Addr>().is_err()
+    {
+        return Err(ApiError::bad_request(format!("'{ip}' is not an IPv4 address")));
+    }
     let detail = pending(&state, id).await?;
     let Some(decky) = detail.deckies.iter().find(|d| d.uuid == request.decky_uuid) else {
-        return Err(ApiError::bad_request(format!("decky '{}' not in topology '{id}'", request.decky_uuid)));
+        return Err(ApiError::not_found(format!("decky '{}' not in topology '{id}'", request.decky_uuid)));
     };
     let Some(lan) = detail.lans.iter().find(|l| l.id == request.lan_id) else {
-        return Err(ApiError::bad_request(format!("lan '{}' not in topology '{id}'", request.lan_id)));
+        return Err(ApiError::not_found(format!("lan '{}' not in topology '{id}'", request.lan_id)));
     };
     let mut payload = json!({"decky": decky.name, "lan": lan.name, "forwards_l3": request.forwards_l3});
     if let Some(ip) = request.ip {
@@ -727,12 +1193,12 @@ async fn add_edge(
                 y: None,
             },
         )
-        .map_err(|e| ApiError::bad_request(e.0))?;
+        .map_err(refused)?;
         let edge = Edge { decky_uuid: decky.uuid, is_bridge: request.is_bridge, ..edge };
         let updated = TopologyDecky { ip: edge.ip.clone(), ..decky.clone() };
         vec![TopologyEdit::UpdateDecky(updated), TopologyEdit::AddEdge(edge)]
     } else {
-        ops::edits(&detail, "attach_decky", &payload, &mut pool, false).map_err(|e| ApiError::bad_request(e.0))?
+        ops::edits(&detail, "attach_decky", &payload, &mut pool, false).map_err(refused)?
     };
     let edge = edits
         .iter()
@@ -746,7 +1212,20 @@ async fn add_edge(
     Ok((StatusCode::CREATED, Json(edge)))
 }
 
-async fn remove_edge(
+/// Removes an attachment of a pending topology.
+#[utoipa::path(
+    delete, path = "/api/v1/topologies/{id}/edges/{edge}", tag = "topologies", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), ("edge" = Uuid, Path, description = "The edge")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "Missing or invalid token"),
+        (status = 403, description = "Not an admin, or password change required"),
+        (status = 404, description = "Topology not found, or edge not found"),
+        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
+        (status = 422, description = "Not a uuid, or a name over 64 characters"),
+    )
+)]
+pub async fn remove_edge(
     State(state): State<AppState>,
     _admin: Admin,
     ValidPath((id, edge)): ValidPath<(Uuid, Uuid)>,

@@ -43,6 +43,9 @@ pub enum TopologyError {
 
 pub const NOT_FOUND: &str = "Topology not found";
 
+/// Why a deploy or teardown is refused while the container engine does not answer.
+pub const ENGINE_UNAVAILABLE: &str = "Container runtime unavailable";
+
 /// Statuses from which a topology may be deleted, torn down.
 pub const DELETABLE: [TopologyStatus; 3] = [TopologyStatus::Pending, TopologyStatus::TornDown, TopologyStatus::Failed];
 pub const TEARDOWNABLE: [TopologyStatus; 4] =
@@ -128,6 +131,18 @@ impl Topologies {
             }
             Err(err) => Err(err.into()),
         }
+    }
+
+    /// Whether deploy or teardown (which start `from` these statuses) may go on: the topology
+    /// exists (404), and when its status lets the operation start, the container engine answers
+    /// (409, as the fleet answers an engine failure), so a request the engine cannot serve changes
+    /// nothing. A status the operation cannot start from is left to its own refusal.
+    pub async fn engine_ready(&self, id: Uuid, from: &[TopologyStatus]) -> Result<(), TopologyError> {
+        let topology = self.db.topology(id).await.map_err(not_found)?;
+        if !from.contains(&topology.status) || self.fleet.ping().await {
+            return Ok(());
+        }
+        Err(TopologyError::Conflict(ENGINE_UNAVAILABLE.into()))
     }
 
     pub async fn detail(&self, id: Uuid) -> Result<TopologyDetail, TopologyError> {

@@ -18,6 +18,7 @@ use axum::response::sse::Event;
 use futures::{StreamExt, stream};
 use serde::Deserialize;
 use serde_json::json;
+use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::sse;
@@ -30,7 +31,8 @@ use crate::http::{ApiError, AppState, Result};
 /// Events a client may fall behind before it is dropped.
 const BACKLOG: usize = 256;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TopologyEventsQuery {
     /// A single-use ticket from `POST /auth/sse-ticket`, for clients that cannot send a header.
     pub ticket: Option<String>,
@@ -49,6 +51,23 @@ fn frame_name(topology: Uuid, subject: &str, event: &bus::Event) -> Option<Strin
     ours.then(|| format!("decky.{leaf}"))
 }
 
+/// A topology's live events: its snapshot, then its mutations, status changes and its deckies'
+/// service changes as they happen.
+#[utoipa::path(
+    get,
+    path = "/api/v1/topologies/{id}/events",
+    tag = "topologies",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), TopologyEventsQuery),
+    responses(
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
+        (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid"),
+        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+    )
+)]
 pub async fn topology_events(
     State(state): State<AppState>,
     StreamViewer(session): StreamViewer,
