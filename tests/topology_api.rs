@@ -467,6 +467,35 @@ async fn the_mutation_queue_is_open_only_on_live_topologies() {
 }
 
 #[tokio::test]
+async fn a_mutation_moves_the_version_once_from_enqueue_to_applied() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let topology = api.created("/topologies/blank", json!({"name": "versioned"})).await;
+        let id = topology["id"].as_str().unwrap().to_string();
+        api.created(&format!("/topologies/{id}/lans"), json!({"name": "only"})).await;
+        let uuid: Uuid = id.parse().unwrap();
+        let store = &api.api.state.db;
+        store.set_topology_status(uuid, None, TopologyStatus::Deploying, None, chrono::Utc::now()).await.unwrap();
+        store.set_topology_status(uuid, None, TopologyStatus::Active, None, chrono::Utc::now()).await.unwrap();
+        let version = || async { api.detail(&id).await["topology"]["version"].as_i64().unwrap() };
+        let before = version().await;
+
+        // Moving a LAN on the map needs no engine: the mutation applies.
+        let body = json!({"op": "update_lan", "payload": {"name": "only", "x": 4.0}, "expected_version": before});
+        let (status, _) = api.call(Method::POST, &format!("/topologies/{id}/mutations"), Some(body)).await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        assert_eq!(version().await, before + 1, "{}: queued", db.name);
+        let now = chrono::Utc::now();
+        let claim = store.claim_mutation("test", now, now - chrono::Duration::minutes(5)).await.unwrap();
+        let state = api.api.state.topologies.apply(&claim.mutation.expect("a pending mutation")).await;
+        assert_eq!(state, svc::db::MutationState::Applied);
+        assert_eq!(version().await, before + 1, "{}: applying it moves the version no further", db.name);
+        assert_eq!(api.detail(&id).await["lans"][0]["x"], 4.0);
+        api.api.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn a_deploy_or_teardown_without_an_engine_is_refused_and_changes_nothing() {
     for db in TestDb::all() {
         let api = start(&db).await;

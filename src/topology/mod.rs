@@ -169,7 +169,7 @@ impl Topologies {
         expected_version: Option<i64>,
         edits: &[TopologyEdit],
     ) -> Result<Topology, TopologyError> {
-        let guard = EditGuard { statuses: &[TopologyStatus::Pending], version: expected_version };
+        let guard = EditGuard::change(&[TopologyStatus::Pending], expected_version);
         match self.db.edit_topology(id, guard, edits).await {
             Ok(topology) => Ok(topology),
             Err(DbError::Conflict) => {
@@ -219,7 +219,7 @@ impl Topologies {
         if !topology.status.is_live() {
             return Err(TopologyError::Conflict(queue_closed(topology.status)));
         }
-        let guard = EditGuard { statuses: &live, version: expected_version };
+        let guard = EditGuard::change(&live, expected_version);
         let mutation = match self.db.enqueue_mutation(id, guard, op, payload, Utc::now()).await {
             Ok(mutation) => mutation,
             Err(DbError::Conflict) => return Err(self.explain_conflict(id, expected_version, &live).await),

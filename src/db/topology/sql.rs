@@ -217,10 +217,12 @@ impl TryFrom<MutationRow> for Mutation {
 
 /// The statement that takes an edit's guard: it bumps the version only when the guard holds.
 fn guarded_bump(guard: &EditGuard<'_>) -> String {
-    format!(
-        "update topologies set version = version + 1 where id = ? and status in {} and (? is null or version = ?)",
-        status_list(guard.statuses)
-    )
+    format!("update topologies set version = version + 1 where {}", guard_condition(guard))
+}
+
+/// Which topology row an edit's guard accepts (binds: id, version, version).
+fn guard_condition(guard: &EditGuard<'_>) -> String {
+    format!("id = ? and status in {} and (? is null or version = ?)", status_list(guard.statuses))
 }
 
 both_backends! {
@@ -385,15 +387,31 @@ both_backends! {
             }
         }
 
-        /// Bumps the version if the guard holds, else ends with why not.
+        /// Bumps the version if the guard holds (and says to), else ends with why not. A guard
+        /// that does not bump locks the row it checked instead.
         async fn take_guard<'c>(tx: &mut sqlx::Transaction<'c, Sql>, id: Uuid, guard: &EditGuard<'_>) -> DbResult<()> {
-            let done = sqlx::query(&guarded_bump(guard))
+            let held = if guard.bump {
+                let done = sqlx::query(&guarded_bump(guard))
+                    .bind(id.to_string())
+                    .bind(guard.version)
+                    .bind(guard.version)
+                    .execute(&mut **tx)
+                    .await?;
+                done.rows_affected() > 0
+            } else {
+                let row: Option<(String,)> = sqlx::query_as(&format!(
+                    "select id from topologies where {}{}",
+                    guard_condition(guard),
+                    Backend::FOR_UPDATE
+                ))
                 .bind(id.to_string())
                 .bind(guard.version)
                 .bind(guard.version)
-                .execute(&mut **tx)
+                .fetch_optional(&mut **tx)
                 .await?;
-            if done.rows_affected() == 0 {
+                row.is_some()
+            };
+            if !held {
                 return Err(Self::missing_or_conflict(tx, id).await);
             }
             Ok(())
