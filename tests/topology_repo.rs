@@ -105,6 +105,18 @@ async fn a_topology_round_trips_and_its_name_is_unique() {
         assert_eq!(sorted(stored), sorted(detail.clone()), "{}", backend.name);
         assert!(matches!(db.create_topology(&topology("maze")).await, Err(DbError::Conflict)), "{}", backend.name);
         assert!(matches!(db.topology(Uuid::new_v4()).await, Err(DbError::NotFound)));
+        // Names are unique exactly as written, on every backend (README, "Topologies").
+        for other in ["Maze", "MAZE", "maze ", "mazé"] {
+            db.create_topology(&topology(other)).await.unwrap_or_else(|e| panic!("{}: {other:?}: {e}", backend.name));
+        }
+        assert!(matches!(db.create_topology(&topology("Maze")).await, Err(DbError::Conflict)), "{}", backend.name);
+        let mut cased = topology("cased lans");
+        cased.lans[1].name = "lan-00".into();
+        db.create_topology(&cased).await.unwrap_or_else(|e| panic!("{}: LAN-00 and lan-00: {e}", backend.name));
+        let page = db.topologies(None, 10, 0).await.unwrap();
+        for id in page.rows.iter().map(|t| t.id).filter(|id| *id != detail.topology.id) {
+            db.delete_topology(id, &[TopologyStatus::Pending]).await.unwrap();
+        }
 
         db.create_topology(&topology("other")).await.unwrap();
         let page = db.topologies(None, 1, 0).await.unwrap();
