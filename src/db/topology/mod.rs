@@ -2,10 +2,12 @@
 //! attach a decky to a LAN (a decky on two LANs bridges them), the status history that the status
 //! machine ([`TopologyStatus::can_move_to`]) allows, and the queue of mutations the mutator works
 //! through. Every change to a topology's parts bumps its `version` (optimistic locking: a writer
-//! that names an older version gets `Conflict`). Both dialects accept every statement (`sql.rs`);
+//! that names an older version gets `Conflict`). Both dialects accept every statement (`sql.rs`, the queue's in `queue.rs`);
 //! the claim of a mutation takes row locks on MySQL and the write lock on sqlite, so two mutators
 //! never claim the same one.
 
+mod queue;
+mod rows;
 mod sql;
 
 use async_trait::async_trait;
