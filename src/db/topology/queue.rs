@@ -13,6 +13,14 @@ use crate::db::codec::{convert, found, json_text, millis, parse_uuid, settle, ti
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult};
 
+/// How often ending a mutation is tried when it keeps losing a deadlock.
+const FINISH_ATTEMPTS: u32 = 5;
+
+/// Whether the statement was rolled back as a deadlock victim (SQLSTATE 40001).
+fn is_deadlock(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("40001"))
+}
+
 const MUTATION_COLUMNS: &str = "id, topology_id, op, payload, state, requested_at, applied_at, reason";
 
 #[derive(sqlx::FromRow)]
@@ -202,17 +210,27 @@ both_backends! {
             reason: Option<&str>,
             at: DateTime<Utc>,
         ) -> DbResult<()> {
-            let done = sqlx::query(
-                "update topology_mutations set state = ?, reason = ?, applied_at = ? where id = ? and state = ?",
-            )
-            .bind(state.as_str())
-            .bind(reason.map(|r| crate::text::prefix_chars(r, 2000)))
-            .bind(millis(at))
-            .bind(id.to_string())
-            .bind(MutationState::Applying.as_str())
-            .execute(&self.pool)
-            .await?;
-            found(done.rows_affected())
+            let mut attempt = 1;
+            loop {
+                let done = sqlx::query(
+                    "update topology_mutations set state = ?, reason = ?, applied_at = ? where id = ? and state = ?",
+                )
+                .bind(state.as_str())
+                .bind(reason.map(|r| crate::text::prefix_chars(r, 2000)))
+                .bind(millis(at))
+                .bind(id.to_string())
+                .bind(MutationState::Applying.as_str())
+                .execute(&self.pool)
+                .await;
+                match done {
+                    Ok(done) => return found(done.rows_affected()),
+                    // MySQL may pick this lone update as a deadlock victim of concurrent claims
+                    // (their range locks); it is rolled back whole, so doing it again is safe, and
+                    // giving up would leave the mutation `applying` until its claim times out.
+                    Err(err) if attempt < FINISH_ATTEMPTS && is_deadlock(&err) => attempt += 1,
+                    Err(err) => return Err(err.into()),
+                }
+            }
         }
 
         pub(super) async fn any_pending_mutation(&self) -> DbResult<bool> {
