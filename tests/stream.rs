@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::logs::{LogWriter, at, log};
 use common::nats::Nats;
+use common::sse::{EventStream, Frame};
 use common::{ADMIN_PASSWORD, TestApi, TestDb, user_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -17,67 +18,14 @@ use svc::db::{NewLog, Role};
 /// Long enough for a loaded machine, short enough to fail a broken test quickly.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// One Server-Sent Event.
-#[derive(Debug, Default)]
-struct Frame {
-    event: Option<String>,
-    id: Option<String>,
-    data: String,
-    comment: Option<String>,
-}
-
 impl Frame {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("frame data is JSON ({e}): {self:?}"))
-    }
-
     fn kind(&self) -> String {
         self.json()["type"].as_str().unwrap().to_string()
     }
 }
 
-/// An open event stream, read frame by frame.
-struct EventStream {
-    response: reqwest::Response,
-    buffer: String,
-}
-
+/// The log stream's frames over an [`EventStream`].
 impl EventStream {
-    fn new(response: reqwest::Response) -> EventStream {
-        EventStream { response, buffer: String::new() }
-    }
-
-    /// The next frame (comments included), or `None` when the server ended the stream. Panics when
-    /// nothing arrives within `within`.
-    async fn next_within(&mut self, within: Duration) -> Option<Frame> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                return Some(parse_frame(&block));
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
-                .await
-                .unwrap_or_else(|_| panic!("no frame within {within:?}; buffered: {:?}", self.buffer));
-            match chunk {
-                Ok(Some(bytes)) => self.buffer.push_str(std::str::from_utf8(&bytes).unwrap()),
-                Ok(None) | Err(_) => return None,
-            }
-        }
-    }
-
-    /// The next frame that is not a comment.
-    async fn next_event(&mut self, within: Duration) -> Option<Frame> {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let frame = self.next_within(left).await?;
-            if frame.comment.is_none() {
-                return Some(frame);
-            }
-        }
-    }
-
     /// The next `logs` frame, skipping statistics.
     async fn next_logs(&mut self, within: Duration) -> Frame {
         let deadline = Instant::now() + within;
@@ -114,24 +62,6 @@ impl EventStream {
         assert_eq!(rows.len(), count, "no more rows than expected");
         rows
     }
-}
-
-fn parse_frame(block: &str) -> Frame {
-    let mut frame = Frame::default();
-    let mut data = Vec::new();
-    for line in block.lines().filter(|l| !l.is_empty()) {
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "" => frame.comment = Some(value.to_string()),
-            "event" => frame.event = Some(value.to_string()),
-            "id" => frame.id = Some(value.to_string()),
-            "data" => data.push(value),
-            other => panic!("unexpected field {other:?} in {block:?}"),
-        }
-    }
-    frame.data = data.join("\n");
-    frame
 }
 
 fn ids(rows: &[Value]) -> Vec<i64> {

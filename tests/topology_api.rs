@@ -2,11 +2,13 @@
 //! container engine out of reach: a seed reproduces a topology; the generator's limits and the
 //! mode rules answer 400/409/422 as DECNET does; reads, status events, the catalog; the
 //! pending-only child edits with version locking; the mutation queue's refusals and its records;
-//! a deploy that cannot reach the engine ends `failed` with a reason; delete's refusal. (Deploys
-//! and live mutations on a real engine, and the mutator: `bin/tests/topology.rs`.)
+//! a deploy or teardown while the engine does not answer is refused (409) and changes nothing;
+//! delete's refusal. (Deploys and live mutations on a real engine, and the mutator:
+//! `bin/tests/topology.rs`.)
 
 mod common;
 
+use common::sse::{EventStream, Frame};
 use common::{TestApi, TestDb, user_token};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -14,6 +16,9 @@ use svc::db::{Role, TopologyStatus};
 use uuid::Uuid;
 
 const NO_ENGINE: &str = "unix:///nonexistent/engine.sock";
+
+/// Long enough for a loaded machine, short enough to fail a broken test quickly.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 struct Api {
     api: TestApi,
@@ -34,6 +39,14 @@ async fn start_with(db: &TestDb, extra: &[(&str, &str)]) -> Api {
     let api = TestApi::start(db.api_config(&vars)).await;
     let admin = user_token(&api.state, "root", Role::Admin).await;
     Api { api, admin }
+}
+
+/// An API on a bus of its own (returned too: it lives as long as the test holds it).
+async fn start_with_bus(db: &TestDb) -> (common::nats::Nats, Api) {
+    let nats = common::nats::Nats::start();
+    let url = nats.url();
+    let api = start_with(db, &[("SVC_NATS_URL", url.as_str())]).await;
+    (nats, api)
 }
 
 impl Api {
@@ -64,6 +77,23 @@ impl Api {
     async fn detail(&self, id: &str) -> Value {
         self.get(&format!("/topologies/{id}")).await
     }
+
+    /// The topology's event stream, opened with the admin's bearer token.
+    async fn events(&self, id: &str) -> EventStream {
+        let url = self.api.url(&format!("/topologies/{id}/events"));
+        let response = self.api.client.get(url).bearer_auth(&self.admin).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        EventStream::new(response)
+    }
+}
+
+/// A topology stream's opening: a keepalive comment first, then the snapshot (returned).
+async fn opening(stream: &mut EventStream) -> Frame {
+    let first = stream.next_within(PATIENCE).await.expect("the stream is open");
+    assert_eq!((first.comment.as_deref(), first.event.as_deref()), (Some("keepalive"), None), "{first:?}");
+    let snapshot = stream.next_within(PATIENCE).await.expect("the stream is open");
+    assert_eq!(snapshot.event.as_deref(), Some("snapshot"), "{snapshot:?}");
+    snapshot
 }
 
 fn generate(name: &str, seed: u64) -> Value {
@@ -266,13 +296,28 @@ async fn pending_child_edits_build_a_topology_under_version_locking() {
         let (status, _) = api
             .call(Method::POST, &format!("{base}/lans"), Some(json!({"name": "dup", "subnet": "10.214.9.0/24"})))
             .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(status, StatusCode::CONFLICT, "a subnet another LAN has");
+        for (body, want) in [
+            (json!({"name": "inner"}), StatusCode::CONFLICT),
+            (json!({"name": "spaced", "subnet": " 10.214.8.0/24"}), StatusCode::BAD_REQUEST),
+            (json!({"name": "padded", "subnet": "10.214.8.0/024"}), StatusCode::BAD_REQUEST),
+            (json!({"name": "has space"}), StatusCode::BAD_REQUEST),
+            (json!({"name": "pinned", "host_uuid": Uuid::new_v4()}), StatusCode::BAD_REQUEST),
+        ] {
+            let (status, answer) = api.call(Method::POST, &format!("{base}/lans"), Some(body.clone())).await;
+            assert_eq!(status, want, "{body}: {answer}");
+        }
         assert_eq!(api.get("/topologies/next-subnet").await["subnet"], "10.214.1.0/24");
 
         let web = api.created(&format!("{base}/deckies"), json!({"name": "web", "services": ["http", "ssh"]})).await;
         let gw = api.created(&format!("{base}/deckies"), json!({"name": "gw", "services": ["ssh"]})).await;
         let (status, _) = api.call(Method::POST, &format!("{base}/deckies"), Some(json!({"name": "Bad Name"}))).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (status, _) = api.call(Method::POST, &format!("{base}/deckies"), Some(json!({"name": "gw"}))).await;
+        assert_eq!(status, StatusCode::CONFLICT, "a decky name taken");
+        let stranger = json!({"decky_uuid": Uuid::new_v4(), "lan_id": dmz["id"]});
+        let (status, _) = api.call(Method::POST, &format!("{base}/edges"), Some(stranger)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "a decky not of this topology");
         let home = api.created(&format!("{base}/edges"), json!({"decky_uuid": web["uuid"], "lan_id": dmz["id"]})).await;
         assert_eq!(home["ip"], "10.214.0.2");
         let gw_home =
@@ -304,7 +349,7 @@ async fn pending_child_edits_build_a_topology_under_version_locking() {
         // The home LAN of a decky cannot go; a patch renames; edges and deckies go.
         let (status, _) =
             api.call(Method::DELETE, &format!("{base}/lans/{}", inner["id"].as_str().unwrap()), None).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(status, StatusCode::CONFLICT);
         let (status, renamed) = api
             .call(
                 Method::PATCH,
@@ -421,39 +466,64 @@ async fn the_mutation_queue_is_open_only_on_live_topologies() {
     }
 }
 
-/// The topology's status events once `done` holds of them, or as they are after a minute (a
-/// background deploy on a loaded machine may take seconds).
-async fn status_events_until(api: &Api, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let events = api.get(&format!("/topologies/{id}/status-events")).await;
-        if done(&events) || std::time::Instant::now() > deadline {
-            return events;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+#[tokio::test]
+async fn a_mutation_moves_the_version_once_from_enqueue_to_applied() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let topology = api.created("/topologies/blank", json!({"name": "versioned"})).await;
+        let id = topology["id"].as_str().unwrap().to_string();
+        api.created(&format!("/topologies/{id}/lans"), json!({"name": "only"})).await;
+        let uuid: Uuid = id.parse().unwrap();
+        let store = &api.api.state.db;
+        store.set_topology_status(uuid, None, TopologyStatus::Deploying, None, chrono::Utc::now()).await.unwrap();
+        store.set_topology_status(uuid, None, TopologyStatus::Active, None, chrono::Utc::now()).await.unwrap();
+        let version = || async { api.detail(&id).await["topology"]["version"].as_i64().unwrap() };
+        let before = version().await;
+
+        // Moving a LAN on the map needs no engine: the mutation applies.
+        let body = json!({"op": "update_lan", "payload": {"name": "only", "x": 4.0}, "expected_version": before});
+        let (status, _) = api.call(Method::POST, &format!("/topologies/{id}/mutations"), Some(body)).await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        assert_eq!(version().await, before + 1, "{}: queued", db.name);
+        let now = chrono::Utc::now();
+        let claim = store.claim_mutation("test", now, now - chrono::Duration::minutes(5)).await.unwrap();
+        let state = api.api.state.topologies.apply(&claim.mutation.expect("a pending mutation")).await;
+        assert_eq!(state, svc::db::MutationState::Applied);
+        assert_eq!(version().await, before + 1, "{}: applying it moves the version no further", db.name);
+        assert_eq!(api.detail(&id).await["lans"][0]["x"], 4.0);
+        api.api.stop().await;
     }
 }
 
 #[tokio::test]
-async fn a_deploy_or_teardown_without_an_engine_ends_with_a_reason() {
+async fn a_deploy_or_teardown_without_an_engine_is_refused_and_changes_nothing() {
     for db in TestDb::all() {
         let api = start(&db).await;
         let topology = api.created("/topologies/", generate("doomed", 9)).await;
         let id = topology["id"].as_str().unwrap().to_string();
+        let before = api.get(&format!("/topologies/{id}/status-events")).await;
         let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/deploy"), None).await;
-        assert_eq!((status, body["status"].as_str()), (StatusCode::ACCEPTED, Some("deploying")));
-        let mut events = status_events_until(&api, &id, |e| e[0]["to_status"] == "failed").await;
-        assert_eq!(events[0]["to_status"], "failed", "{events}");
-        assert_eq!(events[0]["reason"], "a LAN's network could not be created");
-        assert_eq!(events[1]["from_status"], "pending");
-        let (status, body) = api.call(Method::POST, &format!("/topologies/{id}/teardown"), None).await;
-        assert_eq!((status, body["status"].as_str()), (StatusCode::ACCEPTED, Some("tearing_down")));
-        // The engine cannot say what is left: degraded, with the reason, and not deletable.
-        events = status_events_until(&api, &id, |e| e[0]["from_status"] == "tearing_down").await;
-        assert_eq!(events[0]["to_status"], "degraded", "{events}");
-        assert_eq!(events[0]["reason"], "some of the topology's containers or networks could not be removed");
-        let (status, _) = api.call(Method::DELETE, &format!("/topologies/{id}"), None).await;
+        assert_eq!(
+            (status, body["detail"].as_str()),
+            (StatusCode::CONFLICT, Some("Container runtime unavailable")),
+            "{}",
+            db.name
+        );
+        assert_eq!(api.detail(&id).await["topology"]["status"], "pending");
+        assert_eq!(api.get(&format!("/topologies/{id}/status-events")).await, before);
+
+        // A failed one cannot be torn down either while the engine is away; delete still works.
+        let uuid: Uuid = id.parse().unwrap();
+        let store = &api.api.state.db;
+        store.set_topology_status(uuid, None, TopologyStatus::Deploying, None, chrono::Utc::now()).await.unwrap();
+        store.set_topology_status(uuid, None, TopologyStatus::Failed, None, chrono::Utc::now()).await.unwrap();
+        let (status, _) = api.call(Method::POST, &format!("/topologies/{id}/teardown"), None).await;
         assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(api.detail(&id).await["topology"]["status"], "failed");
+        let (status, _) = api.call(Method::POST, &format!("/topologies/{}/deploy", Uuid::new_v4()), None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "an unknown topology is 404 first");
+        let (status, _) = api.call(Method::DELETE, &format!("/topologies/{id}"), None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
         api.api.stop().await;
     }
 }
@@ -503,19 +573,13 @@ async fn the_event_stream_needs_a_ticket_or_bearer_and_opens_with_a_snapshot() {
         .json()
         .await
         .unwrap();
-    let mut stream =
+    let response =
         api.api.client.get(&url).query(&[("ticket", ticket["ticket"].as_str().unwrap())]).send().await.unwrap();
-    assert_eq!(stream.status(), StatusCode::OK);
-    assert_eq!(stream.headers()["content-type"], "text/event-stream");
-    let mut text = String::new();
-    while !text.contains("\n\n") {
-        let chunk =
-            tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk()).await.unwrap().unwrap().unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let frame = text.split("\n\n").next().unwrap();
-    assert!(frame.starts_with("event: snapshot\n"), "{frame}");
-    let data: Value = serde_json::from_str(frame.split_once("data: ").unwrap().1).unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut stream = EventStream::new(response);
+    let snapshot = opening(&mut stream).await;
+    let data = snapshot.json();
     assert_eq!((data["topology_id"].as_str(), data["status"].as_str()), (Some(id.as_str()), Some("active")));
     assert_eq!(data["in_flight"][0]["id"], queued["mutation_id"]);
     assert_eq!(
@@ -529,23 +593,12 @@ async fn the_event_stream_needs_a_ticket_or_bearer_and_opens_with_a_snapshot() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_dropped_not_buffered() {
-    let nats = common::nats::Nats::start();
     let db = TestDb::sqlite();
-    let url = nats.url();
-    let api = start_with(&db, &[("SVC_NATS_URL", url.as_str())]).await;
+    let (nats, api) = start_with_bus(&db).await;
     let topology = api.created("/topologies/blank", json!({"name": "flooded"})).await;
     let id = topology["id"].as_str().unwrap().to_string();
-    let mut stream = api
-        .api
-        .client
-        .get(api.api.url(&format!("/topologies/{id}/events")))
-        .bearer_auth(&api.admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stream.status(), StatusCode::OK);
-    let first = stream.chunk().await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+    let mut stream = api.events(&id).await;
+    opening(&mut stream).await;
 
     // The client reads nothing while far more events arrive than the socket and the stream's
     // backlog hold; then it reads: the stream ends instead of having kept them all.
@@ -561,13 +614,50 @@ async fn a_client_that_stops_reading_is_dropped_not_buffered() {
     bus.flush().await.unwrap();
     let mut frames = 0usize;
     let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(chunk) = stream.chunk().await.unwrap_or(None) {
-            frames += String::from_utf8_lossy(&chunk).matches("event: status").count();
+        while let Some(frame) = stream.next_within(std::time::Duration::from_secs(60)).await {
+            frames += usize::from(frame.event.as_deref() == Some("status"));
         }
     })
     .await;
     assert!(ended.is_ok(), "the stream of a client that fell behind was not ended");
     assert!(frames < sent, "{frames} of {sent} frames were kept for it");
+    api.api.stop().await;
+}
+
+#[tokio::test]
+async fn the_stream_forwards_the_decky_events_of_its_own_topology_only() {
+    let db = TestDb::sqlite();
+    let (nats, api) = start_with_bus(&db).await;
+    let watched = api.created("/topologies/blank", json!({"name": "watched"})).await;
+    let other = api.created("/topologies/blank", json!({"name": "other"})).await;
+    let id = watched["id"].as_str().unwrap().to_string();
+    let mut stream = api.events(&id).await;
+    opening(&mut stream).await;
+
+    // In publishing order: another topology's decky, a fleet decky (no topology), then this
+    // topology's. One subscription carries all three in order, so when the third arrives first
+    // the other two were left out.
+    let bus = async_nats::connect(nats.url()).await.unwrap();
+    let service_added = |decky: &str, topology: Value| {
+        let subject = format!("decky.{decky}.service_added");
+        let payload =
+            json!({"decky_name": decky, "service_name": "ftp", "topology_id": topology, "services": ["ssh", "ftp"]});
+        (subject.clone(), json!({"topic": subject, "type": "service_added", "ts": 1.5, "payload": payload}))
+    };
+    for (subject, event) in [
+        service_added("elsewhere", other["id"].clone()),
+        (
+            "decky.flat.mutation".to_string(),
+            json!({"topic": "decky.flat.mutation", "type": "mutation", "ts": 1.0, "payload": {"decky": "flat"}}),
+        ),
+        service_added("inside", watched["id"].clone()),
+    ] {
+        bus.publish(subject, event.to_string().into()).await.unwrap();
+    }
+    bus.flush().await.unwrap();
+    let frame = stream.next_event(PATIENCE).await.expect("the stream is open");
+    assert_eq!(frame.event.as_deref(), Some("decky.service_added"), "{frame:?}");
+    assert_eq!(frame.json(), service_added("inside", watched["id"].clone()).1);
     api.api.stop().await;
 }
 

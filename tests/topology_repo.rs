@@ -105,6 +105,18 @@ async fn a_topology_round_trips_and_its_name_is_unique() {
         assert_eq!(sorted(stored), sorted(detail.clone()), "{}", backend.name);
         assert!(matches!(db.create_topology(&topology("maze")).await, Err(DbError::Conflict)), "{}", backend.name);
         assert!(matches!(db.topology(Uuid::new_v4()).await, Err(DbError::NotFound)));
+        // Names are unique exactly as written, on every backend (README, "Topologies").
+        for other in ["Maze", "MAZE", "maze ", "mazé"] {
+            db.create_topology(&topology(other)).await.unwrap_or_else(|e| panic!("{}: {other:?}: {e}", backend.name));
+        }
+        assert!(matches!(db.create_topology(&topology("Maze")).await, Err(DbError::Conflict)), "{}", backend.name);
+        let mut cased = topology("cased lans");
+        cased.lans[1].name = "lan-00".into();
+        db.create_topology(&cased).await.unwrap_or_else(|e| panic!("{}: LAN-00 and lan-00: {e}", backend.name));
+        let page = db.topologies(None, 10, 0).await.unwrap();
+        for id in page.rows.iter().map(|t| t.id).filter(|id| *id != detail.topology.id) {
+            db.delete_topology(id, &[TopologyStatus::Pending]).await.unwrap();
+        }
 
         db.create_topology(&topology("other")).await.unwrap();
         let page = db.topologies(None, 1, 0).await.unwrap();
@@ -179,19 +191,19 @@ async fn edits_are_guarded_by_status_and_version() {
         let pending = [TopologyStatus::Pending];
         let mut lan = detail.lans[1].clone();
         lan.name = "inner".into();
-        let stale = EditGuard { statuses: &pending, version: Some(0) };
+        let stale = EditGuard::change(&pending, Some(0));
         assert!(matches!(
             db.edit_topology(id, stale, &[TopologyEdit::UpdateLan(lan.clone())]).await,
             Err(DbError::Conflict)
         ));
-        let current = EditGuard { statuses: &pending, version: Some(1) };
+        let current = EditGuard::change(&pending, Some(1));
         let after = db.edit_topology(id, current, &[TopologyEdit::UpdateLan(lan.clone())]).await.unwrap();
         assert_eq!(after.version, 2, "{}", backend.name);
         // The same version again is now stale.
         assert!(matches!(db.edit_topology(id, current, &[TopologyEdit::UpdateLan(lan)]).await, Err(DbError::Conflict)));
 
         // A taken name fails the whole edit, version included.
-        let any = EditGuard { statuses: &pending, version: None };
+        let any = EditGuard::change(&pending, None);
         let mut twin = detail.lans[0].clone();
         twin.id = Uuid::new_v4();
         let fine = detail.lans[0].clone();
@@ -230,7 +242,7 @@ async fn mutations_queue_and_are_claimed_one_at_a_time_per_topology() {
         let db = backend.open().await;
         let pending_topology = topology("draft");
         db.create_topology(&pending_topology).await.unwrap();
-        let guard = EditGuard { statuses: &LIVE, version: None };
+        let guard = EditGuard::change(&LIVE, None);
         assert!(matches!(
             db.enqueue_mutation(pending_topology.topology.id, guard, "add_lan", &json!({}), Utc::now()).await,
             Err(DbError::Conflict)
@@ -239,7 +251,7 @@ async fn mutations_queue_and_are_claimed_one_at_a_time_per_topology() {
         let detail = live(&db, "maze").await;
         let id = detail.topology.id;
         let version = db.topology(id).await.unwrap().version;
-        let stale = EditGuard { statuses: &LIVE, version: Some(version - 1) };
+        let stale = EditGuard::change(&LIVE, Some(version - 1));
         assert!(matches!(
             db.enqueue_mutation(id, stale, "add_lan", &json!({}), Utc::now()).await,
             Err(DbError::Conflict)
@@ -292,7 +304,7 @@ async fn mutations_queue_and_are_claimed_one_at_a_time_per_topology() {
 async fn racing_claimers_never_share_a_mutation() {
     for backend in TestDb::all() {
         let db = backend.open().await;
-        let guard = EditGuard { statuses: &LIVE, version: None };
+        let guard = EditGuard::change(&LIVE, None);
         let mut expected = std::collections::BTreeSet::new();
         for n in 0..4 {
             let detail = live(&db, &format!("maze-{n}")).await;

@@ -90,6 +90,39 @@ pub fn topology_events(topology: uuid::Uuid) -> String {
     format!("topology.{topology}.>")
 }
 
+/// `decky.<name>.service_added` or `decky.<name>.service_removed`: a mutation gave a topology
+/// decky a service, or took one away.
+pub fn decky_service(decky: &str, change: ServiceChange) -> Result<String, BadToken> {
+    Ok(format!("decky.{}.{}", token(decky)?, change.as_str()))
+}
+
+/// What happened to one of a decky's services.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceChange {
+    Added,
+    Removed,
+}
+
+impl ServiceChange {
+    /// The subject's last token, and the event's type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceChange::Added => "service_added",
+            ServiceChange::Removed => "service_removed",
+        }
+    }
+}
+
+/// Every `decky.<name>.<leaf>`: what a topology's event stream picks its own deckies' events from.
+pub const ALL_DECKY_EVENTS: &str = "decky.*.*";
+
+/// The leaf of a `decky.<name>.<leaf>` subject (`service_added` of `decky.web-01.service_added`).
+pub fn decky_event_leaf(subject: &str) -> Option<&str> {
+    let (decky, leaf) = subject.strip_prefix("decky.")?.split_once('.')?;
+    token(decky).ok()?;
+    token(leaf).ok()
+}
+
 /// `decky.<name>.mutation`: a fleet decky got new services.
 pub fn decky_mutation(decky: &str) -> Result<String, BadToken> {
     Ok(format!("decky.{}.mutation", token(decky)?))
@@ -198,6 +231,18 @@ mod tests {
         assert_eq!(decky_state("web-01").unwrap(), "decky.web-01.state");
         assert_eq!(decky_lifecycle("web-01").unwrap(), "decky.web-01.lifecycle");
         assert!(decky_state("a.b").is_err());
+    }
+
+    #[test]
+    fn a_decky_event_subject_names_its_leaf() {
+        assert_eq!(decky_service("web-01", ServiceChange::Added).unwrap(), "decky.web-01.service_added");
+        assert_eq!(decky_service("web-01", ServiceChange::Removed).unwrap(), "decky.web-01.service_removed");
+        assert!(decky_service("a.b", ServiceChange::Added).is_err());
+        assert_eq!(decky_event_leaf("decky.web-01.service_added"), Some("service_added"));
+        assert!(matches(ALL_DECKY_EVENTS, "decky.web-01.service_added"));
+        for other in ["decky.web-01", "decky.a.b.c", "topology.x.status", "decky..state"] {
+            assert_eq!(decky_event_leaf(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -37,3 +37,20 @@ pub fn archetype(name: &str) -> Option<&'static Archetype> {
 
 /// The OS families an INI's `nmap_os` may name.
 pub const NMAP_OS_FAMILIES: &[&str] = &["linux", "windows", "bsd", "embedded", "cisco"];
+
+/// The OpenAPI schema of a list of the catalog's service names (an unknown one is refused).
+pub fn services_schema() -> utoipa::openapi::schema::Schema {
+    service_list(false)
+}
+
+/// As [`services_schema`], or null.
+pub fn services_or_null_schema() -> utoipa::openapi::schema::Schema {
+    service_list(true)
+}
+
+fn service_list(nullable: bool) -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+    let name = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(service_names()));
+    let kinds = if nullable { vec![Type::Array, Type::Null] } else { vec![Type::Array] };
+    ArrayBuilder::new().schema_type(SchemaType::from_iter(kinds)).items(name).into()
+}

@@ -475,7 +475,8 @@ impl Fleet {
         *self.health.lock().expect("the health lock is never poisoned") = None;
     }
 
-    async fn ping(&self) -> bool {
+    /// Whether the engine answers a ping within 2 s.
+    pub async fn ping(&self) -> bool {
         match tokio::time::timeout(Duration::from_secs(2), self.runtime.ping()).await {
             Ok(Ok(())) => true,
             Ok(Err(err)) => {

@@ -11,7 +11,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use super::extract::TIME_FILTER_PATTERN;
 use super::{
     AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system,
-    tarpit, users, webhooks, workers,
+    tarpit, topologies, users, webhooks, workers,
 };
 
 #[derive(OpenApi)]
@@ -67,6 +67,29 @@ use super::{
         attacker_evidence::attacker_smtp_targets,
         stream::stream,
         stream::attacker_events::attacker_events,
+        topologies::list,
+        topologies::create,
+        topologies::blank,
+        topologies::services,
+        topologies::archetypes,
+        topologies::next_subnet,
+        topologies::detail,
+        topologies::remove,
+        topologies::status_events,
+        topologies::deploy,
+        topologies::teardown,
+        topologies::enqueue,
+        topologies::mutations,
+        topologies::lan_next_ip,
+        topologies::add_lan,
+        topologies::update_lan,
+        topologies::remove_lan,
+        topologies::add_decky,
+        topologies::update_decky,
+        topologies::remove_decky,
+        topologies::add_edge,
+        topologies::remove_edge,
+        stream::topology_events::topology_events,
     ),
     modifiers(&BearerAuth, &ParameterRules),
     tags(
@@ -77,6 +100,7 @@ use super::{
         (name = "fleet", description = "Deckies: deploy from an INI, lifecycle polling, inventory, teardown, tarpit rules"),
         (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
         (name = "attackers", description = "Attacker profiles, their commands and behavioural observations"),
+        (name = "topologies", description = "Topologies (multi-LAN decoy networks): generate, edit while pending, deploy, tear down, the mutation queue and its live events"),
     )
 )]
 pub struct ApiDoc;
@@ -100,7 +124,8 @@ struct ParameterRules;
 impl Modify for ParameterRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let items = openapi.paths.paths.values_mut();
-        let operations = items.flat_map(|item| [&mut item.get, &mut item.post, &mut item.put, &mut item.delete]);
+        let operations =
+            items.flat_map(|item| [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete]);
         for operation in operations.flatten() {
             for parameter in operation.parameters.iter_mut().flatten() {
                 let Some(RefOr::T(Schema::Object(schema))) = &mut parameter.schema else { continue };

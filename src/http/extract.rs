@@ -229,6 +229,36 @@ fn json_error(err: &serde_json::Error) -> FieldError {
     }
 }
 
+/// JSON integers as JSON Schema (and DECNET's pydantic) count them: `10.0` is the integer 10, `10.5`
+/// is no integer. For `#[serde(deserialize_with = "integral")]` on integer body fields.
+pub fn integral<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    use serde::Deserialize;
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let whole = match (number.as_i128(), number.as_f64()) {
+        (Some(whole), _) => Some(whole),
+        (None, Some(float)) if float.fract() == 0.0 && float.abs() < 1e38 => Some(float as i128),
+        _ => None,
+    };
+    let invalid = || serde::de::Error::custom(format!("invalid type: {number} is not an integer in range"));
+    T::try_from(whole.ok_or_else(invalid)?).map_err(|_| invalid())
+}
+
+/// [`integral`] for an optional field (`null` or absent is `None`; pair with `#[serde(default)]`).
+pub fn integral_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    use serde::Deserialize;
+    #[derive(Deserialize)]
+    struct Whole<T: TryFrom<i128>>(#[serde(deserialize_with = "integral")] T);
+    Ok(Option::<Whole<T>>::deserialize(deserializer)?.map(|Whole(value)| value))
+}
+
 /// Parses and validates a JSON body; any failure answers per the contract.
 pub fn parse_json<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, Vec<FieldError>> {
     if body.is_empty() {

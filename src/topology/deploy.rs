@@ -406,7 +406,7 @@ impl Topologies {
         let before = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
         let live = before.topology.status.is_live();
         let edits = ops::edits(&before, &mutation.op, &mutation.payload, &mut pool, live).map_err(|e| e.0)?;
-        let guard = EditGuard { statuses: &[TopologyStatus::Active, TopologyStatus::Degraded], version: None };
+        let guard = EditGuard::queued(&[TopologyStatus::Active, TopologyStatus::Degraded]);
         match self.db.edit_topology(mutation.topology_id, guard, &edits).await {
             Ok(_) => {}
             Err(DbError::Conflict) => return Err("a name, address or attachment is already taken".into()),

@@ -21,6 +21,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::bus::topics::ServiceChange;
 use crate::bus::{Bus, Event, topics};
 use crate::db::{
     Db, DbError, Edge, EditGuard, Lan, Mutation, Topology, TopologyDecky, TopologyDetail, TopologyEdit, TopologyStatus,
@@ -45,6 +46,9 @@ pub enum TopologyError {
 }
 
 pub const NOT_FOUND: &str = "Topology not found";
+
+/// Why a deploy or teardown is refused while the container engine does not answer.
+pub const ENGINE_UNAVAILABLE: &str = "Container runtime unavailable";
 
 /// Statuses from which a topology may be deleted, torn down.
 pub const DELETABLE: [TopologyStatus; 3] = [TopologyStatus::Pending, TopologyStatus::TornDown, TopologyStatus::Failed];
@@ -136,6 +140,18 @@ impl Topologies {
         }
     }
 
+    /// Whether deploy or teardown (which start `from` these statuses) may go on: the topology
+    /// exists (404), and when its status lets the operation start, the container engine answers
+    /// (409, as the fleet answers an engine failure), so a request the engine cannot serve changes
+    /// nothing. A status the operation cannot start from is left to its own refusal.
+    pub async fn engine_ready(&self, id: Uuid, from: &[TopologyStatus]) -> Result<(), TopologyError> {
+        let topology = self.db.topology(id).await.map_err(not_found)?;
+        if !from.contains(&topology.status) || self.fleet.ping().await {
+            return Ok(());
+        }
+        Err(TopologyError::Conflict(ENGINE_UNAVAILABLE.into()))
+    }
+
     pub async fn detail(&self, id: Uuid) -> Result<TopologyDetail, TopologyError> {
         self.db.topology_detail(id).await.map_err(not_found)
     }
@@ -160,7 +176,7 @@ impl Topologies {
         expected_version: Option<i64>,
         edits: &[TopologyEdit],
     ) -> Result<Topology, TopologyError> {
-        let guard = EditGuard { statuses: &[TopologyStatus::Pending], version: expected_version };
+        let guard = EditGuard::change(&[TopologyStatus::Pending], expected_version);
         match self.db.edit_topology(id, guard, edits).await {
             Ok(topology) => Ok(topology),
             Err(DbError::Conflict) => {
@@ -210,7 +226,7 @@ impl Topologies {
         if !topology.status.is_live() {
             return Err(TopologyError::Conflict(queue_closed(topology.status)));
         }
-        let guard = EditGuard { statuses: &live, version: expected_version };
+        let guard = EditGuard::change(&live, expected_version);
         let mutation = match self.db.enqueue_mutation(id, guard, op, payload, Utc::now()).await {
             Ok(mutation) => mutation,
             Err(DbError::Conflict) => return Err(self.explain_conflict(id, expected_version, &live).await),
@@ -229,6 +245,16 @@ impl Topologies {
         });
         if let Err(err) = self.bus.publish(&Event::new(topic, state, payload)).await {
             tracing::debug!(error = %err, mutation = %mutation.id, "Mutation event not published");
+        }
+    }
+
+    /// Announces what a mutation did to the services of the topology's deckies (see
+    /// [`service_changes`]); a failed publish only costs a dashboard its live update.
+    pub async fn announce_service_changes(&self, before: &TopologyDetail, after: &TopologyDetail) {
+        for event in service_changes(before, after) {
+            if let Err(err) = self.bus.publish(&event).await {
+                tracing::debug!(error = %err, topic = %event.topic, "Decky service event not published");
+            }
         }
     }
 
@@ -267,6 +293,28 @@ impl Topologies {
         }
         Ok(left)
     }
+}
+
+/// The events DECNET publishes when a decky that stays gains or loses services:
+/// `decky.<name>.service_added` or `service_removed`, one per service, with `{decky_name,
+/// service_name, topology_id, services}` (its services after the change). A decky added or removed
+/// as a whole is told by its mutation's own events.
+pub fn service_changes(before: &TopologyDetail, after: &TopologyDetail) -> Vec<Event> {
+    let mut events = Vec::new();
+    for now in &after.deckies {
+        let Some(was) = before.deckies.iter().find(|d| d.uuid == now.uuid) else { continue };
+        let added = now.services.iter().filter(|s| !was.services.contains(s)).map(|s| (s, ServiceChange::Added));
+        let removed = was.services.iter().filter(|s| !now.services.contains(s)).map(|s| (s, ServiceChange::Removed));
+        for (service, change) in added.chain(removed) {
+            let Ok(topic) = topics::decky_service(&now.name, change) else { continue };
+            let payload = json!({
+                "decky_name": now.name, "service_name": service, "topology_id": now.topology_id,
+                "services": now.services,
+            });
+            events.push(Event::new(topic, change.as_str(), payload));
+        }
+    }
+    events
 }
 
 /// DECNET's refusal of a child edit outside `pending`.
@@ -349,4 +397,47 @@ fn from_plan(new: NewTopology, snapshot: Value, plan: Plan) -> TopologyDetail {
         });
     }
     TopologyDetail { topology, lans, deckies, edges }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use generate::{PlannedDecky, PlannedLan};
+
+    fn planned(name: &str, services: &[&str], ip: &str) -> PlannedDecky {
+        let services = services.iter().map(|s| s.to_string()).collect();
+        PlannedDecky { name: name.into(), services, addresses: vec![(0, ip.into())], forwards_l3: false }
+    }
+
+    #[test]
+    fn a_kept_decky_announces_each_service_it_gained_or_lost() {
+        let new = NewTopology { name: "t".into(), mode: "unihost".into(), target_host_uuid: None };
+        let lan = PlannedLan { name: "LAN-00".into(), subnet: "10.0.0.0/24".into(), is_dmz: true, parent: None };
+        let deckies = vec![planned("web", &["ssh", "http"], "10.0.0.2"), planned("gone", &["ftp"], "10.0.0.3")];
+        let before = from_plan(new.clone(), Value::Null, Plan { lans: vec![lan.clone()], deckies });
+        let id = before.topology.id;
+        let mut after = before.clone();
+        after.deckies[0].services = vec!["http".into(), "smtp".into(), "telnet".into()];
+        let added =
+            from_plan(new, Value::Null, Plan { lans: vec![lan], deckies: vec![planned("new", &["ssh"], "10.0.0.4")] });
+        after.deckies[1] = added.deckies[0].clone();
+
+        let events: Vec<(String, String, Value)> =
+            service_changes(&before, &after).into_iter().map(|e| (e.topic, e.kind, e.payload)).collect();
+        let topics: Vec<(&str, &str)> = events.iter().map(|(t, k, _)| (t.as_str(), k.as_str())).collect();
+        assert_eq!(
+            topics,
+            [
+                ("decky.web.service_added", "service_added"),
+                ("decky.web.service_added", "service_added"),
+                ("decky.web.service_removed", "service_removed"),
+            ]
+        );
+        assert_eq!(
+            events[0].2,
+            json!({"decky_name": "web", "service_name": "smtp", "topology_id": id, "services": ["http", "smtp", "telnet"]})
+        );
+        assert_eq!(events[2].2["service_name"], "ssh");
+        assert!(service_changes(&before, &before).is_empty());
+    }
 }

@@ -39,7 +39,7 @@ fn payload<T: for<'de> Deserialize<'de>>(op: &str, value: &Value) -> Result<T, O
     serde_json::from_value(value.clone()).map_err(|e| OpError(format!("invalid payload for {op}: {e}")))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddLan {
     pub name: String,
@@ -50,17 +50,19 @@ pub struct AddLan {
     pub y: Option<f64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Named {
+pub struct Named {
     name: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddDecky {
+    #[schema(pattern = "^[a-z0-9-]{1,64}$")]
     pub name: String,
     pub lan: String,
+    #[schema(schema_with = catalog::services_or_null_schema)]
     pub services: Option<Vec<String>>,
     pub archetype: Option<String>,
     #[serde(default)]
@@ -70,33 +72,35 @@ pub struct AddDecky {
     pub y: Option<f64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Attach {
+pub struct Attach {
     decky: String,
     lan: String,
     ip: Option<String>,
     forwards_l3: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Detach {
+pub struct Detach {
     decky: String,
     lan: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RemoveDecky {
+pub struct RemoveDecky {
     decky: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct UpdateDecky {
+pub struct UpdateDecky {
     decky: String,
+    #[schema(value_type = Option<Object>)]
     patch: Option<serde_json::Map<String, Value>>,
+    #[schema(schema_with = catalog::services_or_null_schema)]
     services: Option<Vec<String>>,
     forwards_l3: Option<bool>,
     x: Option<f64>,
@@ -105,7 +109,7 @@ struct UpdateDecky {
     force: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateLan {
     pub name: String,
@@ -137,14 +141,23 @@ fn check_services(services: &[String]) -> Result<(), OpError> {
     }
 }
 
-/// A /24 no other LAN of the topology has (LANs are all /24s, so overlapping is being equal).
-fn check_subnet(detail: &TopologyDetail, subnet: &str, except: Option<Uuid>) -> Result<(), OpError> {
+/// A /24 written as its network, `10.1.2.0/24` (no spaces, no leading zeros: it is stored and
+/// handed to the engine as written).
+pub fn check_subnet_format(subnet: &str) -> Result<(), OpError> {
     let parsed: Subnet = subnet.parse().map_err(OpError)?;
     if !subnet.ends_with("/24") {
         return refuse(format!("subnet {subnet} is not a /24"));
     }
-    let canonical = parsed.to_string();
-    if detail.lans.iter().any(|l| Some(l.id) != except && l.subnet == canonical) {
+    if parsed.to_string() != subnet {
+        return refuse(format!("subnet {subnet:?} is not written as {parsed}"));
+    }
+    Ok(())
+}
+
+/// A /24 no other LAN of the topology has (LANs are all /24s, so overlapping is being equal).
+fn check_subnet(detail: &TopologyDetail, subnet: &str, except: Option<Uuid>) -> Result<(), OpError> {
+    check_subnet_format(subnet)?;
+    if detail.lans.iter().any(|l| Some(l.id) != except && l.subnet == subnet) {
         return refuse(format!("subnet {subnet} overlaps another LAN"));
     }
     Ok(())

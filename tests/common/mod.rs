@@ -7,6 +7,7 @@ pub mod logs;
 pub mod nats;
 pub mod proxy;
 pub mod receiver;
+pub mod sse;
 
 use std::cell::RefCell;
 use std::io::Write;

@@ -2,10 +2,12 @@
 //! attach a decky to a LAN (a decky on two LANs bridges them), the status history that the status
 //! machine ([`TopologyStatus::can_move_to`]) allows, and the queue of mutations the mutator works
 //! through. Every change to a topology's parts bumps its `version` (optimistic locking: a writer
-//! that names an older version gets `Conflict`). Both dialects accept every statement (`sql.rs`);
+//! that names an older version gets `Conflict`). Both dialects accept every statement (`sql.rs`, the queue's in `queue.rs`);
 //! the claim of a mutation takes row locks on MySQL and the write lock on sqlite, so two mutators
 //! never claim the same one.
 
+mod queue;
+mod rows;
 mod sql;
 
 use async_trait::async_trait;
@@ -244,11 +246,26 @@ pub enum TopologyEdit {
 }
 
 /// When an edit may happen: the topology's status must be one of `statuses`, and its version
-/// `version` when one is named.
+/// `version` when one is named. `bump`: whether the edit moves the version on. Every change asked
+/// for bumps it once (a child edit, or a mutation when it is queued); applying a queued mutation
+/// does not bump it again.
 #[derive(Clone, Copy, Debug)]
 pub struct EditGuard<'a> {
     pub statuses: &'a [TopologyStatus],
     pub version: Option<i64>,
+    pub bump: bool,
+}
+
+impl<'a> EditGuard<'a> {
+    /// A change asked for now: bumps the version (only from `version`, when one is named).
+    pub fn change(statuses: &'a [TopologyStatus], version: Option<i64>) -> EditGuard<'a> {
+        EditGuard { statuses, version, bump: true }
+    }
+
+    /// A queued mutation being applied: its enqueue bumped the version already.
+    pub fn queued(statuses: &'a [TopologyStatus]) -> EditGuard<'a> {
+        EditGuard { statuses, version: None, bump: false }
+    }
 }
 
 /// Mutations a dead mutator left `applying`, failed by the claim that found them.
@@ -294,7 +311,8 @@ pub trait TopologyStore {
     /// The newest `limit` status events, newest first.
     async fn status_events(&self, id: Uuid, limit: u32) -> DbResult<Vec<StatusEvent>>;
 
-    /// Applies `edits` in one transaction if `guard` holds, bumping the version once; `Conflict`
+    /// Applies `edits` in one transaction if `guard` holds, bumping the version once when the guard
+    /// says so; `Conflict`
     /// when the guard fails or a name or attachment is taken, `NotFound` when a part to change is
     /// gone. Returns the topology after the edits.
     async fn edit_topology(&self, id: Uuid, guard: EditGuard<'_>, edits: &[TopologyEdit]) -> DbResult<Topology>;

@@ -1,16 +1,17 @@
-//! The topologies' statements, the same on both backends. A claim locks the topology's row
-//! (`for update` on MySQL; sqlite's writer holds the whole database) before it looks for a
-//! mutation already applying, so claimers of one topology go one after another.
+//! The topologies' statements, the same on both backends: the topology, its parts and its status
+//! history (the rows they read are in `rows`). The mutation queue's statements are in `queue`; this
+//! module's trait implementation hands those verbs over.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::rows::{DeckyRow, EdgeRow, LanRow, StatusEventRow, TopologyRow};
 use super::{
-    ABANDONED_MUTATION, Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky,
-    TopologyDetail, TopologyEdit, TopologyStatus, TopologyStore,
+    Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky, TopologyDetail,
+    TopologyEdit, TopologyStatus, TopologyStore,
 };
-use crate::db::codec::{convert, count, found, json_text, millis, offset, parse_uuid, settle, time};
+use crate::db::codec::{convert, count, found, json_text, millis, offset, settle};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult, Page};
 
@@ -19,208 +20,25 @@ const TOPOLOGY_COLUMNS: &str = "id, name, mode, target_host_uuid, config_snapsho
 const LAN_COLUMNS: &str = "id, topology_id, name, subnet, is_dmz, docker_network_id, x, y";
 const DECKY_COLUMNS: &str = "uuid, topology_id, name, services, decky_config, ip, state, last_error, x, y";
 const EDGE_COLUMNS: &str = "id, topology_id, decky_uuid, lan_id, ip, is_bridge, forwards_l3";
-const MUTATION_COLUMNS: &str = "id, topology_id, op, payload, state, requested_at, applied_at, reason";
-
-fn stored<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> DbResult<T> {
-    serde_json::from_str(text).map_err(|e| DbError::Other(anyhow::anyhow!("stored {what}: {e}")))
-}
 
 /// `('a', 'b')`: statuses are our own words, so they are written into the statement.
-fn status_list(statuses: &[TopologyStatus]) -> String {
+pub(super) fn status_list(statuses: &[TopologyStatus]) -> String {
     let words: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
     format!("({})", if words.is_empty() { "''".to_string() } else { words.join(", ") })
 }
 
-fn live_list() -> String {
+pub(super) fn live_list() -> String {
     status_list(&[TopologyStatus::Active, TopologyStatus::Degraded])
-}
-
-#[derive(sqlx::FromRow)]
-struct TopologyRow {
-    id: String,
-    name: String,
-    mode: String,
-    target_host_uuid: Option<String>,
-    config_snapshot: String,
-    status: String,
-    status_changed_at: i64,
-    created_at: i64,
-    version: i64,
-    needs_resync: bool,
-    email_personas: String,
-    language_default: String,
-}
-
-impl TryFrom<TopologyRow> for Topology {
-    type Error = DbError;
-
-    fn try_from(row: TopologyRow) -> Result<Self, DbError> {
-        Ok(Topology {
-            id: parse_uuid(&row.id)?,
-            name: row.name,
-            mode: row.mode,
-            target_host_uuid: row.target_host_uuid,
-            status: row.status.parse()?,
-            version: row.version,
-            needs_resync: row.needs_resync,
-            created_at: time(row.created_at)?,
-            status_changed_at: time(row.status_changed_at)?,
-            email_personas: row.email_personas,
-            language_default: row.language_default,
-            config_snapshot: stored(&row.config_snapshot, "config snapshot")?,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct LanRow {
-    id: String,
-    topology_id: String,
-    name: String,
-    subnet: String,
-    is_dmz: bool,
-    docker_network_id: Option<String>,
-    x: Option<f64>,
-    y: Option<f64>,
-}
-
-impl TryFrom<LanRow> for Lan {
-    type Error = DbError;
-
-    fn try_from(row: LanRow) -> Result<Self, DbError> {
-        Ok(Lan {
-            id: parse_uuid(&row.id)?,
-            topology_id: parse_uuid(&row.topology_id)?,
-            name: row.name,
-            subnet: row.subnet,
-            is_dmz: row.is_dmz,
-            docker_network_id: row.docker_network_id,
-            x: row.x,
-            y: row.y,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct DeckyRow {
-    uuid: String,
-    topology_id: String,
-    name: String,
-    services: String,
-    decky_config: Option<String>,
-    ip: Option<String>,
-    state: String,
-    last_error: Option<String>,
-    x: Option<f64>,
-    y: Option<f64>,
-}
-
-impl TryFrom<DeckyRow> for TopologyDecky {
-    type Error = DbError;
-
-    fn try_from(row: DeckyRow) -> Result<Self, DbError> {
-        Ok(TopologyDecky {
-            uuid: parse_uuid(&row.uuid)?,
-            topology_id: parse_uuid(&row.topology_id)?,
-            name: row.name,
-            services: stored(&row.services, "services")?,
-            decky_config: row.decky_config.as_deref().map(|c| stored(c, "decky config")).transpose()?,
-            ip: row.ip,
-            state: row.state,
-            last_error: row.last_error,
-            x: row.x,
-            y: row.y,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct EdgeRow {
-    id: String,
-    topology_id: String,
-    decky_uuid: String,
-    lan_id: String,
-    ip: Option<String>,
-    is_bridge: bool,
-    forwards_l3: bool,
-}
-
-impl TryFrom<EdgeRow> for Edge {
-    type Error = DbError;
-
-    fn try_from(row: EdgeRow) -> Result<Self, DbError> {
-        Ok(Edge {
-            id: parse_uuid(&row.id)?,
-            topology_id: parse_uuid(&row.topology_id)?,
-            decky_uuid: parse_uuid(&row.decky_uuid)?,
-            lan_id: parse_uuid(&row.lan_id)?,
-            ip: row.ip,
-            is_bridge: row.is_bridge,
-            forwards_l3: row.forwards_l3,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct StatusEventRow {
-    id: String,
-    topology_id: String,
-    from_status: String,
-    to_status: String,
-    at: i64,
-    reason: Option<String>,
-}
-
-impl TryFrom<StatusEventRow> for StatusEvent {
-    type Error = DbError;
-
-    fn try_from(row: StatusEventRow) -> Result<Self, DbError> {
-        Ok(StatusEvent {
-            id: parse_uuid(&row.id)?,
-            topology_id: parse_uuid(&row.topology_id)?,
-            from_status: row.from_status.parse()?,
-            to_status: row.to_status.parse()?,
-            at: time(row.at)?,
-            reason: row.reason,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct MutationRow {
-    id: String,
-    topology_id: String,
-    op: String,
-    payload: String,
-    state: String,
-    requested_at: i64,
-    applied_at: Option<i64>,
-    reason: Option<String>,
-}
-
-impl TryFrom<MutationRow> for Mutation {
-    type Error = DbError;
-
-    fn try_from(row: MutationRow) -> Result<Self, DbError> {
-        Ok(Mutation {
-            id: parse_uuid(&row.id)?,
-            topology_id: parse_uuid(&row.topology_id)?,
-            op: row.op,
-            payload: stored(&row.payload, "mutation payload")?,
-            state: row.state.parse()?,
-            requested_at: time(row.requested_at)?,
-            applied_at: row.applied_at.map(time).transpose()?,
-            reason: row.reason,
-        })
-    }
 }
 
 /// The statement that takes an edit's guard: it bumps the version only when the guard holds.
 fn guarded_bump(guard: &EditGuard<'_>) -> String {
-    format!(
-        "update topologies set version = version + 1 where id = ? and status in {} and (? is null or version = ?)",
-        status_list(guard.statuses)
-    )
+    format!("update topologies set version = version + 1 where {}", guard_condition(guard))
+}
+
+/// Which topology row an edit's guard accepts (binds: id, version, version).
+fn guard_condition(guard: &EditGuard<'_>) -> String {
+    format!("id = ? and status in {} and (? is null or version = ?)", status_list(guard.statuses))
 }
 
 both_backends! {
@@ -385,21 +203,37 @@ both_backends! {
             }
         }
 
-        /// Bumps the version if the guard holds, else ends with why not.
-        async fn take_guard<'c>(tx: &mut sqlx::Transaction<'c, Sql>, id: Uuid, guard: &EditGuard<'_>) -> DbResult<()> {
-            let done = sqlx::query(&guarded_bump(guard))
+        /// Bumps the version if the guard holds (and says to), else ends with why not. A guard
+        /// that does not bump locks the row it checked instead.
+        pub(super) async fn take_guard<'c>(tx: &mut sqlx::Transaction<'c, Sql>, id: Uuid, guard: &EditGuard<'_>) -> DbResult<()> {
+            let held = if guard.bump {
+                let done = sqlx::query(&guarded_bump(guard))
+                    .bind(id.to_string())
+                    .bind(guard.version)
+                    .bind(guard.version)
+                    .execute(&mut **tx)
+                    .await?;
+                done.rows_affected() > 0
+            } else {
+                let row: Option<(String,)> = sqlx::query_as(&format!(
+                    "select id from topologies where {}{}",
+                    guard_condition(guard),
+                    Backend::FOR_UPDATE
+                ))
                 .bind(id.to_string())
                 .bind(guard.version)
                 .bind(guard.version)
-                .execute(&mut **tx)
+                .fetch_optional(&mut **tx)
                 .await?;
-            if done.rows_affected() == 0 {
+                row.is_some()
+            };
+            if !held {
                 return Err(Self::missing_or_conflict(tx, id).await);
             }
             Ok(())
         }
 
-        async fn read_topology<'e, E>(executor: E, id: Uuid) -> DbResult<Topology>
+        pub(super) async fn read_topology<'e, E>(executor: E, id: Uuid) -> DbResult<Topology>
         where
             E: sqlx::Executor<'e, Database = Sql>,
         {
@@ -617,145 +451,15 @@ both_backends! {
             payload: &serde_json::Value,
             at: DateTime<Utc>,
         ) -> DbResult<Mutation> {
-            let mut tx = self.begin_write().await?;
-            let result: DbResult<_> = async {
-            Self::take_guard(&mut tx, id, &guard).await?;
-            let topology = Self::read_topology(&mut *tx, id).await?;
-            let mutation = Mutation {
-                id: Uuid::new_v4(),
-                topology_id: id,
-                op: op.to_string(),
-                payload: payload.clone(),
-                state: MutationState::Pending,
-                requested_at: at,
-                applied_at: None,
-                reason: None,
-            };
-            sqlx::query(
-                "insert into topology_mutations (id, topology_id, seq, op, payload, state, requested_at) \
-                 values (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(mutation.id.to_string())
-            .bind(id.to_string())
-            .bind(topology.version)
-            .bind(op)
-            .bind(json_text(payload))
-            .bind(MutationState::Pending.as_str())
-            .bind(millis(at))
-            .execute(&mut *tx)
-            .await?;
-            Ok(mutation)
-            }
-            .await;
-            settle(tx, result).await
+            self.queue_mutation(id, guard, op, payload, at).await
         }
 
         async fn mutations(&self, id: Uuid, state: Option<MutationState>) -> DbResult<Vec<Mutation>> {
-            Self::read_topology(&self.pool, id).await?;
-            let filter = if state.is_some() { "and state = ?" } else { "and ? is null" };
-            let rows: Vec<MutationRow> = sqlx::query_as(&format!(
-                "select {MUTATION_COLUMNS} from topology_mutations where topology_id = ? {filter} \
-                 order by requested_at desc, seq desc"
-            ))
-            .bind(id.to_string())
-            .bind(state.map(MutationState::as_str))
-            .fetch_all(&self.pool)
-            .await?;
-            convert(rows)
+            self.list_mutations(id, state).await
         }
 
         async fn claim_mutation(&self, holder: &str, now: DateTime<Utc>, stale_before: DateTime<Utc>) -> DbResult<Claim> {
-            let applying = MutationState::Applying.as_str();
-            // A dead mutator's claims first, each failed by exactly one claimer.
-            let stale: Vec<MutationRow> = sqlx::query_as(&format!(
-                "select {MUTATION_COLUMNS} from topology_mutations where state = ? and claimed_at < ?"
-            ))
-            .bind(applying)
-            .bind(millis(stale_before))
-            .fetch_all(&self.pool)
-            .await?;
-            let mut abandoned = Vec::new();
-            for row in stale {
-                let done = sqlx::query(
-                    "update topology_mutations set state = ?, reason = ?, applied_at = ? \
-                     where id = ? and state = ? and claimed_at < ?",
-                )
-                .bind(MutationState::Failed.as_str())
-                .bind(ABANDONED_MUTATION)
-                .bind(millis(now))
-                .bind(&row.id)
-                .bind(applying)
-                .bind(millis(stale_before))
-                .execute(&self.pool)
-                .await?;
-                if done.rows_affected() == 1 {
-                    let mut mutation = Mutation::try_from(row)?;
-                    mutation.state = MutationState::Failed;
-                    mutation.reason = Some(ABANDONED_MUTATION.to_string());
-                    mutation.applied_at = Some(now);
-                    abandoned.push(mutation);
-                }
-            }
-
-            let mut tx = self.begin_write().await?;
-            let result: DbResult<_> = async {
-            let next: Option<(String, String)> = sqlx::query_as(&format!(
-                "select m.id, m.topology_id from topology_mutations m join topologies t on t.id = m.topology_id \
-                 where m.state = ? and t.status in {} and not exists \
-                 (select 1 from topology_mutations a where a.topology_id = m.topology_id and a.state = ?) \
-                 order by m.requested_at, m.seq limit 1",
-                live_list()
-            ))
-            .bind(MutationState::Pending.as_str())
-            .bind(applying)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((mutation_id, topology_id)) = next else {
-                return Ok(None);
-            };
-            // Claimers of one topology queue here; the checks below read what the one before committed.
-            let live: Option<(String,)> = sqlx::query_as(&format!(
-                "select id from topologies where id = ? and status in {}{}",
-                live_list(),
-                Backend::FOR_UPDATE
-            ))
-            .bind(&topology_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let (busy,): (i64,) = sqlx::query_as(&format!(
-                "select count(*) from topology_mutations where topology_id = ? and state = ?{}",
-                Backend::FOR_UPDATE
-            ))
-            .bind(&topology_id)
-            .bind(applying)
-            .fetch_one(&mut *tx)
-            .await?;
-            if live.is_none() || busy > 0 {
-                return Ok(None);
-            }
-            let claimed = sqlx::query(
-                "update topology_mutations set state = ?, claimed_at = ?, claimed_by = ? where id = ? and state = ?",
-            )
-            .bind(applying)
-            .bind(millis(now))
-            .bind(holder)
-            .bind(&mutation_id)
-            .bind(MutationState::Pending.as_str())
-            .execute(&mut *tx)
-            .await?;
-            if claimed.rows_affected() == 0 {
-                return Ok(None);
-            }
-            let row: MutationRow =
-                sqlx::query_as(&format!("select {MUTATION_COLUMNS} from topology_mutations where id = ?"))
-                    .bind(&mutation_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            Ok(Some(Mutation::try_from(row)?))
-            }
-            .await;
-            let mutation = settle(tx, result).await?;
-            Ok(Claim { mutation, abandoned })
+            self.claim_next_mutation(holder, now, stale_before).await
         }
 
         async fn finish_mutation(
@@ -765,29 +469,11 @@ both_backends! {
             reason: Option<&str>,
             at: DateTime<Utc>,
         ) -> DbResult<()> {
-            let done = sqlx::query(
-                "update topology_mutations set state = ?, reason = ?, applied_at = ? where id = ? and state = ?",
-            )
-            .bind(state.as_str())
-            .bind(reason.map(|r| crate::text::prefix_chars(r, 2000)))
-            .bind(millis(at))
-            .bind(id.to_string())
-            .bind(MutationState::Applying.as_str())
-            .execute(&self.pool)
-            .await?;
-            found(done.rows_affected())
+            self.end_mutation(id, state, reason, at).await
         }
 
         async fn has_pending_mutations(&self) -> DbResult<bool> {
-            let (pending,): (i64,) = sqlx::query_as(&format!(
-                "select count(*) from topology_mutations m join topologies t on t.id = m.topology_id \
-                 where m.state = ? and t.status in {}",
-                live_list()
-            ))
-            .bind(MutationState::Pending.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-            Ok(pending > 0)
+            self.any_pending_mutation().await
         }
     }
 }

@@ -1,11 +1,14 @@
 //! `GET /topologies/{id}/events`: a topology's live events as Server-Sent Events, in DECNET's
-//! frames. On connect, `event: snapshot` with `{topology_id, status, in_flight}` (its `pending`
-//! and `applying` mutations); then every bus event under `topology.<id>.`, named as DECNET names
-//! them (`mutation.enqueued|applying|applied|failed`, `status`), each `{topic, type, ts,
-//! payload}`. Authentication as `/stream` (bearer header or single-use `?ticket=`; a token in the
-//! query never authenticates), counted against the same per-user cap; the 404 comes after
-//! authentication and before the stream starts. A client that falls 256 events behind is dropped
-//! rather than buffered. Without a bus: the snapshot, then keepalives.
+//! frames. On connect, a `: keepalive` comment (so a client sees the stream open at once), then
+//! `event: snapshot` with `{topology_id, status, in_flight}` (its `pending` and `applying`
+//! mutations); then every bus event under `topology.<id>.`, named as DECNET names them
+//! (`mutation.enqueued|applying|applied|failed`, `status`), and every `decky.<name>.<leaf>` whose
+//! payload's `topology_id` is this topology, as `decky.<leaf>`; each `{topic, type, ts, payload}`.
+//! A keepalive comment follows every 15 s without an event. Authentication as `/stream` (bearer
+//! header or single-use `?ticket=`; a token in the query never authenticates), counted against the
+//! same per-user cap; the 404 comes after authentication and before the stream starts. A client
+//! that falls 256 events behind is dropped rather than buffered. Without a bus: the keepalive, the
+//! snapshot, then keepalives.
 
 use std::convert::Infallible;
 
@@ -15,6 +18,7 @@ use axum::response::sse::Event;
 use futures::{StreamExt, stream};
 use serde::Deserialize;
 use serde_json::json;
+use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::sse;
@@ -27,7 +31,8 @@ use crate::http::{ApiError, AppState, Result};
 /// Events a client may fall behind before it is dropped.
 const BACKLOG: usize = 256;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TopologyEventsQuery {
     /// A single-use ticket from `POST /auth/sse-ticket`, for clients that cannot send a header.
     pub ticket: Option<String>,
@@ -35,12 +40,34 @@ pub struct TopologyEventsQuery {
 
 impl Validate for TopologyEventsQuery {}
 
-/// The frame name DECNET gives a topology subject.
-fn frame_name(topology: Uuid, subject: &str) -> Option<String> {
-    let rest = subject.strip_prefix(&format!("topology.{topology}."))?;
-    Some(rest.to_string())
+/// The frame name DECNET gives a bus event, when it belongs on this topology's stream: the rest of
+/// a `topology.<id>.` subject, or `decky.<leaf>` for a decky event about one of its deckies.
+fn frame_name(topology: Uuid, subject: &str, event: &bus::Event) -> Option<String> {
+    if let Some(rest) = subject.strip_prefix(&format!("topology.{topology}.")) {
+        return Some(rest.to_string());
+    }
+    let leaf = topics::decky_event_leaf(subject)?;
+    let ours = event.payload.get("topology_id").and_then(|v| v.as_str()) == Some(topology.to_string().as_str());
+    ours.then(|| format!("decky.{leaf}"))
 }
 
+/// A topology's live events: its snapshot, then its mutations, status changes and its deckies'
+/// service changes as they happen.
+#[utoipa::path(
+    get,
+    path = "/api/v1/topologies/{id}/events",
+    tag = "topologies",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The topology"), TopologyEventsQuery),
+    responses(
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
+        (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
+        (status = 403, description = "Password change required"),
+        (status = 404, description = "Topology not found"),
+        (status = 422, description = "Not a uuid"),
+        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+    )
+)]
 pub async fn topology_events(
     State(state): State<AppState>,
     StreamViewer(session): StreamViewer,
@@ -53,14 +80,20 @@ pub async fn topology_events(
     })?;
     let slot = state.sse.acquire(session.user.uuid)?;
     // Subscribed before the snapshot is read: nothing that happens after it is missed.
-    let subscriber = state.bus.subscribe(topics::topology_events(id)).await;
+    let own = state.bus.subscribe(topics::topology_events(id)).await;
+    let deckies = state.bus.subscribe(topics::ALL_DECKY_EVENTS.to_string()).await;
+    let subscriber = match (own, deckies) {
+        (Some(own), Some(deckies)) => Some(stream::select(own, deckies).boxed()),
+        (Some(own), None) => Some(own.boxed()),
+        (None, _) => None,
+    };
     let mut in_flight = state.db.mutations(id, Some(MutationState::Applying)).await?;
     in_flight.extend(state.db.mutations(id, Some(MutationState::Pending)).await?);
     let snapshot = json!({"topology_id": id, "status": topology.status, "in_flight": in_flight});
     let snapshot = Event::default().event("snapshot").data(snapshot.to_string());
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(BACKLOG);
-    // Without a bus nothing sends, and the stream holds the snapshot and keepalives as DECNET's
+    // Without a bus nothing sends, and the stream holds the opening frames and keepalives as DECNET's
     // does: its own sender keeps the channel open.
     let mut idle_sender = None;
     if let Some(mut subscriber) = subscriber {
@@ -74,7 +107,7 @@ pub async fn topology_events(
                 };
                 let Some(message) = message else { return };
                 let Ok(event) = serde_json::from_slice::<bus::Event>(&message.payload) else { continue };
-                let Some(name) = frame_name(id, &message.subject) else { continue };
+                let Some(name) = frame_name(id, &message.subject, &event) else { continue };
                 // Full: the client is too slow to keep; ending the channel ends its stream.
                 if tx.try_send(Event::default().event(name).data(json!(event).to_string())).is_err() {
                     tracing::info!(topology = %id, "Dropping a topology event stream that fell behind");
@@ -87,7 +120,8 @@ pub async fn topology_events(
     }
     let live = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (event, rx)) });
     let closing = state.closing.clone().cancelled_owned();
-    let frames = stream::once(std::future::ready(snapshot)).chain(live).take_until(closing).map(move |event| {
+    let opening = stream::iter([Event::default().comment("keepalive"), snapshot]);
+    let frames = opening.chain(live).take_until(closing).map(move |event| {
         // The stream owns its slot (freed however it ends) and, without a bus, its idle sender.
         let _held = (&slot, &idle_sender);
         Ok::<_, Infallible>(event)

@@ -3,7 +3,8 @@
 //! only delays work. Each round it claims one pending mutation at a time (the store guarantees one
 //! claimer per mutation and one `applying` mutation per topology, so several mutators can run),
 //! applies it (`svc::topology`: store first, then the live containers and networks) and records
-//! `applied` or `failed`, announcing each step. A mutation a dead mutator left `applying` longer
+//! `applied` or `failed`, announcing each step, and then each service an applied mutation gave or
+//! took from a decky (`decky.<name>.service_added|service_removed`). A mutation a dead mutator left `applying` longer
 //! than `SVC_MUTATOR_CLAIM_TIMEOUT_S` is failed by the next claim, so none stays stuck. A stop
 //! lets the mutation in hand finish. Each round also gives the flat fleet's deckies whose
 //! `mutate_interval` has passed new services (`svc::fleet::mutate`).
@@ -87,7 +88,15 @@ async fn drain(ctx: &WorkerContext, topologies: &Topologies, holder: &str) {
         }
         let Some(mutation) = claim.mutation else { return };
         tracing::info!(mutation = %mutation.id, topology = %mutation.topology_id, op = %mutation.op, "Applying a mutation");
+        // Read before and after, so the deckies' service changes can be announced as DECNET does.
+        let before = ctx.db.topology_detail(mutation.topology_id).await;
         let state = topologies.apply(&mutation).await;
+        if state == MutationState::Applied
+            && let Ok(before) = before
+            && let Ok(after) = ctx.db.topology_detail(mutation.topology_id).await
+        {
+            topologies.announce_service_changes(&before, &after).await;
+        }
         ctx.counters.add(if state == MutationState::Applied { "mutations_applied" } else { "mutations_failed" }, 1);
     }
 }

@@ -1,0 +1,97 @@
+//! The topology routes as DECNET's dashboard uses them: list, generate (seeded), blank, read with
+//! LANs/deckies/edges, status events, deploy and teardown (202, in the background), delete, the
+//! pending-only child edits of LANs, deckies and edges (`expected_version` locking), the catalog
+//! (`services`, `archetypes`, `next-subnet`, `next-ip`) and the mutation queue. Path ids are UUIDs
+//! (anything else is 422); 404 and 409 texts are DECNET's. The event stream is in `stream`.
+//!
+//! This module owns the router and the error mapping the parts share: [`lifecycle`] (a topology as
+//! a whole), [`children`] (the pending-only edits of its parts), [`mutations`] (the queue) and
+//! [`catalog`].
+
+mod catalog;
+mod children;
+mod lifecycle;
+mod mutations;
+
+pub use catalog::*;
+pub use children::*;
+pub use lifecycle::*;
+pub use mutations::*;
+
+use axum::Router;
+use axum::routing::{get, patch, post};
+
+use super::extract::FieldError;
+use super::{ApiError, AppState};
+use crate::topology::TopologyError;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/topologies", get(list).post(create))
+        .route("/topologies/", get(list).post(create))
+        .route("/topologies/blank", post(blank))
+        .route("/topologies/services", get(services))
+        .route("/topologies/archetypes", get(archetypes))
+        .route("/topologies/next-subnet", get(next_subnet))
+        .route("/topologies/{id}", get(detail).delete(remove))
+        .route("/topologies/{id}/status-events", get(status_events))
+        .route("/topologies/{id}/deploy", post(deploy))
+        .route("/topologies/{id}/teardown", post(teardown))
+        .route("/topologies/{id}/mutations", get(mutations).post(enqueue))
+        .route("/topologies/{id}/lans", post(add_lan))
+        .route("/topologies/{id}/lans/{lan}", patch(update_lan).delete(remove_lan))
+        .route("/topologies/{id}/lans/{lan}/next-ip", get(lan_next_ip))
+        .route("/topologies/{id}/deckies", post(add_decky))
+        .route("/topologies/{id}/deckies/{decky}", patch(update_decky).delete(remove_decky))
+        .route("/topologies/{id}/edges", post(add_edge))
+        .route("/topologies/{id}/edges/{edge}", axum::routing::delete(remove_edge))
+}
+
+fn topology_error(err: TopologyError) -> ApiError {
+    match err {
+        TopologyError::NotFound(text) => ApiError::not_found(text),
+        TopologyError::Conflict(text) => ApiError::conflict(text),
+        TopologyError::BadRequest(text) => ApiError::bad_request(text),
+        TopologyError::Store(err) => err.into(),
+    }
+}
+
+fn range_error(errors: &mut Vec<FieldError>, field: &str, value: f64, min: f64, max: f64) {
+    if value < min {
+        errors.push(FieldError::new(
+            "greater_than_equal",
+            &["body", field],
+            format!("Input should be greater than or equal to {min}"),
+        ));
+    } else if value > max {
+        errors.push(FieldError::new(
+            "less_than_equal",
+            &["body", field],
+            format!("Input should be less than or equal to {max}"),
+        ));
+    }
+}
+
+fn name_error(errors: &mut Vec<FieldError>, field: &str, value: &str) {
+    if value.is_empty() {
+        errors.push(FieldError::new("string_too_short", &["body", field], "String should have at least 1 character"));
+    } else if value.chars().count() > 64 {
+        errors.push(FieldError::new("string_too_long", &["body", field], "String should have at most 64 characters"));
+    }
+}
+
+fn not_found(err: crate::db::DbError) -> ApiError {
+    match err {
+        crate::db::DbError::NotFound => ApiError::not_found(crate::topology::NOT_FOUND),
+        other => other.into(),
+    }
+}
+
+/// The swarm host fields: this build has no swarm hosts, so only null (or absence) is accepted.
+fn no_swarm_host_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Null)
+        .description(Some("A swarm host; none exists in this build, so any value is refused (400)."))
+        .into()
+}
