@@ -31,7 +31,7 @@ cleanup() {
     for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
     for net in $(engine network ls -q --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine network rm -f "$net" >/dev/null 2>&1; done
     # The API service this run started, if it started one (by its pid, nothing else of that name).
-    [ -f "$work/engine/podman.pid" ] && kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true
+    if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -309,6 +309,13 @@ impl Ingester {
                 }
             }
         }
+        // What was read while the last batch was stored is stored too before the lease goes.
+        if let Some((pending, _)) = self.read_ahead.take()
+            && pending.tally.lines() > 0
+            && let Err(err) = self.commit(pending, false, false).await
+        {
+            tracing::warn!(path = %self.path.display(), error = %format!("{err:#}"), "The last lines read were not stored; they are read again at the next start");
+        }
         self.release().await;
     }
 
