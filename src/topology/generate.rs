@@ -50,6 +50,19 @@ pub struct Plan {
 #[error("subnet pool exhausted")]
 pub struct Exhausted;
 
+/// The LANs one generated topology has at most: depth 16 and branching 8 allow a tree of billions,
+/// and one of thousands held the database's writer for seconds while it was stored.
+pub const MAX_LANS: usize = 256;
+
+/// Why no plan was made.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error(transparent)]
+    Exhausted(#[from] Exhausted),
+    #[error("a generated topology has at most {MAX_LANS} LANs; lower depth or branching_factor")]
+    TooLarge,
+}
+
 /// splitmix64: tiny, fast, and fixed forever, unlike a library's generator.
 struct Rng(u64);
 
@@ -117,7 +130,7 @@ pub fn next_ip(subnet: &str, taken: &BTreeSet<Ipv4Addr>) -> Option<Ipv4Addr> {
 }
 
 /// Plans a topology under `params.seed`, its subnets from `subnets`.
-pub fn generate(params: &Params, services: &[&str], subnets: &mut SubnetPool) -> Result<Plan, Exhausted> {
+pub fn generate(params: &Params, services: &[&str], subnets: &mut SubnetPool) -> Result<Plan, Refused> {
     let mut rng = Rng(params.seed);
     let mut lans = vec![PlannedLan { name: "LAN-00".into(), subnet: subnets.next_free()?, is_dmz: true, parent: None }];
     let mut frontier = vec![0usize];
@@ -126,6 +139,9 @@ pub fn generate(params: &Params, services: &[&str], subnets: &mut SubnetPool) ->
         for parent in frontier {
             for _ in 0..rng.between(1, params.branching_factor) {
                 let index = lans.len();
+                if index == MAX_LANS {
+                    return Err(Refused::TooLarge);
+                }
                 lans.push(PlannedLan {
                     name: format!("LAN-{index:02}"),
                     subnet: subnets.next_free()?,
@@ -263,8 +279,17 @@ mod tests {
     #[test]
     fn the_pool_runs_out_cleanly() {
         let mut pool = SubnetPool::new("10.214.0.0/23".parse().unwrap(), BTreeSet::new());
-        assert_eq!(generate(&params(1), &["ssh"], &mut pool), Err(Exhausted));
+        assert_eq!(generate(&params(1), &["ssh"], &mut pool), Err(Refused::Exhausted(Exhausted)));
         let mut pool = SubnetPool::new("10.214.0.0/16".parse().unwrap(), BTreeSet::from(["10.214.0.0/24".to_string()]));
         assert_eq!(pool.next_free().unwrap(), "10.214.1.0/24");
+    }
+
+    #[test]
+    fn a_tree_over_the_lan_bound_is_refused_before_taking_the_pool() {
+        let huge = Params { depth: 16, branching_factor: 8, ..params(1) };
+        let mut pool = SubnetPool::new("10.0.0.0/8".parse().unwrap(), BTreeSet::new());
+        assert_eq!(generate(&huge, &["ssh"], &mut pool), Err(Refused::TooLarge));
+        let within = Params { depth: 2, branching_factor: 8, ..params(1) };
+        assert!(generate(&within, &["ssh"], &mut pool).unwrap().lans.len() <= MAX_LANS);
     }
 }

@@ -222,7 +222,7 @@ pub async fn list(
         (status = 400, description = "Malformed body or empty name; deckies_per_lan_min above deckies_per_lan_max; an unknown service; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
         (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin, or password change required"),
-        (status = 409, description = "Topology name already exists, or the subnet pool is exhausted"),
+        (status = 409, description = "Topology name already exists, the subnet pool is exhausted, or the tree would have over 256 LANs"),
         (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A parameter out of range, or a name over 64 characters"),
     )
