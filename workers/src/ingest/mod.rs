@@ -68,10 +68,7 @@ pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
                 ingester.ctx.config.ingest.lease.as_secs_f64()
             );
         }
-        let (pending, progress) = match ingester.read_ahead.take() {
-            Some(read) => read,
-            None => ingester.collect(true).await?,
-        };
+        let (pending, progress) = ingester.collect(true).await?;
         let tally = pending.tally;
         let more = progress == Progress::More && !ingester.ctx.cancel.is_cancelled();
         if ingester.commit(pending, more, true).await? {
@@ -324,10 +321,7 @@ impl Ingester {
         if !self.hold_lease().await? {
             return Ok(Some(self.ctx.config.ingest.lease / 3));
         }
-        let (pending, _) = match self.read_ahead.take() {
-            Some(read) => read,
-            None => self.collect(false).await?,
-        };
+        let (pending, _) = self.collect(false).await?;
         let moved = self.follower.as_ref().and_then(Follower::cursor) != self.committed;
         if pending.tally.lines() == 0 && !moved {
             return Ok(Some(IDLE_POLL));
@@ -336,9 +330,11 @@ impl Ingester {
         Ok(None)
     }
 
-    /// Reads up to a batch: until it is full, or, once the file is caught up, until its first line
-    /// has waited the batch time (at once with `to_end`).
+    /// The batch read while the last one was stored, or else reads up to a batch ([`read_batch`]).
     async fn collect(&mut self, to_end: bool) -> anyhow::Result<(Pending, Progress)> {
+        if let Some(read) = self.read_ahead.take() {
+            return Ok(read);
+        }
         if self.follower.is_none() {
             let cursor = self.ctx.db.ingest_cursor(self.lease.source()).await.context("reading the ingest cursor")?;
             self.follower = Some(Follower::new(self.path.clone(), cursor.clone(), MAX_LINE_BYTES));
