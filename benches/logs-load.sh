@@ -8,12 +8,14 @@
 # the bus); the API's resident memory idle, after the live ingest and at its peak.
 # SVC_READ_CACHE_MS=0 in the environment measures the reads without shared bodies (every request
 # queries); SVC_BENCH_IN_ORDER=1 writes lines in time order, as deckies do, instead of timestamps
-# that wrap every hour (the harder case for the time indexes).
+# that wrap every hour (the harder case for the time indexes). GET /logs is measured also while
+# SVC_BENCH_WRITE_RATE lines a second (5,000) are appended to the followed file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 apt_install_missing wrk curl python3 nats-server
 ensure_rust
+ensure_build_deps
 cargo build --release --locked -p svc-cli
 
 rows=${1:-1000000}
@@ -27,22 +29,11 @@ base="http://127.0.0.1:$port/api/v1"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$data"' EXIT
 
-# Lines like the deckies write: a mix of services and addresses, each with a sequence number.
+# Lines like the deckies write (benches/lines.py), in time order with SVC_BENCH_IN_ORDER=1.
 generate() {
-    python3 - "$1" "$2" "$3" "${SVC_BENCH_IN_ORDER:-0}" <<'PY'
-import datetime, sys
-path, start, count, in_order = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-services = ["ssh", "http", "smtp", "ftp", "telnet"]
-base = datetime.datetime(2026, 5, 2)
-with open(path, "a") as f:
-    for i in range(start, start + count):
-        if in_order:  # a line a millisecond
-            stamp = (base + datetime.timedelta(milliseconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%f")
-        else:
-            stamp = f"2026-05-02T06:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000000:06d}"
-        f.write(f'<134>1 {stamp}+00:00 decky-{i % 10:02d} '
-                f'{services[i % 5]} - auth_attempt [relay@55555 src_ip="198.51.100.{i % 250}" username="root" seq="{i}"] attempt {i}\n')
-PY
+    local order=""
+    [ "${SVC_BENCH_IN_ORDER:-0}" = 1 ] && order=in-order
+    python3 benches/lines.py "$1" "$2" "$3" ${order:+"$order"}
 }
 
 export SVC_DATA_DIR="$data" SVC_LIMITER_ENABLED=false RUST_LOG=warn
@@ -51,6 +42,7 @@ export SVC_ADMIN_PASSWORD="load test admin password"
 
 echo "==> generating $rows lines"
 generate "$data/history.log" 0 "$rows"
+sync  # the generated file's write-back would otherwise compete with the database's writes
 echo "==> svc ingest-replay of $rows lines"
 start=$(date +%s.%N)
 target/release/svc ingest-replay "$data/history.log"
@@ -77,6 +69,7 @@ total() { curl -fs -H "Authorization: Bearer $token" "$base/stats" | python3 -c 
 
 echo "==> live ingest: $rows lines appended at once to the followed file"
 generate "$data/live.pending" "$rows" "$rows"
+sync
 before=$(total)
 start=$(date +%s.%N)
 cat "$data/live.pending" >>"$data/live.log"
@@ -84,6 +77,31 @@ while [ "$(total)" -lt $((before + rows)) ]; do sleep 0.05; done
 end=$(date +%s.%N)
 python3 -c "print(f'live ingest: {$rows / ($end - $start):,.0f} lines/s ({$end - $start:.2f} s, file append to committed rows)')"
 echo "==> API resident memory after the live ingest: $(rss VmRSS)"
+
+# The dashboards' polls while deckies under attack write: lines appended at a steady rate (each
+# commit makes the shared bodies stale, so reads query again after every batch).
+rate=${SVC_BENCH_WRITE_RATE:-5000}
+echo "==> GET /logs?limit=50 while $rate lines/s are appended (${seconds}s, $connections connections)"
+generate "$data/trickle.pending" $((2 * rows)) $((rate * seconds))
+before=$(total)
+python3 - "$data/trickle.pending" "$data/live.log" "$rate" <<'PY' &
+import sys, time
+pending, live, rate = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = open(pending).readlines()
+chunk = max(rate // 10, 1)
+start = time.monotonic()
+with open(live, "a") as f:
+    for i in range(0, len(lines), chunk):
+        time.sleep(max(0.0, start + i / rate - time.monotonic()))
+        f.writelines(lines[i:i + chunk])
+        f.flush()
+PY
+appender=$!
+wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50" \
+    | grep -E "Requests/sec|Latency|50%|99%|Non-2xx"
+wait "$appender"
+while [ "$(total)" -lt $((before + rate * seconds)) ]; do sleep 0.05; done
+echo "    (all $((rate * seconds)) appended lines stored)"
 
 echo "==> GET /logs?limit=50 over $(total) rows (${seconds}s, $connections connections)"
 wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50" \

@@ -5,8 +5,9 @@ mod common;
 use chrono::{DateTime, Duration, Utc};
 use common::{TestDb, lifecycle};
 use svc::db::{
-    BountyFilter, Db, DbError, IngestBatch, IngestCursor, LifecycleStatus, LogFilter, LogRecord, LogStats, NewBounty,
-    NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, parse_search,
+    BountyFilter, Db, DbError, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats,
+    NewBounty, NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm,
+    parse_search,
 };
 use uuid::Uuid;
 
@@ -748,3 +749,171 @@ async fn over_long_values_do_not_fail_a_batch() {
         db.close().await;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The totals of a one-column search (`service:ssh`), read from the counters the ingest transaction
+// keeps instead of counted.
+
+const OTHER_SOURCE: &str = "/var/log/svc/other.log";
+
+/// What a one-column search finds: the total it reports, and that total counted two other ways.
+/// The page holds every matching row (the select itself, not the total); the same term with an
+/// always-true time range forces a real count over the logs, as only an unbounded one-term search
+/// reads the counters.
+async fn column_total(db: &Db, column: LogColumn, value: &str) -> (u64, usize, u64) {
+    let term = vec![SearchTerm::Column(column, value.to_string())];
+    let page = db.logs(&LogFilter { terms: term.clone(), ..LogFilter::default() }, 10_000, 0).await.unwrap();
+    let always =
+        LogFilter { terms: term, since: Some(t0() - Duration::days(3650)), until: Some(t0() + Duration::days(3650)) };
+    let counted = db.logs(&always, 1, 0).await.unwrap().total;
+    (page.total, page.rows.len(), counted)
+}
+
+/// Asserts that every one-column search over `values` reports the number of rows it matches.
+async fn assert_column_totals(db: &Db, backend: &str, values: &[(LogColumn, String)]) {
+    for (column, value) in values {
+        let (total, rows, counted) = column_total(db, *column, value).await;
+        assert_eq!((total, total), (rows as u64, counted), "{backend} {column:?} = {value:?}");
+    }
+}
+
+/// Rows of every kind the counters must tell apart or merge: letter case and trailing spaces
+/// (one value on MySQL/MariaDB, several on sqlite), an address no one searches, a value wider than
+/// MySQL's column.
+fn varied_logs(first: i64, n: i64) -> Vec<NewLog> {
+    let wide = "é".repeat(300);
+    (first..first + n)
+        .map(|i| {
+            let decky = ["ssh-01", "web-01", "SSH-01", wide.as_str()][(i % 4) as usize];
+            let service = ["ssh", "http", "SSH", "ssh ", "ftp"][(i % 5) as usize];
+            let event_type = ["login", "request", "Login"][(i % 3) as usize];
+            let attacker_ip = ["10.0.0.1", "10.0.0.2", "Unknown", "10.0.0.1 "][(i % 7 % 4) as usize];
+            new_log(t0() + Duration::seconds(i), decky, service, event_type, attacker_ip, &format!("line {i}"))
+        })
+        .collect()
+}
+
+/// Every value `varied_logs` stores, their variants, and values never stored.
+fn searched_values() -> Vec<(LogColumn, String)> {
+    let wide = "é".repeat(300);
+    let clipped = "é".repeat(255);
+    let mut values = vec![];
+    for decky in ["ssh-01", "SSH-01", "Ssh-01", "web-01", "web-01 ", "ssh", "", wide.as_str(), clipped.as_str()] {
+        values.push((LogColumn::Decky, decky.to_string()));
+    }
+    for service in ["ssh", "SSH", "ssh ", " ssh", "http", "HTTP", "ftp", "telnet", ""] {
+        values.push((LogColumn::Service, service.to_string()));
+    }
+    for event_type in ["login", "Login", "LOGIN", "request", "command"] {
+        values.push((LogColumn::EventType, event_type.to_string()));
+    }
+    for attacker_ip in ["10.0.0.1", "10.0.0.1 ", "10.0.0.2", "Unknown", "unknown", "10.0.0.3"] {
+        values.push((LogColumn::AttackerIp, attacker_ip.to_string()));
+    }
+    values
+}
+
+#[tokio::test]
+async fn one_column_totals_match_the_rows_from_two_sources() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        let values = searched_values();
+        assert_column_totals(&db, backend.name, &values).await;
+        for source in [SOURCE, OTHER_SOURCE] {
+            assert!(db.acquire_ingest_lease(source, "a", Utc::now(), TTL).await.unwrap());
+        }
+        let mut cursors: [Option<IngestCursor>; 2] = [None, None];
+        let mut first = 0;
+        // Batches of both sources in turn, of sizes that spread each value over both.
+        for (round, n) in [7, 11, 13, 5, 17, 3].into_iter().enumerate() {
+            let (source, slot) = if round % 2 == 0 { (SOURCE, 0) } else { (OTHER_SOURCE, 1) };
+            let next = cursor(round as u64 + 1);
+            let batch = batch(varied_logs(first, n), Some(next.clone()));
+            db.commit_ingest(source, "a", cursors[slot].as_ref(), &batch).await.unwrap();
+            cursors[slot] = Some(next);
+            first += n;
+            assert_column_totals(&db, backend.name, &values).await;
+        }
+        let stored = varied_logs(0, first);
+        let written = |service: &str| stored.iter().filter(|log| log.service == service).count() as u64;
+        let (ssh, _, _) = column_total(&db, LogColumn::Service, "ssh").await;
+        let (upper, _, _) = column_total(&db, LogColumn::Service, "SSH").await;
+        assert_eq!(column_total(&db, LogColumn::Service, "telnet").await.0, 0);
+        if backend.name == "mysql" {
+            // The logs' collation (utf8mb4_unicode_ci) makes `ssh`, `SSH` and `ssh ` one value.
+            let all = written("ssh") + written("SSH") + written("ssh ");
+            assert_eq!((ssh, upper), (all, all));
+        } else {
+            assert_eq!((ssh, upper), (written("ssh"), written("SSH")));
+        }
+        db.close().await;
+    }
+}
+
+/// Rows stored by a version before the column counters: their totals are right once it migrates.
+#[tokio::test]
+async fn the_column_counters_count_the_rows_stored_before_them() {
+    const COLUMN_TOTALS: i64 = 20261204000001;
+    for backend in TestDb::all() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join(backend.name);
+        let mut before = sqlx::migrate::Migrator::new(dir).await.unwrap();
+        assert!(before.iter().any(|m| m.version == COLUMN_TOTALS), "the counters' migration is {COLUMN_TOTALS}");
+        before.migrations = before.migrations.iter().filter(|m| m.version < COLUMN_TOTALS).cloned().collect();
+        let rows = varied_logs(0, 40);
+        match backend.mysql_url() {
+            Some(url) => {
+                use sqlx::migrate::MigrateDatabase;
+                sqlx::MySql::create_database(url).await.unwrap();
+                let mut conn = <sqlx::MySqlConnection as sqlx::Connection>::connect(url).await.unwrap();
+                before.run(&mut conn).await.unwrap();
+                for log in &rows {
+                    // As the ingester stored rows then: indexed values cut to 255 characters.
+                    let cut = |text: &str| text.chars().take(255).collect::<String>();
+                    sqlx::query(OLD_INSERT)
+                        .bind(log.timestamp.timestamp_millis())
+                        .bind(cut(&log.decky))
+                        .bind(cut(&log.service))
+                        .bind(cut(&log.event_type))
+                        .bind(cut(&log.attacker_ip))
+                        .bind(&log.raw_line)
+                        .execute(&mut conn)
+                        .await
+                        .unwrap();
+                }
+                sqlx::Connection::close(conn).await.unwrap();
+            }
+            None => {
+                let path = backend.vars().into_iter().find(|(k, _)| k == "SVC_DB_PATH").unwrap().1;
+                let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+                let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options).await.unwrap();
+                before.run(&mut conn).await.unwrap();
+                for log in &rows {
+                    sqlx::query(OLD_INSERT)
+                        .bind(log.timestamp.timestamp_millis())
+                        .bind(&log.decky)
+                        .bind(&log.service)
+                        .bind(&log.event_type)
+                        .bind(&log.attacker_ip)
+                        .bind(&log.raw_line)
+                        .execute(&mut conn)
+                        .await
+                        .unwrap();
+                }
+                sqlx::Connection::close(conn).await.unwrap();
+            }
+        }
+        let db = backend.open().await;
+        let values = searched_values();
+        let (_, _, counted) = column_total(&db, LogColumn::Service, "ssh").await;
+        assert!(counted > 0, "{}: rows were stored before the migration", backend.name);
+        assert_column_totals(&db, backend.name, &values).await;
+        // The ingester's counts add to the migrated ones.
+        hold_lease(&db, "a").await;
+        db.commit_ingest(SOURCE, "a", None, &batch(varied_logs(40, 23), Some(cursor(1)))).await.unwrap();
+        assert_column_totals(&db, backend.name, &values).await;
+        db.close().await;
+    }
+}
+
+/// How the ingester stored a log row before the column counters.
+const OLD_INSERT: &str = "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields) values (?, ?, ?, ?, ?, ?, '{}')";

@@ -90,7 +90,7 @@ async fn public_binding_violation_aborts_before_the_database_is_touched() {
     config.api.host = "0.0.0.0".into();
     let err = Lifespan::start(config.clone(), vec![]).await.err().expect("must refuse");
     assert!(err.to_string().contains("SVC_CORS_ORIGINS"), "{err}");
-    let svc::db::DatabaseConfig::Sqlite { path } = &config.db else { unreachable!() };
+    let svc::db::DatabaseConfig::Sqlite { path, .. } = &config.db else { unreachable!() };
     assert!(!path.exists(), "the database must not be created");
 
     config.testing = true;

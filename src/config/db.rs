@@ -8,11 +8,16 @@ use super::rules;
 use crate::db::DatabaseConfig;
 use crate::secret::Secret;
 
+/// The sqlite writer's page cache: the log indexes of a few million rows stay cached (1M lines
+/// back-filled in 22 s instead of 33 s with 64 MiB, when the cache was last sized).
+pub(super) const DEFAULT_WRITER_CACHE_MIB: usize = 256;
+
 pub(super) fn read(env: &mut Env, data_dir: &Path) -> DatabaseConfig {
     let kind = env.get("SVC_DB_TYPE").map(|v| v.trim().to_ascii_lowercase());
     match kind.as_deref() {
         None | Some("") | Some("sqlite") => DatabaseConfig::Sqlite {
             path: env.non_empty("SVC_DB_PATH").map(PathBuf::from).unwrap_or_else(|| data_dir.join("svc.db")),
+            writer_cache_mib: env.count("SVC_DB_CACHE_MB", DEFAULT_WRITER_CACHE_MIB, 2..=65_536),
         },
         Some("mysql") => {
             let url = env.non_empty("SVC_DB_URL").unwrap_or_default();
@@ -21,7 +26,7 @@ pub(super) fn read(env: &mut Env, data_dir: &Path) -> DatabaseConfig {
         }
         Some(_) => {
             env.report("SVC_DB_TYPE", "must be `sqlite` or `mysql`");
-            DatabaseConfig::Sqlite { path: data_dir.join("svc.db") }
+            DatabaseConfig::Sqlite { path: data_dir.join("svc.db"), writer_cache_mib: DEFAULT_WRITER_CACHE_MIB }
         }
     }
 }

@@ -53,7 +53,7 @@ fn defaults_are_the_spec_defaults() {
     assert!(config.api.limiter_enabled);
     assert!(!config.api.contract_test && !config.testing && !config.api.developer);
     assert_eq!((config.api.host.as_str(), config.api.port), ("127.0.0.1", 8000));
-    assert_eq!(config.db, DatabaseConfig::Sqlite { path: PathBuf::from("data/svc.db") });
+    assert_eq!(config.db, DatabaseConfig::Sqlite { path: PathBuf::from("data/svc.db"), writer_cache_mib: 256 });
     assert_eq!(config.log_format, LogFormat::Text);
 }
 
@@ -304,6 +304,20 @@ fn the_stream_cap_defaults_to_five_and_must_be_at_least_one() {
     for bad in ["0", "-1", "two", "1.5"] {
         let err = Config::from_vars(vars(&[("SVC_SSE_MAX_PER_USER", bad)])).unwrap_err();
         assert_eq!(vars_named(&err.0), ["SVC_SSE_MAX_PER_USER"], "{bad}");
+    }
+}
+
+#[test]
+fn the_sqlite_writer_cache_is_a_bounded_number_of_mib() {
+    let cache = |pairs: &[(&str, &str)]| match Config::from_vars(vars(pairs)).unwrap().db {
+        DatabaseConfig::Sqlite { writer_cache_mib, .. } => writer_cache_mib,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(cache(&[]), 256);
+    assert_eq!(cache(&[("SVC_DB_CACHE_MB", "64")]), 64);
+    for bad in ["0", "1", "65537", "lots"] {
+        let err = Config::from_vars(vars(&[("SVC_DB_CACHE_MB", bad)])).unwrap_err();
+        assert_eq!(vars_named(&err.0), ["SVC_DB_CACHE_MB"], "{bad}");
     }
 }
 

@@ -7,8 +7,9 @@ use crate::secret::Secret;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DatabaseConfig {
-    /// A sqlite file in WAL mode.
-    Sqlite { path: PathBuf },
+    /// A sqlite file in WAL mode; the page cache of the connection the batch writers commit
+    /// through, in MiB.
+    Sqlite { path: PathBuf, writer_cache_mib: usize },
     /// MySQL or MariaDB; the URL may carry a password, hence a `Secret`.
     Mysql { url: Secret },
 }

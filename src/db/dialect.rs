@@ -89,6 +89,12 @@ pub(super) trait Dialect {
     /// The migrations ran: what [`check_store`](Self::check_store) compares with is now there.
     fn opened(&self);
 
+    /// Closes what reads the store beside the sqlx pools (sqlite's log views), waiting for the
+    /// reads under way.
+    fn close_reads(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// A transaction of the batch writers: it holds the write lock (sqlite) or takes row locks as
     /// it goes (MySQL).
     fn begin_write(&self) -> impl Future<Output = DbResult<sqlx::Transaction<'static, Self::Sql>>> + Send;

@@ -43,7 +43,7 @@ pub(super) fn is_store_fault(err: &sqlx::Error) -> bool {
                 return MYSQL_STORE_FAULTS.contains(&mysql.number());
             }
             let code = db.code().and_then(|c| c.parse::<i64>().ok());
-            code.is_some_and(|code| SQLITE_STORE_FAULTS.contains(&(code & 0xff)))
+            code.is_some_and(is_sqlite_store_fault)
         }
         _ => false,
     }
@@ -62,13 +62,18 @@ pub(super) fn record() {
 /// Whether a pooled connection with `meta` may be used: it must be younger than the last fault.
 /// Process-wide on purpose: one fault in a test process costs other pools only a reconnect.
 pub(super) fn may_reuse(meta: &PoolConnectionMetadata) -> bool {
+    opened_since_last_fault(Instant::now().checked_sub(meta.age).unwrap_or(*EPOCH))
+}
+
+/// Whether a connection opened at `opened` is younger than the last store fault.
+pub(super) fn opened_since_last_fault(opened: Instant) -> bool {
     let last = LAST_FAULT.load(Ordering::Acquire);
-    if last == 0 {
-        return true;
-    }
-    let now = EPOCH.elapsed();
-    let created = now.saturating_sub(meta.age);
-    created > Duration::from_nanos(last)
+    last == 0 || opened.saturating_duration_since(*EPOCH) > Duration::from_nanos(last)
+}
+
+/// Whether a sqlite result code (primary or extended) says the store is unavailable.
+pub(super) fn is_sqlite_store_fault(code: i64) -> bool {
+    SQLITE_STORE_FAULTS.contains(&(code & 0xff))
 }
 
 /// The pool hooks: a connection older than the last fault is not handed out, and one given back

@@ -4,7 +4,7 @@
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
 //! the [`Database`] every backend is (the areas' traits plus migrate, ping, close), and
-//! [`DbError`]. Nothing above this module sees a sqlx type.
+//! [`DbError`]. Nothing above this module sees a sqlx or rusqlite type.
 //!
 //! Supported servers: sqlite (bundled), MySQL 8.0 and MariaDB 10.11.
 
@@ -21,6 +21,7 @@ mod mysql;
 pub mod observations;
 pub mod sessions;
 mod sqlite;
+mod statement;
 pub mod tarpit;
 pub mod topology;
 pub mod users;
@@ -101,6 +102,21 @@ impl From<sqlx::Error> for DbError {
     }
 }
 
+impl From<rusqlite::Error> for DbError {
+    fn from(err: rusqlite::Error) -> Self {
+        match err {
+            rusqlite::Error::QueryReturnedNoRows => DbError::NotFound,
+            rusqlite::Error::SqliteFailure(ref failure, _)
+                if fault::is_sqlite_store_fault(i64::from(failure.extended_code)) =>
+            {
+                fault::record();
+                DbError::Unavailable(err.into())
+            }
+            other => DbError::Other(other.into()),
+        }
+    }
+}
+
 impl From<sqlx::migrate::MigrateError> for DbError {
     fn from(err: sqlx::migrate::MigrateError) -> Self {
         DbError::Other(err.into())
@@ -161,6 +177,7 @@ both_backends! {
         async fn close(&self) {
             self.writer.close().await;
             self.pool.close().await;
+            self.close_reads().await;
         }
     }
 }
@@ -169,7 +186,7 @@ both_backends! {
 /// first use, so startup can retry and the API can serve degraded meanwhile.
 pub fn connect(config: &DatabaseConfig) -> DbResult<Db> {
     Ok(match config {
-        DatabaseConfig::Sqlite { path } => Arc::new(SqliteDb::open(path)?),
+        DatabaseConfig::Sqlite { path, writer_cache_mib } => Arc::new(SqliteDb::open(path, *writer_cache_mib)?),
         DatabaseConfig::Mysql { url } => Arc::new(MysqlDb::open(url.expose())?),
     })
 }

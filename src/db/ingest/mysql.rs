@@ -1,4 +1,5 @@
-//! MySQL's half of the credential upsert: it has no `returning`, but counts what it did.
+//! MySQL's ingest hooks: how the log rows are inserted, and its half of the credential upsert
+//! (it has no `returning`, but counts what it did).
 
 use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
@@ -6,6 +7,9 @@ use crate::db::DbResult;
 use crate::db::mysql::MysqlDb;
 
 impl MysqlDb {
+    /// The start of the log rows' insert.
+    pub(in crate::db) const INSERT_ROWS: &'static str = "insert";
+
     /// Runs the credential upsert of `rows` rows; returns how many were new credentials.
     pub(in crate::db) async fn upsert_new_credentials(
         tx: &mut MySqlConnection,

@@ -1,7 +1,7 @@
 //! The ingest statements, written once for both backends: the lease, the cursor, and the one
 //! transaction that stores a batch and moves the cursor.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,7 +10,7 @@ use sqlx::QueryBuilder;
 use super::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
 use crate::db::codec::{MAX_IN_LIST, MAX_ROWS_PER_INSERT, dedup_key, millis, row_sets, settle};
 use crate::db::dialect::both_backends;
-use crate::db::{DbError, DbResult};
+use crate::db::{DbError, DbResult, LogColumn};
 
 #[derive(sqlx::FromRow)]
 struct CursorRow {
@@ -110,6 +110,16 @@ fn per_minute(logs: &[NewLog]) -> Vec<(i64, i64)> {
         *minutes.entry(at - at.rem_euclid(60_000)).or_insert(0) += 1;
     }
     minutes.into_iter().collect()
+}
+
+/// What a log row stores in `column`, before the dialect cuts it to the column's width.
+fn column_value(log: &NewLog, column: LogColumn) -> &str {
+    match column {
+        LogColumn::Decky => &log.decky,
+        LogColumn::Service => &log.service,
+        LogColumn::EventType => &log.event_type,
+        LogColumn::AttackerIp => &log.attacker_ip,
+    }
 }
 
 both_backends! {
@@ -268,9 +278,10 @@ both_backends! {
             return Ok(());
         }
         for rows in row_sets(logs, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, log_size) {
-            let mut insert = QueryBuilder::<Sql>::new(
-                "insert into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
-            );
+            let mut insert = QueryBuilder::<Sql>::new(format!(
+                "{} into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
+                Backend::INSERT_ROWS
+            ));
             insert.push_values(rows, |mut row, log| {
                 row.push_bind(millis(log.timestamp))
                     .push_bind(Backend::indexed(&log.decky))
@@ -304,6 +315,19 @@ both_backends! {
             upsert.build().execute(&mut *tx).await?;
         }
 
+        let values = per_column_value(logs);
+        for rows in row_sets(&values, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, |(_, value, _)| {
+            value.len() + source.len() + 64
+        }) {
+            let mut upsert =
+                QueryBuilder::<Sql>::new("insert into log_column_totals (column_name, column_value, source, total) ");
+            upsert.push_values(rows, |mut row, (column, value, total)| {
+                row.push_bind(*column).push_bind(*value).push_bind(source).push_bind(*total);
+            });
+            upsert.push(Backend::on_conflict_update("column_name, column_value, source")).push(&add_to_total);
+            upsert.build().execute(&mut *tx).await?;
+        }
+
         // In key order, so two transactions lock shared rows in the same order.
         let attackers: Vec<&str> =
             logs.iter().map(|log| Backend::indexed(&log.attacker_ip)).collect::<BTreeSet<_>>().into_iter().collect();
@@ -317,6 +341,23 @@ both_backends! {
             insert.build().execute(&mut *tx).await?;
         }
         Ok(())
+    }
+
+    /// The logs counted per column and value as stored, in the counters' key order (the column's
+    /// name, then the value as the column compares it), so two transactions lock rows and the gaps
+    /// between them in the same order. Values the column holds as one (on MySQL: letter case) stay
+    /// apart here; the upsert adds them into one row.
+    fn per_column_value(logs: &[NewLog]) -> Vec<(&'static str, &str, i64)> {
+        let mut counts: HashMap<(&'static str, &str), i64> = HashMap::new();
+        for log in logs {
+            for column in LogColumn::ALL {
+                *counts.entry((column.name(), Backend::indexed(column_value(log, column)))).or_insert(0) += 1;
+            }
+        }
+        let mut values: Vec<(&'static str, &str, i64)> =
+            counts.into_iter().map(|((column, value), total)| (column, value, total)).collect();
+        values.sort_by_cached_key(|(column, value, _)| (*column, Backend::compared(value), *value));
+        values
     }
 
     /// Stores the bounties not stored before; returns how many that was.

@@ -1,8 +1,9 @@
 //! The log views: log rows, bounties and credentials as the dashboard pages, searches, streams
-//! and counts them. The statements are written once in `sql.rs`; the dialects differ only in the
+//! and counts them. The statements are written once in `sql.rs`; the dialects differ in the
 //! index each view must walk, which MySQL/MariaDB must be told (`mysql.rs`: with the limit a
 //! placeholder and lagging statistics it was seen to scan and sort instead) and sqlite must be
-//! kept from a column index when it follows the ids (`sqlite.rs`).
+//! kept from a column index when it follows the ids (`sqlite.rs`), and in how the log rows are
+//! read: through sqlx on MySQL, on sqlite's own read path (`db::sqlite::reads`) on sqlite.
 
 mod mysql;
 mod search;

@@ -10,6 +10,20 @@ pub enum LogColumn {
     AttackerIp,
 }
 
+impl LogColumn {
+    pub const ALL: [LogColumn; 4] = [LogColumn::Decky, LogColumn::Service, LogColumn::EventType, LogColumn::AttackerIp];
+
+    /// The column's name in the logs table, and in the counters of its values.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogColumn::Decky => "decky",
+            LogColumn::Service => "service",
+            LogColumn::EventType => "event_type",
+            LogColumn::AttackerIp => "attacker_ip",
+        }
+    }
+}
+
 /// One AND-ed term of a log search.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SearchTerm {

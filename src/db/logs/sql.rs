@@ -5,11 +5,12 @@ use sqlx::QueryBuilder;
 
 use super::search::field_key;
 use super::{
-    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
-    LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, SearchTerm,
+    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogFilter,
+    LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, SearchTerm,
 };
 use crate::db::codec::{contains_pattern, convert, count, dedup_key, millis, offset, time};
 use crate::db::dialect::both_backends;
+use crate::db::statement::Statement;
 use crate::db::{DbError, DbResult, Page};
 use crate::logline::UNKNOWN_IP;
 
@@ -20,7 +21,7 @@ const LOG_COLUMNS: &str =
 const TOTAL: &str = "cast(coalesce(sum(total), 0) as signed integer)";
 
 #[derive(sqlx::FromRow)]
-struct LogRow {
+pub(super) struct LogRow {
     id: i64,
     timestamp: i64,
     decky: String,
@@ -176,12 +177,22 @@ fn is_unfiltered(filter: &LogFilter) -> bool {
     filter.terms.is_empty() && filter.since.is_none() && filter.until.is_none()
 }
 
-fn column_name(column: LogColumn) -> &'static str {
-    match column {
-        LogColumn::Decky => "decky",
-        LogColumn::Service => "service",
-        LogColumn::EventType => "event_type",
-        LogColumn::AttackerIp => "attacker_ip",
+/// The statement that reads `filter`'s total from the counters the ingest transaction keeps: for
+/// every row, or for one column equal to a value (as `where column = ?` on the logs matches: the
+/// counter's value column compares as the logs' column does). `None` when only a count over the
+/// logs answers.
+fn stored_total(filter: &LogFilter) -> Option<Statement> {
+    if filter.since.is_some() || filter.until.is_some() {
+        return None;
+    }
+    match filter.terms.as_slice() {
+        [] => Some(Statement::new(format!("select {TOTAL} from log_totals"))),
+        [SearchTerm::Column(column, value)] => {
+            let mut total = Statement::new(format!("select {TOTAL} from log_column_totals where column_name = "));
+            total.bind(column.name().to_string()).push(" and column_value = ").bind(value.clone());
+            Some(total)
+        }
+        _ => None,
     }
 }
 
@@ -191,29 +202,24 @@ both_backends! {
         async fn logs(&self, filter: &LogFilter, limit: u32, offset_rows: u64) -> DbResult<Page<LogRecord>> {
             let by_column = filter.terms.iter().any(|term| matches!(term, SearchTerm::Column(..)));
             let hint = if by_column { "" } else { Backend::LOGS_BY_TIME };
-            let mut select = QueryBuilder::<Sql>::new(format!("select {LOG_COLUMNS} from logs{hint}"));
+            let mut select = Statement::new(format!("select {LOG_COLUMNS} from logs{hint}"));
             push_log_filter(&mut select, filter, None);
-            select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
-            select.push(" offset ").push_bind(offset(offset_rows));
-            let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
-
-            let (total,): (i64,) = if is_unfiltered(filter) {
-                sqlx::query_as(&format!("select {TOTAL} from log_totals")).fetch_one(&self.pool).await?
-            } else {
-                let mut count_query = QueryBuilder::<Sql>::new("select count(*) from logs");
+            select.push(" order by timestamp desc, id desc limit ").bind(i64::from(limit));
+            select.push(" offset ").bind(offset(offset_rows));
+            let total = stored_total(filter).unwrap_or_else(|| {
+                let mut count_query = Statement::new("select count(*) from logs");
                 push_log_filter(&mut count_query, filter, None);
-                count_query.build_query_as().fetch_one(&self.pool).await?
-            };
-            Ok(Page { total: count(total), rows: convert(rows)? })
+                count_query
+            });
+            let (rows, total) = self.read_log_page(select, total).await?;
+            Ok(Page { total: count(total), rows })
         }
 
         async fn logs_after(&self, after_id: i64, filter: &LogFilter, limit: u32) -> DbResult<Vec<LogRecord>> {
-            let mut select =
-                QueryBuilder::<Sql>::new(format!("select {LOG_COLUMNS} from logs{}", Backend::LOGS_BY_ID));
+            let mut select = Statement::new(format!("select {LOG_COLUMNS} from logs{}", Backend::LOGS_BY_ID));
             push_log_filter(&mut select, filter, Some(after_id));
-            select.push(" order by id limit ").push_bind(i64::from(limit));
-            let rows: Vec<LogRow> = select.build_query_as().fetch_all(&self.pool).await?;
-            convert(rows)
+            select.push(" order by id limit ").bind(i64::from(limit));
+            self.read_logs(select).await
         }
 
         async fn last_log_id(&self) -> DbResult<i64> {
@@ -225,17 +231,17 @@ both_backends! {
             let width = i64::from(bucket_minutes.max(1)) * 60_000;
             let mut select = if is_unfiltered(filter) {
                 // Whole minutes add up to any bucket aligned to the epoch.
-                let mut select = QueryBuilder::<Sql>::new("select minute - minute % ");
-                select.push_bind(width).push(" as bucket, cast(sum(total) as signed integer) from log_minutes");
+                let mut select = Statement::new("select minute - minute % ");
+                select.bind(width).push(" as bucket, cast(sum(total) as signed integer) from log_minutes");
                 select
             } else {
-                let mut select = QueryBuilder::<Sql>::new("select timestamp - timestamp % ");
-                select.push_bind(width).push(" as bucket, count(*) from logs");
+                let mut select = Statement::new("select timestamp - timestamp % ");
+                select.bind(width).push(" as bucket, count(*) from logs");
                 push_log_filter(&mut select, filter, None);
                 select
             };
             select.push(" group by bucket order by bucket");
-            let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
+            let rows: Vec<(i64, i64)> = select.query_as::<Sql, _>().fetch_all(&self.pool).await?;
             rows.into_iter().map(|(start, n)| Ok(HistogramBucket { start: time(start)?, count: count(n) })).collect()
         }
 
@@ -347,33 +353,33 @@ both_backends! {
     }
 
     /// Appends the `where` clause of `filter` (and of `id > after_id`), if it has any condition.
-    fn push_log_filter(query: &mut QueryBuilder<'_, Sql>, filter: &LogFilter, after_id: Option<i64>) {
+    fn push_log_filter(query: &mut Statement, filter: &LogFilter, after_id: Option<i64>) {
         let mut joiner = " where ";
-        let mut next = |query: &mut QueryBuilder<'_, Sql>| {
+        let mut next = |query: &mut Statement| {
             query.push(joiner);
             joiner = " and ";
         };
         if let Some(after_id) = after_id {
             next(query);
-            query.push("id > ").push_bind(after_id);
+            query.push("id > ").bind(after_id);
         }
         for term in &filter.terms {
             next(query);
             match term {
                 SearchTerm::Column(column, value) => {
-                    query.push(column_name(*column)).push(" = ").push_bind(value.clone());
+                    query.push(column.name()).push(" = ").bind(value.clone());
                 }
                 SearchTerm::Field(key, value) => {
                     // The key is reduced to [A-Za-z0-9_] here too, whoever built the term: nothing else
                     // may reach the quoted JSON path.
-                    query.push(Backend::json_text("fields", &field_key(key))).push(" = ").push_bind(value.clone());
+                    query.push(&Backend::json_text("fields", &field_key(key))).push(" = ").bind(value.clone());
                 }
                 SearchTerm::Text(text) => {
                     let pattern = contains_pattern(text);
-                    query.push("(raw_line like ").push_bind(pattern.clone());
+                    query.push("(raw_line like ").bind(pattern.clone());
                     for column in ["decky", "service", "attacker_ip"] {
                         query.push(Backend::LIKE_ESCAPE).push(" or ").push(column).push(" like ");
-                        query.push_bind(pattern.clone());
+                        query.bind(pattern.clone());
                     }
                     query.push(Backend::LIKE_ESCAPE).push(")");
                 }
@@ -381,11 +387,11 @@ both_backends! {
         }
         if let Some(since) = filter.since {
             next(query);
-            query.push("timestamp >= ").push_bind(millis(since));
+            query.push("timestamp >= ").bind(millis(since));
         }
         if let Some(until) = filter.until {
             next(query);
-            query.push("timestamp <= ").push_bind(millis(until));
+            query.push("timestamp <= ").bind(millis(until));
         }
     }
 

@@ -12,6 +12,8 @@ use super::DbResult;
 use super::dialect::Dialect;
 use super::fault::discard_stale;
 
+mod reads;
+
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 
 pub struct SqliteDb {
@@ -23,11 +25,13 @@ pub struct SqliteDb {
     /// through: sqlite has one writer at a time anyway, and a connection of its own keeps the index
     /// pages those transactions touch in a large cache without every reading connection growing one.
     pub(super) writer: SqlitePool,
+    /// The log views' reads (`reads.rs`).
+    pub(super) reads: reads::Reads,
 }
 
 impl SqliteDb {
     /// Touches nothing yet: [`Database::migrate`](super::Database::migrate) creates the directory and the file.
-    pub fn open(path: &Path) -> DbResult<Self> {
+    pub fn open(path: &Path, writer_cache_mib: usize) -> DbResult<Self> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -44,14 +48,20 @@ impl SqliteDb {
             .pragma("wal_autocheckpoint", "10000");
         let pool = discard_stale!(SqlitePoolOptions::new().acquire_timeout(Duration::from_secs(5)))
             .connect_lazy_with(options.clone());
-        // 256 MiB of page cache (a negative size is in KiB), so the log indexes of a few million rows
-        // stay cached (1M lines back-filled in 22 s instead of 33 s with 64 MiB); statement
-        // journals, which every multi-row insert in a transaction keeps, in memory rather than in a
+        // A large page cache (a negative size is in KiB), so the log indexes stay cached; statement
+        // journals, which multi-row inserts in a transaction keep, in memory rather than in a
         // temporary file.
+        let cache_size = format!("-{}", writer_cache_mib * 1024);
         let writer =
             discard_stale!(SqlitePoolOptions::new().max_connections(1).acquire_timeout(Duration::from_secs(5)))
-                .connect_lazy_with(options.pragma("cache_size", "-262144").pragma("temp_store", "memory"));
-        Ok(SqliteDb { path: path.to_path_buf(), identity: std::sync::Mutex::new(None), pool, writer })
+                .connect_lazy_with(options.pragma("cache_size", cache_size).pragma("temp_store", "memory"));
+        Ok(SqliteDb {
+            path: path.to_path_buf(),
+            identity: std::sync::Mutex::new(None),
+            pool,
+            writer,
+            reads: reads::Reads::new(path.to_path_buf()),
+        })
     }
 }
 
@@ -116,6 +126,10 @@ impl Dialect for SqliteDb {
 
     fn opened(&self) {
         *self.identity.lock().expect("identity lock") = file_identity(&self.path);
+    }
+
+    async fn close_reads(&self) {
+        self.reads.close().await;
     }
 
     fn check_store(&self) -> DbResult<()> {
