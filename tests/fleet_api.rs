@@ -300,3 +300,33 @@ async fn health_requires_the_engine_once_a_fleet_is_deployed_and_stats_count_dec
     assert_eq!((stats["deployed_deckies"].as_u64(), stats["active_deckies"].as_u64()), (Some(2), Some(0)));
     api.api.stop().await;
 }
+
+#[tokio::test]
+async fn stats_ask_the_engine_at_most_once_a_second_and_a_deploy_counts_again_at_once() {
+    const LISTING_FAILED: &str = "Cannot list the fleet's containers";
+    let (capture, _guard) = common::LogCapture::start();
+    let db = TestDb::sqlite();
+    let api = start(&db, &[]).await;
+    assert_eq!(api.deploy("[web]\n[mail]\n", false).await.0, StatusCode::ACCEPTED);
+    for _ in 0..200 {
+        if api.deckies().await.iter().all(|d| d["state"] == "failed") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(api.deckies().await.iter().all(|d| d["state"] == "failed"), "the deploys end without an engine");
+
+    // Each poll would list the engine's containers (here: fail to, and warn).
+    let before = capture.lines_containing(LISTING_FAILED).len();
+    for _ in 0..20 {
+        let stats = api.api.ok("/stats", &api.admin, &[]).await;
+        assert_eq!((stats["deployed_deckies"].as_u64(), stats["active_deckies"].as_u64()), (Some(2), Some(0)));
+    }
+    let asked = capture.lines_containing(LISTING_FAILED).len() - before;
+    assert!((1..=2).contains(&asked), "20 polls within about a second asked the engine {asked} times");
+
+    assert_eq!(api.deploy("[db]\n", false).await.0, StatusCode::ACCEPTED);
+    let stats = api.api.ok("/stats", &api.admin, &[]).await;
+    assert_eq!(stats["deployed_deckies"].as_u64(), Some(3), "a deploy here is counted at once");
+    api.api.stop().await;
+}

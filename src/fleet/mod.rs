@@ -45,6 +45,9 @@ pub const TOPOLOGY_LABEL: &str = "svc.topology";
 const PARALLEL_STARTS: usize = 4;
 /// How long the runtime's health (is a fleet deployed, does the engine answer) is believed.
 const HEALTH_CACHE: Duration = Duration::from_secs(5);
+/// How long the running and deployed counts are reused: every `/stats` poll and log stream asks,
+/// and each answer lists the engine's containers.
+const COUNTS_REUSE: Duration = Duration::from_secs(1);
 
 /// The generic texts a failed lifecycle record carries; the engine's own words are in the log.
 const IMAGE_FAILED: &str = "the decky image could not be built";
@@ -96,11 +99,16 @@ pub struct Fleet {
     deciding: Arc<tokio::sync::Mutex<()>>,
     /// The last [`Fleet::runtime_health`] answer and when it was found.
     health: Arc<std::sync::Mutex<Option<CachedHealth>>>,
+    /// The last [`Fleet::counts`] answer and when it was found.
+    counted: Arc<std::sync::Mutex<Option<CachedCounts>>>,
     image: Arc<std::sync::Mutex<Option<CachedImage>>>,
 }
 
 /// When the runtime's health was found, and what it was.
 type CachedHealth = (Instant, Option<bool>);
+
+/// When the running and deployed counts were found, and what they were.
+type CachedCounts = (Instant, (u64, u64));
 
 /// The decky image of a binary, and the binary's size and modification time when it was read.
 type CachedImage = (PathBuf, Option<(u64, Option<std::time::SystemTime>)>, DeckyImage);
@@ -114,6 +122,7 @@ impl Fleet {
             settings: Arc::new(settings),
             deciding: Arc::default(),
             health: Arc::default(),
+            counted: Arc::default(),
             image: Arc::default(),
         }
     }
@@ -442,15 +451,23 @@ impl Fleet {
         Ok(by_decky(self.runtime.list(FLEET_LABEL, &self.settings.name).await?))
     }
 
-    /// How many deckies run now, and how many are deployed.
+    /// How many deckies run now, and how many are deployed: found at most once a second (a deploy
+    /// or teardown here finds them again at once).
     pub async fn counts(&self) -> Result<(u64, u64), DbError> {
+        if let Some((at, counts)) = *self.counted.lock().expect("the counts lock is never poisoned")
+            && at.elapsed() < COUNTS_REUSE
+        {
+            return Ok(counts);
+        }
         let statuses = match self.statuses().await {
             Ok(statuses) => statuses,
             Err(FleetError::Store(err)) => return Err(err),
             Err(_) => Vec::new(),
         };
         let running = statuses.iter().filter(|s| s.state == "running").count() as u64;
-        Ok((running, statuses.len() as u64))
+        let counts = (running, statuses.len() as u64);
+        *self.counted.lock().expect("the counts lock is never poisoned") = Some((Instant::now(), counts));
+        Ok(counts)
     }
 
     /// Whether the engine answers, once a fleet is deployed; `None` while there is none (or the
@@ -470,9 +487,10 @@ impl Fleet {
         health
     }
 
-    /// Forgets the cached runtime health: the fleet changed.
+    /// Forgets the cached runtime health and counts: the fleet changed.
     fn fleet_changed(&self) {
         *self.health.lock().expect("the health lock is never poisoned") = None;
+        *self.counted.lock().expect("the counts lock is never poisoned") = None;
     }
 
     /// Whether the engine answers a ping within 2 s.

@@ -28,6 +28,11 @@ impl MysqlDb {
         Ok((rows, total))
     }
 
+    /// The two counts `counts` reads.
+    pub(super) async fn read_counts(&self, counts: Statement) -> DbResult<(i64, i64)> {
+        Ok(counts.query_as::<sqlx::MySql, _>().fetch_one(&self.pool).await?)
+    }
+
     /// The log rows `select` reads.
     pub(super) async fn read_logs(&self, select: Statement) -> DbResult<Vec<LogRecord>> {
         let rows: Vec<LogRow> = select.query_as::<sqlx::MySql, _>().fetch_all(&self.pool).await?;

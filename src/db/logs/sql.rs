@@ -246,13 +246,11 @@ both_backends! {
         }
 
         async fn log_stats(&self) -> DbResult<LogStats> {
-            let (total_logs, unique_attackers): (i64, i64) = sqlx::query_as(&format!(
-                "select (select {TOTAL} from log_totals), \
-                 (select count(*) from log_attackers where attacker_ip <> ?)"
-            ))
-            .bind(UNKNOWN_IP)
-            .fetch_one(&self.pool)
-            .await?;
+            let mut counts = Statement::new(format!(
+                "select (select {TOTAL} from log_totals), (select count(*) from log_attackers where attacker_ip <> "
+            ));
+            counts.bind(UNKNOWN_IP.to_string()).push(")");
+            let (total_logs, unique_attackers) = self.read_counts(counts).await?;
             Ok(LogStats { total_logs: count(total_logs), unique_attackers: count(unique_attackers) })
         }
 

@@ -1,5 +1,6 @@
 //! The log views on sqlite: their index hints (its planner picks the time index by itself), and
-//! their reads on the rusqlite read path (`db::sqlite::reads`), a page and its total in one hop.
+//! their reads on the rusqlite read path (`db::sqlite::reads`), a page and its total in one hop,
+//! the headline counters likewise.
 
 use rusqlite::{Connection, params_from_iter};
 
@@ -28,6 +29,16 @@ impl SqliteDb {
                 let total =
                     conn.prepare_cached(&total.sql)?.query_row(params_from_iter(&total.args), |row| row.get(0))?;
                 Ok((rows, total))
+            })
+            .await
+    }
+
+    /// The two counts `counts` reads.
+    pub(super) async fn read_counts(&self, counts: Statement) -> DbResult<(i64, i64)> {
+        self.reads
+            .run(move |conn| {
+                let mut statement = conn.prepare_cached(&counts.sql)?;
+                Ok(statement.query_row(params_from_iter(&counts.args), |row| Ok((row.get(0)?, row.get(1)?)))?)
             })
             .await
     }
