@@ -9,13 +9,14 @@ pub mod catalog;
 pub mod ini;
 pub mod mutate;
 pub mod plan;
+mod recent;
 pub mod subnet;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use futures::StreamExt;
@@ -30,6 +31,7 @@ use crate::db::{
 use crate::runtime::image::DeckyImage;
 use crate::runtime::{ContainerInfo, ContainerSpec, NetworkSpec, Runtime, RuntimeError, RuntimeResult};
 use ini::Ini;
+use recent::Recent;
 
 /// `base_image` of a decky that runs the default image, built locally from the svc binary.
 pub const DEFAULT_IMAGE: &str = crate::runtime::image::REPOSITORY;
@@ -97,18 +99,12 @@ pub struct Fleet {
     /// One deploy decision at a time in this process (a second API replica is held off by the
     /// store's unique keys).
     deciding: Arc<tokio::sync::Mutex<()>>,
-    /// The last [`Fleet::runtime_health`] answer and when it was found.
-    health: Arc<std::sync::Mutex<Option<CachedHealth>>>,
-    /// The last [`Fleet::counts`] answer and when it was found.
-    counted: Arc<std::sync::Mutex<Option<CachedCounts>>>,
+    /// The last [`Fleet::runtime_health`] answer.
+    health: Arc<Recent<Option<bool>>>,
+    /// The last [`Fleet::counts`] answer.
+    counted: Arc<Recent<(u64, u64)>>,
     image: Arc<std::sync::Mutex<Option<CachedImage>>>,
 }
-
-/// When the runtime's health was found, and what it was.
-type CachedHealth = (Instant, Option<bool>);
-
-/// When the running and deployed counts were found, and what they were.
-type CachedCounts = (Instant, (u64, u64));
 
 /// The decky image of a binary, and the binary's size and modification time when it was read.
 type CachedImage = (PathBuf, Option<(u64, Option<std::time::SystemTime>)>, DeckyImage);
@@ -454,11 +450,10 @@ impl Fleet {
     /// How many deckies run now, and how many are deployed: found at most once a second (a deploy
     /// or teardown here finds them again at once).
     pub async fn counts(&self) -> Result<(u64, u64), DbError> {
-        if let Some((at, counts)) = *self.counted.lock().expect("the counts lock is never poisoned")
-            && at.elapsed() < COUNTS_REUSE
-        {
-            return Ok(counts);
-        }
+        let finding = match self.counted.get(COUNTS_REUSE) {
+            Ok(counts) => return Ok(counts),
+            Err(finding) => finding,
+        };
         let statuses = match self.statuses().await {
             Ok(statuses) => statuses,
             Err(FleetError::Store(err)) => return Err(err),
@@ -466,7 +461,7 @@ impl Fleet {
         };
         let running = statuses.iter().filter(|s| s.state == "running").count() as u64;
         let counts = (running, statuses.len() as u64);
-        *self.counted.lock().expect("the counts lock is never poisoned") = Some((Instant::now(), counts));
+        self.counted.found(finding, counts);
         Ok(counts)
     }
 
@@ -475,22 +470,20 @@ impl Fleet {
     /// or teardown here finds it again at once), so `/health` polls cost neither a store read nor
     /// a ping each.
     pub async fn runtime_health(&self) -> Option<bool> {
-        let cached = *self.health.lock().expect("the health lock is never poisoned");
-        if let Some((at, health)) = cached
-            && at.elapsed() < HEALTH_CACHE
-        {
-            return health;
-        }
+        let finding = match self.health.get(HEALTH_CACHE) {
+            Ok(health) => return health,
+            Err(finding) => finding,
+        };
         let deployed = self.db.fleet().await.is_ok_and(|f| !f.deckies.is_empty());
         let health = if deployed { Some(self.ping().await) } else { None };
-        *self.health.lock().expect("the health lock is never poisoned") = Some((Instant::now(), health));
+        self.health.found(finding, health);
         health
     }
 
     /// Forgets the cached runtime health and counts: the fleet changed.
     fn fleet_changed(&self) {
-        *self.health.lock().expect("the health lock is never poisoned") = None;
-        *self.counted.lock().expect("the counts lock is never poisoned") = None;
+        self.health.forget();
+        self.counted.forget();
     }
 
     /// Whether the engine answers a ping within 2 s.
