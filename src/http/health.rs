@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement};
+use crate::worker::WORKERS;
 
 /// A probe result is reused this long, so a flood of health calls costs one query a second.
 const PROBE_CACHE: Duration = Duration::from_secs(1);
@@ -104,17 +105,8 @@ struct Component {
     failure: Option<String>,
 }
 
-/// Health component, worker it reports on, and whether it is required.
-const WORKER_COMPONENTS: [(&str, &str, bool); 5] = [
-    ("ingestion_worker", "ingest", true),
-    ("collector_worker", "collector", false),
-    ("attacker_worker", "profiler", false),
-    ("sniffer_worker", "sniffer", false),
-    ("tarpit_watcher", "tarpit", false),
-];
-
 async fn components(state: &AppState) -> Vec<Component> {
-    let database_ok = state.database.probe(&state.db).await;
+    let database_ok = state.db_health.probe(&state.db).await;
     let mut components = vec![Component {
         name: "database",
         required: true,
@@ -135,16 +127,17 @@ async fn components(state: &AppState) -> Vec<Component> {
     if database_ok && let Some(tarpit) = tarpit_component(state).await {
         components.push(tarpit);
     }
-    for (name, worker, required) in WORKER_COMPONENTS {
-        if state.workers.is_deployed(worker) {
+    for worker in &WORKERS {
+        let Some(component) = worker.health else { continue };
+        if state.workers.is_deployed(worker.name) {
             // A running worker that cannot do its work (the sniffer without its interface) fails
             // with the generic reason it gives.
-            let failure = if state.workers.is_up(worker, bus_connected, now) {
-                state.workers.fault(worker, bus_connected, now)
+            let failure = if state.workers.is_up(worker.name, bus_connected, now) {
+                state.workers.fault(worker.name, bus_connected, now)
             } else {
                 Some("not running".into())
             };
-            components.push(Component { name, required, failure });
+            components.push(Component { name: component.name, required: component.required, failure });
         }
     }
     components

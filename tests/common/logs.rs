@@ -17,7 +17,7 @@ pub struct LogWriter {
 impl LogWriter {
     pub async fn new(db: &Db) -> LogWriter {
         let leased =
-            db.acquire_ingest_lease(SOURCE, HOLDER, Utc::now(), std::time::Duration::from_secs(3600)).await.unwrap();
+            db.acquire_worker_lease(SOURCE, HOLDER, Utc::now(), std::time::Duration::from_secs(3600)).await.unwrap();
         assert!(leased, "the test ingester holds the lease");
         LogWriter { db: db.clone(), cursor: db.ingest_cursor(SOURCE).await.unwrap() }
     }
