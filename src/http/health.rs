@@ -6,17 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use tokio::sync::Mutex;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement};
+use crate::recent::Recent;
 use crate::worker::WORKERS;
 
 /// A probe result is reused this long, so a flood of health calls costs one query a second.
@@ -31,7 +31,7 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Default)]
 pub struct DatabaseHealth {
     ready: AtomicBool,
-    last_probe: Mutex<Option<(Instant, bool)>>,
+    last_probe: Recent<bool>,
 }
 
 impl DatabaseHealth {
@@ -48,13 +48,11 @@ impl DatabaseHealth {
         if !self.is_ready() {
             return false;
         }
-        let mut last = self.last_probe.lock().await;
-        if let Some((at, ok)) = *last
-            && at.elapsed() < PROBE_CACHE
-        {
-            return ok;
-        }
-        let ok = match tokio::time::timeout(PROBE_TIMEOUT, db.ping()).await {
+        self.last_probe.get_or_find(PROBE_CACHE, Self::ping(db)).await
+    }
+
+    async fn ping(db: &Db) -> bool {
+        match tokio::time::timeout(PROBE_TIMEOUT, db.ping()).await {
             Ok(Ok(())) => true,
             Ok(Err(err)) => {
                 tracing::warn!(error = %err, "Database health probe failed");
@@ -64,9 +62,7 @@ impl DatabaseHealth {
                 tracing::warn!("Database health probe timed out");
                 false
             }
-        };
-        *last = Some((Instant::now(), ok));
-        ok
+        }
     }
 }
 
