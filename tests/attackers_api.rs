@@ -2,7 +2,7 @@
 //! `/attackers/{uuid}/commands`, over profiles stored the way the profiler stores them, on every
 //! backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::collections::BTreeSet;
 

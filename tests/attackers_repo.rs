@@ -1,7 +1,7 @@
 //! The attacker repository: profiles, commands and observations as the profiler commits them and
 //! the attacker views read them, on every backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::{Duration, Utc};
 use common::TestDb;

@@ -1,6 +1,6 @@
 //! The repository's verbs, as one story per area, on every backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::{DateTime, Duration, Utc};
 use common::{TestDb, lifecycle};

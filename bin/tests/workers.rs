@@ -1,7 +1,7 @@
 //! `/workers` against real processes: `svc api` and `svc worker` (the test-only fixture bodies)
 //! on a real `nats-server` the test starts, stops and restarts.
 
-mod common;
+use svc_test_support::processes as common;
 
 use common::*;
 use reqwest::Method;

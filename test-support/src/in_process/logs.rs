@@ -1,5 +1,5 @@
 //! Log rows and bounties stored the way the ingester stores them: through `commit_ingest`, under
-//! the ingest lease, each batch moving a cursor.
+//! the worker lease, each batch moving a cursor.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
