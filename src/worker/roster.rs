@@ -20,7 +20,8 @@ pub struct KnownWorker {
     pub name: &'static str,
     /// Its unit file's template, `systemd/svc-<name>.service`, naming the binary `@SVC_BIN@`.
     pub unit_template: &'static str,
-    /// The `/health` component it stands for, when health counts it (once it runs: embedded here or heard from).
+    /// The `/health` component it stands for, if health counts it (then once it runs: embedded
+    /// here or heard from).
     pub health: Option<HealthComponent>,
 }
 
