@@ -277,3 +277,23 @@ async fn tc_run(namespace: &Path, command: std::process::Command, input: String)
     let text = format!("{}{}", String::from_utf8_lossy(&output.stderr), String::from_utf8_lossy(&output.stdout));
     Err(TrafficControlError::Refused { status: output.status, output: text.trim().to_string() })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn a_removal_finds_nothing_when_tc_says_so_or_the_namespace_is_gone() {
+        let refused = |output: &str| TrafficControlError::Refused {
+            status: std::process::ExitStatus::from_raw(2 << 8),
+            output: output.into(),
+        };
+        assert!(refused("Error: Cannot delete qdisc with handle of zero.").is_nothing_to_remove());
+        assert!(!refused("Error: Exclusivity flag on, cannot modify.").is_nothing_to_remove());
+        let gone = TrafficControlError::Spawn(std::io::Error::from_raw_os_error(2));
+        assert!(gone.is_nothing_to_remove(), "{gone}");
+        assert_eq!(refused("x").to_string(), "tc exited with exit status: 2: x");
+    }
+}
