@@ -68,7 +68,7 @@ async fn main() {
     db.migrate().await.unwrap();
     println!("{} backend, {total} rows in batches of {batch_size}, spread attackers: {spread}", db.backend());
 
-    assert!(db.acquire_ingest_lease("bench", "bench", Utc::now(), Duration::from_secs(3600)).await.unwrap());
+    assert!(db.acquire_worker_lease("bench", "bench", Utc::now(), Duration::from_secs(3600)).await.unwrap());
     let start = Utc::now() - chrono::Duration::days(1);
     let mut expected: Option<IngestCursor> = None;
     let mut committing = Duration::ZERO;

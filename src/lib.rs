@@ -15,6 +15,7 @@ pub mod logging;
 pub mod logline;
 pub mod netns;
 pub mod observation;
+pub mod recent;
 pub mod runtime;
 pub mod secret;
 pub mod signals;

@@ -73,7 +73,7 @@ impl Lifespan {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
                 passwords: Arc::new(HashPool::default()),
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
-                database: Arc::new(DatabaseHealth::default()),
+                db_health: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
                 tarpit: Tarpit::new(db.clone(), fleet.clone(), config.ingest.log_file.clone()),
                 fleet,
@@ -154,7 +154,7 @@ impl Lifespan {
         for attempt in 1..=DB_INIT_ATTEMPTS {
             match prepare_database(&self.state).await {
                 Ok(()) => {
-                    self.state.database.mark_ready();
+                    self.state.db_health.mark_ready();
                     tracing::info!(backend = self.state.db.backend(), "Database ready");
                     return;
                 }
@@ -184,7 +184,7 @@ impl Lifespan {
                 };
                 match attempt {
                     Ok(()) => {
-                        state.database.mark_ready();
+                        state.db_health.mark_ready();
                         tracing::info!("Database recovered");
                         // Startup skipped the sweep; the records it would have failed are still stranded.
                         fail_stranded_lifecycles(&state).await;
@@ -199,7 +199,7 @@ impl Lifespan {
     /// Step 6: lifecycle records a previous master left pending or running can never finish.
     /// Idempotent, and a failure only logs. With the database down it runs on recovery instead.
     async fn sweep_stranded_lifecycles(&self) {
-        if self.state.database.is_ready() {
+        if self.state.db_health.is_ready() {
             fail_stranded_lifecycles(&self.state).await;
         } else {
             tracing::warn!("Stranded-lifecycle sweep deferred until the database is available");

@@ -2,7 +2,7 @@
 //! `/attackers/{uuid}/commands`, over profiles stored the way the profiler stores them, on every
 //! backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::collections::BTreeSet;
 
@@ -59,7 +59,7 @@ fn observation(attacker: Uuid, primitive: &str, value: Value, end: f64) -> Obser
 /// Stores the profiles and commands as the profiler's one batch.
 async fn store(db: &Db, profiles: Vec<AttackerProfile>, commands: Vec<(Uuid, AttackerCommand)>) {
     assert!(
-        db.acquire_ingest_lease("profiler", PROFILER, Utc::now(), std::time::Duration::from_secs(3600)).await.unwrap()
+        db.acquire_worker_lease("profiler", PROFILER, Utc::now(), std::time::Duration::from_secs(3600)).await.unwrap()
     );
     let cursor = db.profiler_cursor().await.unwrap();
     let batch = ProfilerBatch { last_log_id: cursor + 1, profiles, commands, observations: vec![] };

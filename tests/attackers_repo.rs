@@ -1,7 +1,7 @@
 //! The attacker repository: profiles, commands and observations as the profiler commits them and
 //! the attacker views read them, on every backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::{Duration, Utc};
 use common::TestDb;
@@ -19,7 +19,7 @@ const HOLDER: &str = "profiler-test";
 const TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 async fn hold_profiler_lease(db: &Db) {
-    assert!(db.acquire_ingest_lease(PROFILER_LEASE_SOURCE, HOLDER, Utc::now(), TTL).await.unwrap());
+    assert!(db.acquire_worker_lease(PROFILER_LEASE_SOURCE, HOLDER, Utc::now(), TTL).await.unwrap());
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -160,17 +160,17 @@ async fn a_commit_needs_the_lease_and_the_cursor_it_read() {
         let refused = db.commit_profiles(HOLDER, 0, &with_command).await;
         assert!(matches!(refused, Err(DbError::Conflict)), "{name}: {refused:?}");
         // Another holder's lease.
-        assert!(db.acquire_ingest_lease(PROFILER_LEASE_SOURCE, "other", Utc::now(), TTL).await.unwrap());
+        assert!(db.acquire_worker_lease(PROFILER_LEASE_SOURCE, "other", Utc::now(), TTL).await.unwrap());
         let refused = db.commit_profiles(HOLDER, 0, &with_command).await;
         assert!(matches!(refused, Err(DbError::Conflict)), "{name}: {refused:?}");
-        db.release_ingest_lease(PROFILER_LEASE_SOURCE, "other").await.unwrap();
+        db.release_worker_lease(PROFILER_LEASE_SOURCE, "other").await.unwrap();
         // Our lease, but expired.
         let long_ago = Utc::now() - Duration::hours(2);
-        assert!(db.acquire_ingest_lease(PROFILER_LEASE_SOURCE, HOLDER, long_ago, TTL).await.unwrap());
+        assert!(db.acquire_worker_lease(PROFILER_LEASE_SOURCE, HOLDER, long_ago, TTL).await.unwrap());
         let refused = db.commit_profiles(HOLDER, 0, &with_command).await;
         assert!(matches!(refused, Err(DbError::Conflict)), "{name}: {refused:?}");
         // The lease of an ingest source is not the profiler's.
-        assert!(db.acquire_ingest_lease("ingest", HOLDER, Utc::now(), TTL).await.unwrap());
+        assert!(db.acquire_worker_lease("ingest", HOLDER, Utc::now(), TTL).await.unwrap());
         let refused = db.commit_profiles(HOLDER, 0, &with_command).await;
         assert!(matches!(refused, Err(DbError::Conflict)), "{name}: {refused:?}");
 

@@ -1,7 +1,7 @@
 //! Authentication, users, rate limits and the HTTP error contract, through the real server on a
 //! loopback socket: what a dashboard or an attacker sees.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Honest under faults (issue 21), the API side: each fault made for real, and what the operator
 //! sees during it (HTTP status, health) and after it (everything back by itself).
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::time::{Duration, Instant};
 

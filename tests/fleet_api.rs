@@ -4,7 +4,7 @@
 //! inventory, teardown's refusals, and health when the engine is gone. (Deploys on a real engine:
 //! `bin/tests/fleet.rs`.)
 
-mod common;
+use svc_test_support::in_process as common;
 
 use common::{TestApi, TestDb, user_token};
 use reqwest::StatusCode;

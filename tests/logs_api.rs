@@ -1,7 +1,7 @@
 //! The log views through the real server: `GET /logs`, `/logs/histogram`, `/stats` and `/bounty`,
 //! over rows stored the way the ingester stores them, on every backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::collections::BTreeSet;
 

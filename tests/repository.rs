@@ -1,6 +1,6 @@
 //! The repository's verbs, as one story per area, on every backend under test.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::{DateTime, Duration, Utc};
 use common::{TestDb, lifecycle};
@@ -217,7 +217,7 @@ fn batch(logs: Vec<NewLog>, to: Option<IngestCursor>) -> IngestBatch {
 }
 
 async fn hold_lease(db: &Db, holder: &str) {
-    assert!(db.acquire_ingest_lease(SOURCE, holder, Utc::now(), TTL).await.unwrap(), "{holder} takes the lease");
+    assert!(db.acquire_worker_lease(SOURCE, holder, Utc::now(), TTL).await.unwrap(), "{holder} takes the lease");
 }
 
 async fn all_logs(db: &Db) -> Page<LogRecord> {
@@ -297,30 +297,30 @@ async fn ingest_lease_story() {
     for backend in TestDb::all() {
         let db = backend.open().await;
         let now = Utc::now();
-        assert!(db.acquire_ingest_lease(SOURCE, "a", now, TTL).await.unwrap(), "{}", backend.name);
+        assert!(db.acquire_worker_lease(SOURCE, "a", now, TTL).await.unwrap(), "{}", backend.name);
         // Held: refused to another holder, renewed for the same one.
-        assert!(!db.acquire_ingest_lease(SOURCE, "b", now, TTL).await.unwrap());
-        assert!(db.acquire_ingest_lease(SOURCE, "a", now + Duration::seconds(30), TTL).await.unwrap());
+        assert!(!db.acquire_worker_lease(SOURCE, "b", now, TTL).await.unwrap());
+        assert!(db.acquire_worker_lease(SOURCE, "a", now + Duration::seconds(30), TTL).await.unwrap());
         // The renewal counts from its own `now`: still held 80 s after the first take.
-        assert!(!db.acquire_ingest_lease(SOURCE, "b", now + Duration::seconds(80), TTL).await.unwrap());
+        assert!(!db.acquire_worker_lease(SOURCE, "b", now + Duration::seconds(80), TTL).await.unwrap());
         // Expired: anyone may take it; its end is exclusive.
-        assert!(db.acquire_ingest_lease(SOURCE, "b", now + Duration::seconds(90), TTL).await.unwrap());
-        assert!(!db.acquire_ingest_lease(SOURCE, "a", now + Duration::seconds(91), TTL).await.unwrap());
+        assert!(db.acquire_worker_lease(SOURCE, "b", now + Duration::seconds(90), TTL).await.unwrap());
+        assert!(!db.acquire_worker_lease(SOURCE, "a", now + Duration::seconds(91), TTL).await.unwrap());
         // Other sources have their own lease.
-        assert!(db.acquire_ingest_lease("other", "a", now, TTL).await.unwrap());
+        assert!(db.acquire_worker_lease("other", "a", now, TTL).await.unwrap());
 
         // Release gives it up only for its holder.
-        db.release_ingest_lease(SOURCE, "a").await.unwrap();
-        assert!(!db.acquire_ingest_lease(SOURCE, "a", now + Duration::seconds(91), TTL).await.unwrap());
-        db.release_ingest_lease(SOURCE, "b").await.unwrap();
-        assert!(db.acquire_ingest_lease(SOURCE, "a", now, TTL).await.unwrap());
-        db.release_ingest_lease(SOURCE, "nobody").await.unwrap();
+        db.release_worker_lease(SOURCE, "a").await.unwrap();
+        assert!(!db.acquire_worker_lease(SOURCE, "a", now + Duration::seconds(91), TTL).await.unwrap());
+        db.release_worker_lease(SOURCE, "b").await.unwrap();
+        assert!(db.acquire_worker_lease(SOURCE, "a", now, TTL).await.unwrap());
+        db.release_worker_lease(SOURCE, "nobody").await.unwrap();
 
         // Only the holder of a live lease commits; anyone else stores nothing.
         let one = batch(vec![new_log(t0(), "ssh-01", "ssh", "login", "10.0.0.1", "x")], Some(cursor(10)));
         assert!(matches!(db.commit_ingest(SOURCE, "b", None, &one).await, Err(DbError::Conflict)));
         assert!(matches!(db.commit_ingest("unleased", "a", None, &one).await, Err(DbError::Conflict)));
-        assert!(db.acquire_ingest_lease(SOURCE, "a", Utc::now() - Duration::seconds(61), TTL).await.unwrap());
+        assert!(db.acquire_worker_lease(SOURCE, "a", Utc::now() - Duration::seconds(61), TTL).await.unwrap());
         assert!(matches!(db.commit_ingest(SOURCE, "a", None, &one).await, Err(DbError::Conflict)), "expired");
         assert_eq!(all_logs(&db).await.total, 0);
         assert_eq!(db.ingest_cursor(SOURCE).await.unwrap(), None);
@@ -335,7 +335,7 @@ async fn ingest_lease_story() {
                 .map(|i| {
                     let db = db.clone();
                     tokio::spawn(
-                        async move { db.acquire_ingest_lease(source, &format!("h{i}"), at, TTL).await.unwrap() },
+                        async move { db.acquire_worker_lease(source, &format!("h{i}"), at, TTL).await.unwrap() },
                     )
                 })
                 .collect();
@@ -820,7 +820,7 @@ async fn one_column_totals_match_the_rows_from_two_sources() {
         let values = searched_values();
         assert_column_totals(&db, backend.name, &values).await;
         for source in [SOURCE, OTHER_SOURCE] {
-            assert!(db.acquire_ingest_lease(source, "a", Utc::now(), TTL).await.unwrap());
+            assert!(db.acquire_worker_lease(source, "a", Utc::now(), TTL).await.unwrap());
         }
         let mut cursors: [Option<IngestCursor>; 2] = [None, None];
         let mut first = 0;

@@ -1,6 +1,6 @@
 //! The HTTP server on a real socket: peer addresses, hostile slow clients, graceful draining.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

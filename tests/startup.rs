@@ -1,7 +1,7 @@
 //! The API lifespan (startup steps and shutdown) and the cross-cutting HTTP behaviour, on real
 //! databases, driven through the router without a socket.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,30 +2,41 @@
 //! `Last-Event-ID` or `?lastEventId=`, live rows over a real `nats-server` and by polling without
 //! one, filters, database failure and shutdown. Frames are parsed from the raw body.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::time::{Duration, Instant};
 
 use common::logs::{LogWriter, at, log};
-use common::nats::Nats;
 use common::sse::{EventStream, Frame};
 use common::{ADMIN_PASSWORD, TestApi, TestDb, user_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use svc::bus::logs::BatchCommitted;
 use svc::db::{NewLog, Role};
+use svc_test_support::processes::Nats;
 
 /// Long enough for a loaded machine, short enough to fail a broken test quickly.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-impl Frame {
+/// The `type` of a frame's data, as the log stream sends it.
+trait Kind {
+    fn kind(&self) -> String;
+}
+
+impl Kind for Frame {
     fn kind(&self) -> String {
         self.json()["type"].as_str().unwrap().to_string()
     }
 }
 
 /// The log stream's frames over an [`EventStream`].
-impl EventStream {
+trait LogFrames {
+    async fn next_logs(&mut self, within: Duration) -> Frame;
+    async fn expect_summary(&mut self) -> (Value, Value);
+    async fn rows(&mut self, count: usize) -> Vec<Value>;
+}
+
+impl LogFrames for EventStream {
     /// The next `logs` frame, skipping statistics.
     async fn next_logs(&mut self, within: Duration) -> Frame {
         let deadline = Instant::now() + within;

@@ -4,7 +4,7 @@
 //! so while a rule's delay is not in force. (Rules on real deckies, `tc` and the watcher:
 //! `bin/tests/tarpit.rs`.)
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::Utc;
 use common::{TestApi, TestDb, user_token};

@@ -2,7 +2,7 @@
 //! time), how it stands recorded only for the rule it was applied for, and the watcher's sessions
 //! opened and closed exactly once even when two watchers race.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::{DateTime, Duration, Utc};
 use common::TestDb;

@@ -6,7 +6,7 @@
 //! delete's refusal. (Deploys and live mutations on a real engine, and the mutator:
 //! `bin/tests/topology.rs`.)
 
-mod common;
+use svc_test_support::in_process as common;
 
 use common::sse::{EventStream, Frame};
 use common::{TestApi, TestDb, user_token};
@@ -42,8 +42,8 @@ async fn start_with(db: &TestDb, extra: &[(&str, &str)]) -> Api {
 }
 
 /// An API on a bus of its own (returned too: it lives as long as the test holds it).
-async fn start_with_bus(db: &TestDb) -> (common::nats::Nats, Api) {
-    let nats = common::nats::Nats::start();
+async fn start_with_bus(db: &TestDb) -> (svc_test_support::processes::Nats, Api) {
+    let nats = svc_test_support::processes::Nats::start();
     let url = nats.url();
     let api = start_with(db, &[("SVC_NATS_URL", url.as_str())]).await;
     (nats, api)

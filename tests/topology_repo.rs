@@ -3,7 +3,7 @@
 //! by status and version, and the mutation queue hands each mutation to exactly one claimer, one
 //! at a time per topology, failing the claims a dead mutator left.
 
-mod common;
+use svc_test_support::in_process as common;
 
 use chrono::{Duration, Utc};
 use common::TestDb;

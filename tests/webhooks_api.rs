@@ -4,7 +4,7 @@
 //! never connected to), the create limit, and the test ping against a receiver this test runs on
 //! 127.0.0.1 (signature, body, headers; a redirect is not followed).
 
-mod common;
+use svc_test_support::in_process as common;
 
 use std::net::IpAddr;
 

@@ -3,6 +3,7 @@
 mod api;
 mod decky;
 mod deploy;
+mod exit_status;
 mod ingest;
 mod observation;
 mod supervisor;
@@ -14,6 +15,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use svc::config::{Config, ConfigError};
+
+use exit_status::EXIT_CONFIG;
 
 /// Control plane of a honeypot fleet: the master API for the operator's dashboard, and the tools
 /// that look after its database.
@@ -77,10 +80,6 @@ enum Command {
     #[command(subcommand)]
     Systemd(systemd::SystemdCommand),
 }
-
-/// Exit status for a configuration error (sysexits EX_CONFIG), so a service manager can tell it
-/// from a crash and stop restarting.
-const EXIT_CONFIG: u8 = 78;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

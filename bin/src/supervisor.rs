@@ -25,6 +25,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::exit_status::EXIT_CONFIG;
+
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A child up this long has recovered: its next crash starts the backoff afresh.
@@ -36,9 +38,6 @@ const BUS_READY_WAIT: Duration = Duration::from_secs(5);
 /// How long the API gets to listen (it migrates the database first) before the workers start
 /// anyway: a worker started earlier would find a fresh database without its tables.
 const API_READY_WAIT: Duration = Duration::from_secs(30);
-/// A child exiting with this status has a configuration error (sysexits EX_CONFIG): restarting
-/// cannot help, so it is reported and left stopped.
-const EXIT_CONFIG: i32 = 78;
 
 #[derive(clap::Args)]
 pub struct SuperviseArgs {
@@ -204,7 +203,8 @@ async fn supervise(spec: ChildSpec, stop: CancellationToken, grace: Duration) ->
                             () = spec.starts.requested.notified() => continue,
                         }
                     }
-                    Ok(status) if status.code() == Some(EXIT_CONFIG) => {
+                    // A configuration error: restarting cannot help, so it is reported and left stopped.
+                    Ok(status) if status.code() == Some(i32::from(EXIT_CONFIG)) => {
                         tracing::error!(child = %spec.name, "Child has a configuration error; not restarting it");
                         stop.cancelled().await;
                         return false;

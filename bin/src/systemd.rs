@@ -25,7 +25,7 @@ pub fn run(command: SystemdCommand) -> anyhow::Result<()> {
     let bin = bin.canonicalize().unwrap_or(bin);
     let units = svc::systemd::units::render(&bin)?;
     for unit in &units {
-        let path = dir.join(unit.name);
+        let path = dir.join(&unit.name);
         if dry_run {
             println!("# {}\n{}", path.display(), unit.text);
         } else {

@@ -2,7 +2,7 @@
 //! megabyte lines and binary noise on every service; it stays up, within its memory bound, keeps
 //! answering, writes only well-formed lines, and stops cleanly on SIGTERM.
 
-mod common;
+use svc_test_support::processes as common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};

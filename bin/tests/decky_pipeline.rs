@@ -3,9 +3,8 @@
 //! profiler folds the rows; the store then holds the credentials tried, and the attacker's profile
 //! holds the commands run; the dashboard routes read them.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,9 +3,8 @@
 //! fault the operator sees it (health 503, the failing component, the reason in the log); after
 //! it, everything recovers by itself and each line appended meanwhile is stored exactly once.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! again; a redeploy recreates containers and the collector follows the new ones; a bad image
 //! fails with a generic error; teardown removes the container; health follows the engine.
 
-mod common;
+use svc_test_support::processes as common;
 
 use std::time::{Duration, Instant};
 

@@ -3,9 +3,8 @@
 //! ingester on the same file neither lose nor repeat a line; hostile lines are counted, not fatal;
 //! `svc ingest-replay` back-fills once.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::io::Write;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Memory bounds of a real `svc api` process, read from `/proc`: a bound, not a speed, so a test
 //! (the speed of the same run is in `benches/login_rss.sh`).
 
-mod common;
+use svc_test_support::processes as common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

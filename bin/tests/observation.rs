@@ -1,9 +1,8 @@
 //! `svc observation validate|ingest` as an operator runs them: the real binary on real files and
 //! stdin, and for `ingest` a real database read back afterwards.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::io::Write;
 use std::path::Path;

@@ -3,9 +3,8 @@
 //! exactly what one uninterrupted run stores; observations from the bus are validated and stored;
 //! DECNET's behaviour classes end to end.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

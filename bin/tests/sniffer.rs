@@ -13,9 +13,8 @@
 //! Needs root, `ip`, `openssl`, `curl`, `tcpdump`, `tshark` (scripts/lib.sh installs them) and
 //! `ja4plus` (PyPI, also installed there).
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

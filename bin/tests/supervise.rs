@@ -1,6 +1,6 @@
 //! `svc supervise` as a real process tree: a private nats-server, `svc api` and a fixture worker.
 
-mod common;
+use svc_test_support::processes as common;
 
 use common::*;
 use rustix::process::Signal;

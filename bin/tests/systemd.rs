@@ -1,6 +1,6 @@
 //! `svc systemd install` writes units systemd accepts, and `svc api` reports readiness to systemd.
 
-mod common;
+use svc_test_support::processes as common;
 
 use std::os::unix::net::UnixDatagram;
 use std::process::Command;

@@ -10,7 +10,7 @@
 //! watcher as its own process, `svc worker tarpit`: heard on the bus, stopped by a stop intent. And
 //! a macvlan decky: the rule lands in the decky, never on the host's NIC (DECNET's defect).
 
-mod common;
+use svc_test_support::processes as common;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

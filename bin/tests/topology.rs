@@ -10,7 +10,7 @@
 //! stuck; without a bus the mutator's poll still applies mutations. Subnets are the test's own,
 //! in 10.214.0.0/16.
 
-mod common;
+use svc_test_support::processes as common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

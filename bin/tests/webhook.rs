@@ -5,9 +5,8 @@
 //! again; a worker restarted with events in the outbox loses and repeats none; the ingester's
 //! `credential.captured` reaches a webhook once per new credential.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod store;
+use svc_test_support::in_process as store;
+use svc_test_support::processes as common;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -7,5 +7,4 @@ pub mod password;
 pub mod session;
 pub mod ticket;
 pub mod token;
-mod ttl_cache;
 pub mod username;

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use super::ticket::{TICKET_LIFETIME, new_ticket, ticket_hash};
 use super::token::{self, Claims, TokenKeys};
-use super::ttl_cache::TtlCache;
 use crate::db::{Db, DbError, RevokedToken, User};
+use crate::recent::RecentByKey;
 
 /// How long a revocation made on another replica may go unseen here.
 pub const REVOCATION_DELAY: Duration = Duration::from_secs(10);
@@ -43,8 +43,8 @@ fn rejected(reason: impl Into<String>) -> AuthError {
 pub struct Sessions {
     keys: TokenKeys,
     db: Db,
-    users: TtlCache<Uuid, User>,
-    revoked: TtlCache<String, bool>,
+    users: RecentByKey<Uuid, User>,
+    revoked: RecentByKey<String, bool>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -58,8 +58,8 @@ impl Sessions {
         Sessions {
             keys,
             db,
-            users: TtlCache::new(REVOCATION_DELAY, CACHE_ENTRIES),
-            revoked: TtlCache::new(REVOCATION_DELAY, CACHE_ENTRIES),
+            users: RecentByKey::new(REVOCATION_DELAY, CACHE_ENTRIES),
+            revoked: RecentByKey::new(REVOCATION_DELAY, CACHE_ENTRIES),
         }
     }
 

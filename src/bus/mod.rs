@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use control::ControlRequest;
 pub use heartbeat::{Counters, Fault, HealthPayload};
-pub use registry::{KNOWN_WORKERS, Tier, WorkerRegistry, WorkerRow};
+pub use registry::{Tier, WorkerRegistry, WorkerRow};
 
 /// How long startup waits for a first connection before going on without one.
 const CONNECT_WAIT: Duration = Duration::from_secs(2);

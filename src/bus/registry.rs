@@ -15,9 +15,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use super::{Bus, Event, Fault, topics};
-
-/// The workers this project runs; each always has a row, heard from or not.
-pub const KNOWN_WORKERS: [&str; 7] = ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator"];
+use crate::worker::KNOWN_WORKERS;
 
 /// How recently a worker was heard from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -309,8 +307,18 @@ mod tests {
         assert!(!registry.is_known("prober"));
         beat(&registry, "prober", 1.0);
         let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
-        assert_eq!(names, ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "prober"]);
+        assert_eq!(
+            names,
+            ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "webhook", "prober"]
+        );
         assert!(registry.is_known("prober") && registry.is_known("tarpit"));
+    }
+
+    #[test]
+    fn the_webhook_worker_is_known_before_it_is_heard_from() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        assert!(registry.is_known("webhook"), "so /workers/webhook/start is not a 404");
+        assert!(registry.rows(true, 1.0).iter().any(|row| row.name == "webhook" && row.status == Tier::Unknown));
     }
 
     #[test]

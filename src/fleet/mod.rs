@@ -9,7 +9,6 @@ pub mod catalog;
 pub mod ini;
 pub mod mutate;
 pub mod plan;
-mod recent;
 pub mod subnet;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,10 +27,10 @@ use crate::db::Db;
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
+use crate::recent::Recent;
 use crate::runtime::image::DeckyImage;
 use crate::runtime::{ContainerInfo, ContainerSpec, NetworkSpec, Runtime, RuntimeError, RuntimeResult};
 use ini::Ini;
-use recent::Recent;
 
 /// `base_image` of a decky that runs the default image, built locally from the svc binary.
 pub const DEFAULT_IMAGE: &str = crate::runtime::image::REPOSITORY;

@@ -6,17 +6,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use tokio::sync::Mutex;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement};
+use crate::recent::Recent;
+use crate::worker::WORKERS;
 
 /// A probe result is reused this long, so a flood of health calls costs one query a second.
 const PROBE_CACHE: Duration = Duration::from_secs(1);
@@ -30,7 +31,7 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Default)]
 pub struct DatabaseHealth {
     ready: AtomicBool,
-    last_probe: Mutex<Option<(Instant, bool)>>,
+    last_probe: Recent<bool>,
 }
 
 impl DatabaseHealth {
@@ -47,13 +48,11 @@ impl DatabaseHealth {
         if !self.is_ready() {
             return false;
         }
-        let mut last = self.last_probe.lock().await;
-        if let Some((at, ok)) = *last
-            && at.elapsed() < PROBE_CACHE
-        {
-            return ok;
-        }
-        let ok = match tokio::time::timeout(PROBE_TIMEOUT, db.ping()).await {
+        self.last_probe.get_or_find(PROBE_CACHE, Self::ping(db)).await
+    }
+
+    async fn ping(db: &Db) -> bool {
+        match tokio::time::timeout(PROBE_TIMEOUT, db.ping()).await {
             Ok(Ok(())) => true,
             Ok(Err(err)) => {
                 tracing::warn!(error = %err, "Database health probe failed");
@@ -63,9 +62,7 @@ impl DatabaseHealth {
                 tracing::warn!("Database health probe timed out");
                 false
             }
-        };
-        *last = Some((Instant::now(), ok));
-        ok
+        }
     }
 }
 
@@ -104,17 +101,8 @@ struct Component {
     failure: Option<String>,
 }
 
-/// Health component, worker it reports on, and whether it is required.
-const WORKER_COMPONENTS: [(&str, &str, bool); 5] = [
-    ("ingestion_worker", "ingest", true),
-    ("collector_worker", "collector", false),
-    ("attacker_worker", "profiler", false),
-    ("sniffer_worker", "sniffer", false),
-    ("tarpit_watcher", "tarpit", false),
-];
-
 async fn components(state: &AppState) -> Vec<Component> {
-    let database_ok = state.database.probe(&state.db).await;
+    let database_ok = state.db_health.probe(&state.db).await;
     let mut components = vec![Component {
         name: "database",
         required: true,
@@ -135,16 +123,17 @@ async fn components(state: &AppState) -> Vec<Component> {
     if database_ok && let Some(tarpit) = tarpit_component(state).await {
         components.push(tarpit);
     }
-    for (name, worker, required) in WORKER_COMPONENTS {
-        if state.workers.is_deployed(worker) {
+    for worker in &WORKERS {
+        let Some(component) = worker.health else { continue };
+        if state.workers.is_deployed(worker.name) {
             // A running worker that cannot do its work (the sniffer without its interface) fails
             // with the generic reason it gives.
-            let failure = if state.workers.is_up(worker, bus_connected, now) {
-                state.workers.fault(worker, bus_connected, now)
+            let failure = if state.workers.is_up(worker.name, bus_connected, now) {
+                state.workers.fault(worker.name, bus_connected, now)
             } else {
                 Some("not running".into())
             };
-            components.push(Component { name, required, failure });
+            components.push(Component { name: component.name, required: component.required, failure });
         }
     }
     components

@@ -42,7 +42,8 @@ impl std::ops::Deref for AppState {
 pub struct State {
     pub config: Arc<Config>,
     pub db: Db,
-    pub database: Arc<DatabaseHealth>,
+    /// Whether the database finished initialisation, and its last probe (`/health`).
+    pub db_health: Arc<DatabaseHealth>,
     pub sessions: Arc<Sessions>,
     pub passwords: Arc<HashPool>,
     pub limits: Arc<RateLimits>,

@@ -13,8 +13,9 @@ use utoipa::ToSchema;
 
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Result};
-use crate::bus::{self, BusError, ControlRequest, KNOWN_WORKERS, WorkerRow};
+use crate::bus::{self, BusError, ControlRequest, WorkerRow};
 use crate::systemd::StartError;
+use crate::worker::KNOWN_WORKERS;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::Mutex;
+use crate::recent::Recent;
 
 /// Where unit files live when systemd is not there to ask (systemd's own search path).
 pub const DEFAULT_UNIT_DIRS: [&str; 5] = [
@@ -41,12 +41,12 @@ impl UnitSource {
 pub struct UnitListing {
     source: UnitSource,
     cache_for: Duration,
-    cached: Mutex<Option<(Instant, BTreeSet<String>)>>,
+    listed: Recent<BTreeSet<String>>,
 }
 
 impl UnitListing {
     pub fn new(source: UnitSource, cache_for: Duration) -> UnitListing {
-        UnitListing { source, cache_for, cached: Mutex::new(None) }
+        UnitListing { source, cache_for, listed: Recent::default() }
     }
 
     /// Whether systemd runs this host (and so can start a unit).
@@ -91,18 +91,13 @@ pub enum StartError {
 impl UnitListing {
     /// The workers (`api` included) with an `svc-<worker>.service` unit.
     pub async fn installed(&self) -> BTreeSet<String> {
-        let mut cached = self.cached.lock().await;
-        if let Some((at, workers)) = &*cached
-            && at.elapsed() < self.cache_for
-        {
-            return workers.clone();
-        }
-        let workers = match &self.source {
-            UnitSource::Systemctl => from_systemctl().await,
-            UnitSource::Dirs(dirs) => from_dirs(dirs.clone()).await,
+        let list = async {
+            match &self.source {
+                UnitSource::Systemctl => from_systemctl().await,
+                UnitSource::Dirs(dirs) => from_dirs(dirs.clone()).await,
+            }
         };
-        *cached = Some((Instant::now(), workers.clone()));
-        workers
+        self.listed.get_or_find(self.cache_for, list).await
     }
 }
 

@@ -3,25 +3,27 @@
 
 use std::path::Path;
 
+use crate::worker::WORKERS;
+use crate::worker::roster::API;
+
 /// Where a template names the svc binary.
 const BIN_PLACEHOLDER: &str = "@SVC_BIN@";
 
-const TEMPLATES: [(&str, &str); 9] = [
-    ("svc-api.service", include_str!("../../systemd/svc-api.service")),
-    ("svc-ingest.service", include_str!("../../systemd/svc-ingest.service")),
-    ("svc-collector.service", include_str!("../../systemd/svc-collector.service")),
-    ("svc-profiler.service", include_str!("../../systemd/svc-profiler.service")),
-    ("svc-sniffer.service", include_str!("../../systemd/svc-sniffer.service")),
-    ("svc-tarpit.service", include_str!("../../systemd/svc-tarpit.service")),
-    ("svc-mutator.service", include_str!("../../systemd/svc-mutator.service")),
-    ("svc-webhook.service", include_str!("../../systemd/svc-webhook.service")),
-    ("svc.target", include_str!("../../systemd/svc.target")),
-];
+const API_TEMPLATE: &str = include_str!("../../systemd/svc-api.service");
+const TARGET_TEMPLATE: &str = include_str!("../../systemd/svc.target");
+
+/// Every unit's name and template: the API's, each known worker's, then the target.
+fn templates() -> impl Iterator<Item = (String, &'static str)> {
+    let workers = WORKERS.iter().map(|worker| (super::unit_of_worker(worker.name), worker.unit_template));
+    std::iter::once((super::unit_of_worker(API), API_TEMPLATE))
+        .chain(workers)
+        .chain(std::iter::once(("svc.target".to_string(), TARGET_TEMPLATE)))
+}
 
 /// One unit file to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitFile {
-    pub name: &'static str,
+    pub name: String,
     pub text: String,
 }
 
@@ -39,8 +41,7 @@ pub fn render(bin: &Path) -> Result<Vec<UnitFile>, UnusableBinaryPath> {
     }
     // `%` starts a specifier in a unit file.
     let escaped = text.replace('%', "%%");
-    Ok(TEMPLATES
-        .iter()
+    Ok(templates()
         .map(|(name, template)| UnitFile { name, text: template.replace(BIN_PLACEHOLDER, &escaped) })
         .collect())
 }
@@ -52,7 +53,12 @@ mod tests {
     #[test]
     fn every_unit_runs_the_given_binary() {
         let units = render(Path::new("/opt/svc%1/svc")).unwrap();
-        assert_eq!(units.len(), 9);
+        let names: Vec<&str> = units.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names.len(), WORKERS.len() + 2);
+        assert_eq!((names[0], names[names.len() - 1]), ("svc-api.service", "svc.target"));
+        for worker in WORKERS {
+            assert!(names.contains(&format!("svc-{}.service", worker.name).as_str()), "{}", worker.name);
+        }
         for unit in units.iter().filter(|u| u.name.ends_with(".service")) {
             assert!(unit.text.contains("ExecStart=/opt/svc%%1/svc "), "{}", unit.name);
             assert!(!unit.text.contains(BIN_PLACEHOLDER));
@@ -67,7 +73,7 @@ mod tests {
             assert_eq!(unit.text.contains("CAP_NET_RAW"), unit.name == "svc-sniffer.service", "{}", unit.name);
             // The tarpit shapes a decky's traffic (the API runs it too); the API and the mutator
             // set routes inside topology deckies.
-            let enters = ["svc-api.service", "svc-tarpit.service", "svc-mutator.service"].contains(&unit.name);
+            let enters = ["svc-api.service", "svc-tarpit.service", "svc-mutator.service"].contains(&unit.name.as_str());
             assert_eq!(unit.text.contains("CAP_NET_ADMIN"), enters, "{}", unit.name);
             assert_eq!(unit.text.contains("CAP_SYS_ADMIN"), enters, "{}", unit.name);
         }

@@ -209,13 +209,35 @@ async fn reapply(pid: u32, rule: &TarpitRule) -> Enforced {
     })
 }
 
+/// Why traffic control in a decky's namespace could not be changed, in the words of `tc` or the
+/// system: for the log only (a client gets [`TarpitError::TrafficControl`]'s generic text).
+#[derive(Debug, thiserror::Error)]
+enum TrafficControlError {
+    #[error("namespace of pid {pid}: {source}")]
+    Namespace { pid: u32, source: std::io::Error },
+    #[error("interface of pid {pid}: {source}")]
+    Interface { pid: u32, source: std::io::Error },
+    #[error("running tc: {0}")]
+    Spawn(std::io::Error),
+    #[error("tc exited with {status}: {output}")]
+    Refused { status: std::process::ExitStatus, output: String },
+}
+
+impl TrafficControlError {
+    /// A removal found nothing to remove: `tc` said so, or the namespace went with its process
+    /// (entering it fails with "No such file").
+    fn is_nothing_to_remove(&self) -> bool {
+        tc::nothing_to_remove(&self.to_string())
+    }
+}
+
 /// Replaces whatever of ours is on the interface of `pid`'s namespace with `rule`: root, class and
 /// filters, then the delay, or the throttle where the kernel has no netem. On failure nothing of
-/// ours is left and the error is `tc`'s text.
-async fn apply(pid: u32, rule: &TarpitRule) -> Result<Enforced, String> {
+/// ours is left.
+async fn apply(pid: u32, rule: &TarpitRule) -> Result<Enforced, TrafficControlError> {
     let namespace = netns::namespace_of(pid);
-    let identity = netns::identity(&namespace).map_err(|e| format!("namespace of pid {pid}: {e}"))?;
-    let iface = netns::interface_of(pid).map_err(|e| format!("interface of pid {pid}: {e}"))?;
+    let identity = netns::identity(&namespace).map_err(|source| TrafficControlError::Namespace { pid, source })?;
+    let iface = netns::interface_of(pid).map_err(|source| TrafficControlError::Interface { pid, source })?;
     remove(pid).await?;
     let setup = tc_run(&namespace, tc::batch(), tc::setup(&iface, &rule.ports)).await;
     let enforcement = match setup {
@@ -238,20 +260,40 @@ async fn apply(pid: u32, rule: &TarpitRule) -> Result<Enforced, String> {
 }
 
 /// Removes the rule's root from the interface of `pid`'s namespace; none there is fine.
-async fn remove(pid: u32) -> Result<(), String> {
-    let iface = netns::interface_of(pid).map_err(|e| format!("interface of pid {pid}: {e}"))?;
+async fn remove(pid: u32) -> Result<(), TrafficControlError> {
+    let iface = netns::interface_of(pid).map_err(|source| TrafficControlError::Interface { pid, source })?;
     match tc_run(&netns::namespace_of(pid), tc::remove(&iface), String::new()).await {
-        Err(raw) if !tc::nothing_to_remove(&raw) => Err(raw),
+        Err(err) if !err.is_nothing_to_remove() => Err(err),
         _ => Ok(()),
     }
 }
 
-/// Runs a `tc` command in `namespace`; its output as the error when it fails.
-async fn tc_run(namespace: &Path, command: std::process::Command, input: String) -> Result<(), String> {
-    let output = netns::run(namespace.to_path_buf(), command, input).await.map_err(|e| format!("running tc: {e}"))?;
+/// Runs a `tc` command in `namespace`; its output in the error when it fails.
+async fn tc_run(namespace: &Path, command: std::process::Command, input: String) -> Result<(), TrafficControlError> {
+    let output = netns::run(namespace.to_path_buf(), command, input).await.map_err(TrafficControlError::Spawn)?;
     if output.status.success() {
         return Ok(());
     }
     let text = format!("{}{}", String::from_utf8_lossy(&output.stderr), String::from_utf8_lossy(&output.stdout));
-    Err(format!("tc exited with {}: {}", output.status, text.trim()))
+    Err(TrafficControlError::Refused { status: output.status, output: text.trim().to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn a_removal_finds_nothing_when_tc_says_so_or_the_namespace_is_gone() {
+        let refused = |output: &str| TrafficControlError::Refused {
+            status: std::process::ExitStatus::from_raw(2 << 8),
+            output: output.into(),
+        };
+        assert!(refused("Error: Cannot delete qdisc with handle of zero.").is_nothing_to_remove());
+        assert!(!refused("Error: Exclusivity flag on, cannot modify.").is_nothing_to_remove());
+        let gone = TrafficControlError::Spawn(std::io::Error::from_raw_os_error(2));
+        assert!(gone.is_nothing_to_remove(), "{gone}");
+        assert_eq!(refused("x").to_string(), "tc exited with exit status: 2: x");
+    }
 }

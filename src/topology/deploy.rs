@@ -272,7 +272,7 @@ impl Topologies {
             }
             let Some(decky) = after.deckies.iter().find(|d| d.uuid == uuid) else { continue };
             let result = match runtime.pid(&self.container_name(decky)).await {
-                Ok(Some(pid)) => routes::ensure(pid, &routes).await,
+                Ok(Some(pid)) => routes::ensure(pid, &routes).await.map_err(|err| err.to_string()),
                 // Not running: its start already failed and was counted.
                 Ok(None) => continue,
                 Err(err) => {

@@ -75,9 +75,19 @@ pub fn script(listing: &str, chain: &str, pairs: &[(String, String)]) -> Option<
     Some(lines.join("\n") + "\n")
 }
 
+/// Why iptables could not read or change the host's NAT table, in its own words: for the log.
+#[derive(Debug, thiserror::Error)]
+pub enum NatError {
+    #[error("{program}: {source}")]
+    Run { program: &'static str, source: std::io::Error },
+    #[error("{program}: {stderr}")]
+    Refused { program: &'static str, stderr: String },
+    #[error("{program}: timed out")]
+    TimedOut { program: &'static str },
+}
+
 /// Makes the host's `chain` hold exactly `pairs` (none: removes it); whether it had to change.
-/// The error is iptables' own words, for the log.
-pub async fn apply(chain: &str, pairs: &[(String, String)]) -> Result<bool, String> {
+pub async fn apply(chain: &str, pairs: &[(String, String)]) -> Result<bool, NatError> {
     match script(&iptables(&["-w", "-t", "nat", "-S"], "").await?, chain, pairs) {
         Some(script) => iptables_restore(&script).await.map(|()| true),
         None => Ok(false),
@@ -85,20 +95,20 @@ pub async fn apply(chain: &str, pairs: &[(String, String)]) -> Result<bool, Stri
 }
 
 /// Whether the host's `chain` holds exactly `pairs` (none: is absent).
-pub async fn is_current(chain: &str, pairs: &[(String, String)]) -> Result<bool, String> {
+pub async fn is_current(chain: &str, pairs: &[(String, String)]) -> Result<bool, NatError> {
     Ok(script(&iptables(&["-w", "-t", "nat", "-S"], "").await?, chain, pairs).is_none())
 }
 
-async fn iptables(args: &[&str], input: &str) -> Result<String, String> {
+async fn iptables(args: &[&str], input: &str) -> Result<String, NatError> {
     run("iptables", args, input).await
 }
 
-async fn iptables_restore(script: &str) -> Result<(), String> {
+async fn iptables_restore(script: &str) -> Result<(), NatError> {
     run("iptables-restore", &["-w", "--noflush"], script).await.map(drop)
 }
 
 /// `program args` with `input` on its standard input; its standard output.
-async fn run(program: &str, args: &[&str], input: &str) -> Result<String, String> {
+async fn run(program: &'static str, args: &[&str], input: &str) -> Result<String, NatError> {
     use tokio::io::AsyncWriteExt;
     let mut child = tokio::process::Command::new(program)
         .args(args)
@@ -108,7 +118,7 @@ async fn run(program: &str, args: &[&str], input: &str) -> Result<String, String
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|err| format!("{program}: {err}"))?;
+        .map_err(|source| NatError::Run { program, source })?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let work = async move {
         stdin.write_all(input.as_bytes()).await?;
@@ -117,9 +127,11 @@ async fn run(program: &str, args: &[&str], input: &str) -> Result<String, String
     };
     match tokio::time::timeout(IPTABLES_TIMEOUT, work).await {
         Ok(Ok(output)) if output.status.success() => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
-        Ok(Ok(output)) => Err(format!("{program}: {}", String::from_utf8_lossy(&output.stderr).trim())),
-        Ok(Err(err)) => Err(format!("{program}: {err}")),
-        Err(_) => Err(format!("{program}: timed out")),
+        Ok(Ok(output)) => {
+            Err(NatError::Refused { program, stderr: String::from_utf8_lossy(&output.stderr).trim().to_string() })
+        }
+        Ok(Err(source)) => Err(NatError::Run { program, source }),
+        Err(_) => Err(NatError::TimedOut { program }),
     }
 }
 

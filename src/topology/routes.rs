@@ -90,15 +90,26 @@ pub fn parse(listing: &str) -> Vec<Route> {
     routes
 }
 
+/// Why the routes in a decky's namespace could not be read or set, in the words of `ip` or the
+/// system: for the log, and the decky's stored cause.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("{0}")]
+    Run(#[from] std::io::Error),
+    /// `ip -batch` says what failed and on which line.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// The routes of ours in the network namespace of process `pid` (a decky's container).
-pub async fn current(pid: u32) -> Result<Vec<Route>, String> {
+pub async fn current(pid: u32) -> Result<Vec<Route>, RouteError> {
     let listing = ip(pid, &["-4", "route", "show", "proto", ROUTE_PROTOCOL], String::new()).await?;
     Ok(parse(&listing))
 }
 
 /// Makes the routes of ours in process `pid`'s namespace exactly `routes` (sorted, as [`plan`]
 /// gives them); whether they had to change (a new namespace has none).
-pub async fn ensure(pid: u32, routes: &[Route]) -> Result<bool, String> {
+pub async fn ensure(pid: u32, routes: &[Route]) -> Result<bool, RouteError> {
     if current(pid).await? == routes {
         return Ok(false);
     }
@@ -106,14 +117,16 @@ pub async fn ensure(pid: u32, routes: &[Route]) -> Result<bool, String> {
 }
 
 /// `ip ARGS` inside process `pid`'s namespace with `input` on its standard input; its output.
-async fn ip(pid: u32, args: &[&str], input: String) -> Result<String, String> {
+async fn ip(pid: u32, args: &[&str], input: String) -> Result<String, RouteError> {
     let mut command = Command::new("ip");
     command.args(args).env("LC_ALL", "C");
     match netns::run(netns::namespace_of(pid), command, input).await {
         Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
         // `ip -batch` says what failed and on which line, each on a line of its own.
-        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).split_whitespace().collect::<Vec<_>>().join(" ")),
-        Err(err) => Err(err.to_string()),
+        Ok(out) => Err(RouteError::Refused(
+            String::from_utf8_lossy(&out.stderr).split_whitespace().collect::<Vec<_>>().join(" "),
+        )),
+        Err(err) => Err(RouteError::Run(err)),
     }
 }
 
@@ -244,9 +257,11 @@ pub(super) mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let err = ensure(pid, &[route("10.9.2.0/24", "10.9.1.2")]).await.unwrap_err();
+        assert!(matches!(err, RouteError::Refused(_)), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("Error:") && !err.contains('\n'), "{err}");
         assert_eq!(current(pid).await.unwrap(), []);
-        assert_eq!(ensure(pid, &[]).await, Ok(false), "none wanted, none there");
+        assert_eq!(ensure(pid, &[]).await.ok(), Some(false), "none wanted, none there");
         holder.kill().unwrap();
         holder.wait().unwrap();
     }

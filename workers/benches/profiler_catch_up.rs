@@ -80,7 +80,7 @@ async fn main() {
     db.migrate().await.unwrap();
 
     let started = Instant::now();
-    assert!(db.acquire_ingest_lease("bench", "bench", Utc::now(), Duration::from_secs(3600)).await.unwrap());
+    assert!(db.acquire_worker_lease("bench", "bench", Utc::now(), Duration::from_secs(3600)).await.unwrap());
     let mut cursor: Option<IngestCursor> = None;
     for (n, chunk) in (0..total).collect::<Vec<_>>().chunks(20_000).enumerate() {
         let next = IngestCursor { file_id: "1:1".into(), offset: n as u64 + 1, ..Default::default() };

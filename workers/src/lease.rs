@@ -1,6 +1,7 @@
-//! The lease in the database that lets one worker at a time work on a source (one ingester per
-//! file, one profiler), across processes and replicas. It is renewed every third of its length; a
-//! worker that does not hold it stands by and takes over once the holder stops or dies.
+//! The worker lease in the database that lets one worker at a time work on a source (one ingester
+//! per file, one profiler, one webhook deliverer), across processes and replicas. It is renewed
+//! every third of its length; a worker that does not hold it stands by and takes over once the
+//! holder stops or dies.
 
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,7 @@ impl Lease {
             return Ok(Held::Kept);
         }
         let held = db
-            .acquire_ingest_lease(&self.source, &self.holder, Utc::now(), self.ttl)
+            .acquire_worker_lease(&self.source, &self.holder, Utc::now(), self.ttl)
             .await
             .with_context(|| format!("taking the lease on {}", self.source))?;
         let outcome = match (held, self.leased_at.is_some()) {
@@ -89,7 +90,7 @@ impl Lease {
     /// Gives the lease up at once, if held, so a standby need not wait for it to expire.
     pub async fn release(&mut self, db: &Db) {
         if self.leased_at.take().is_some()
-            && let Err(err) = db.release_ingest_lease(&self.source, &self.holder).await
+            && let Err(err) = db.release_worker_lease(&self.source, &self.holder).await
         {
             tracing::warn!(source = %self.source, error = %err, "Could not release the lease; it expires by itself");
         }

@@ -16,24 +16,38 @@ pub mod webhook;
 
 pub use svc::worker::WorkerBody;
 
-/// Every worker this build can run with `svc worker <name>`.
+/// Every worker this build can run with `svc worker <name>`: the project's, in the order of
+/// [`svc::worker::WORKERS`] (tested), then the test fixture's when it is built in.
 pub fn bodies() -> Vec<WorkerBody> {
     #[allow(unused_mut)]
-    let mut bodies = vec![
-        ingest::body(),
-        profiler::body(),
-        collector::body(),
-        webhook::body(),
-        sniffer::body(),
-        mutator::body(),
-        tarpit::body(),
-    ];
+    let mut bodies = Vec::from(project_bodies());
     #[cfg(feature = "test-fixture")]
     bodies.extend(fixture::bodies());
     bodies
 }
 
+fn project_bodies() -> [WorkerBody; svc::worker::WORKERS.len()] {
+    [
+        ingest::body(),
+        collector::body(),
+        profiler::body(),
+        sniffer::body(),
+        tarpit::body(),
+        mutator::body(),
+        webhook::body(),
+    ]
+}
+
 /// The worker called `name`, if this build has it.
 pub fn body(name: &str) -> Option<WorkerBody> {
     bodies().into_iter().find(|body| body.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_runnable_workers_are_the_known_ones() {
+        let runnable = super::project_bodies().map(|body| body.name);
+        assert_eq!(runnable, svc::worker::WORKERS.map(|worker| worker.name));
+    }
 }

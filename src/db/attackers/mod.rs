@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{DbResult, Page};
 use crate::observation::Observation;
 
-/// The ingest lease source (see `IngestStore::acquire_ingest_lease`) the profiler holds: only its
+/// The worker lease source (see `IngestStore::acquire_worker_lease`) the profiler holds: only its
 /// holder may commit profiles.
 pub const PROFILER_LEASE_SOURCE: &str = "profiler";
 
@@ -164,7 +164,7 @@ pub trait AttackerStore {
     /// counts and no fingerprints when nothing is stored).
     async fn attacker_evidence(&self, ips: &[String]) -> DbResult<Vec<AttackerEvidence>>;
 
-    /// In one transaction: checks that `holder` holds the lease `profiler` (the ingest lease table,
+    /// In one transaction: checks that `holder` holds the lease `profiler` (the worker lease table,
     /// source [`PROFILER_LEASE_SOURCE`]) and that the profiler cursor is still `expected_cursor`, then
     /// upserts the profiles by uuid (every column but `command_count` replaced), inserts the commands
     /// (skipping log ids stored already), adds to each attacker's `command_count` the rows it gained

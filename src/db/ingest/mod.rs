@@ -94,10 +94,12 @@ pub struct Committed {
 
 #[async_trait]
 pub trait IngestStore {
-    /// Takes, or renews, the lease on ingest source `source` for `holder` until `now + ttl`: true
-    /// when `holder` holds it afterwards. Another holder's lease is taken only once it has expired,
-    /// so one ingester per source works at a time, across processes and replicas.
-    async fn acquire_ingest_lease(
+    /// Takes, or renews, the worker lease on `source` for `holder` until `now + ttl`: true when
+    /// `holder` holds it afterwards. Another holder's lease is taken only once it has expired, so
+    /// one worker per source works at a time, across processes and replicas: an ingester per log
+    /// file, one profiler ([`PROFILER_LEASE_SOURCE`](crate::db::PROFILER_LEASE_SOURCE)), one
+    /// webhook deliverer. (Its table, `ingest_leases`, is named for the first of them.)
+    async fn acquire_worker_lease(
         &self,
         source: &str,
         holder: &str,
@@ -106,7 +108,7 @@ pub trait IngestStore {
     ) -> DbResult<bool>;
 
     /// Gives the lease up at once (on a clean stop), if `holder` holds it.
-    async fn release_ingest_lease(&self, source: &str, holder: &str) -> DbResult<()>;
+    async fn release_worker_lease(&self, source: &str, holder: &str) -> DbResult<()>;
 
     /// Where ingestion of `source` stands; `None` before its first batch.
     async fn ingest_cursor(&self, source: &str) -> DbResult<Option<IngestCursor>>;

@@ -127,7 +127,7 @@ both_backends! {
 
     #[async_trait]
     impl IngestStore for Backend {
-        async fn acquire_ingest_lease(
+        async fn acquire_worker_lease(
             &self,
             source: &str,
             holder: &str,
@@ -168,7 +168,7 @@ both_backends! {
             }
         }
 
-        async fn release_ingest_lease(&self, source: &str, holder: &str) -> DbResult<()> {
+        async fn release_worker_lease(&self, source: &str, holder: &str) -> DbResult<()> {
             sqlx::query("delete from ingest_leases where source = ? and holder = ?")
                 .bind(source)
                 .bind(holder)

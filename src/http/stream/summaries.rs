@@ -2,15 +2,13 @@
 //! for all of a process's streams together (both read the whole log table), and the histogram of a
 //! filtered stream, computed for it alone.
 
-use std::future::Future;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::db::{Db, DbResult, LogFilter};
 use crate::fleet::Fleet;
 use crate::http::logs::{DEFAULT_INTERVAL_MINUTES, HistogramPoint};
 use crate::http::stats::{self, StatsResponse};
+use crate::recent::Recent;
 
 /// Unfiltered statistics and histogram are computed at most this often for all streams together.
 const SUMMARY_REUSE: Duration = Duration::from_secs(1);
@@ -25,42 +23,16 @@ pub(super) async fn histogram(db: &Db, filter: &LogFilter) -> DbResult<Vec<Histo
 /// all of them: both read the whole log table.
 #[derive(Debug, Default)]
 pub struct Summaries {
-    stats: Reused<StatsResponse>,
-    histogram: Reused<Vec<HistogramPoint>>,
+    stats: Recent<StatsResponse>,
+    histogram: Recent<Vec<HistogramPoint>>,
 }
 
 impl Summaries {
     pub(super) async fn stats(&self, db: &Db, fleet: &Fleet) -> DbResult<StatsResponse> {
-        self.stats.get(stats::summary(db, fleet)).await
+        self.stats.get_or_try_find(SUMMARY_REUSE, stats::summary(db, fleet)).await
     }
 
     pub(super) async fn histogram(&self, db: &Db) -> DbResult<Vec<HistogramPoint>> {
-        self.histogram.get(histogram(db, &LogFilter::default())).await
-    }
-}
-
-/// A value reused for [`SUMMARY_REUSE`]; concurrent callers wait for one computation.
-#[derive(Debug)]
-struct Reused<T> {
-    value: tokio::sync::Mutex<Option<(Instant, T)>>,
-}
-
-impl<T> Default for Reused<T> {
-    fn default() -> Self {
-        Reused { value: tokio::sync::Mutex::new(None) }
-    }
-}
-
-impl<T: Clone> Reused<T> {
-    async fn get(&self, compute: impl Future<Output = DbResult<T>>) -> DbResult<T> {
-        let mut value = self.value.lock().await;
-        if let Some((at, value)) = value.as_ref()
-            && at.elapsed() < SUMMARY_REUSE
-        {
-            return Ok(value.clone());
-        }
-        let fresh = compute.await?;
-        *value = Some((Instant::now(), fresh.clone()));
-        Ok(fresh)
+        self.histogram.get_or_try_find(SUMMARY_REUSE, histogram(db, &LogFilter::default())).await
     }
 }

@@ -1,5 +1,5 @@
 //! Log rows and bounties stored the way the ingester stores them: through `commit_ingest`, under
-//! the ingest lease, each batch moving a cursor.
+//! the worker lease, each batch moving a cursor.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -17,7 +17,7 @@ pub struct LogWriter {
 impl LogWriter {
     pub async fn new(db: &Db) -> LogWriter {
         let leased =
-            db.acquire_ingest_lease(SOURCE, HOLDER, Utc::now(), std::time::Duration::from_secs(3600)).await.unwrap();
+            db.acquire_worker_lease(SOURCE, HOLDER, Utc::now(), std::time::Duration::from_secs(3600)).await.unwrap();
         assert!(leased, "the test ingester holds the lease");
         LogWriter { db: db.clone(), cursor: db.ingest_cursor(SOURCE).await.unwrap() }
     }

@@ -63,7 +63,7 @@ impl Podman {
         command
             .env("SVC_DOCKER_HOST", self.host())
             .env("SVC_FLEET_NAME", &self.fleet)
-            .env("SVC_DECKY_BINARY", env!("CARGO_BIN_EXE_svc"))
+            .env("SVC_DECKY_BINARY", super::svc_binary())
             .env("SVC_INGEST_LOG_FILE", ingest)
     }
 

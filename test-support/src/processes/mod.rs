@@ -1,7 +1,7 @@
-//! Shared by the process tests: a real `nats-server` each test starts on a free port (and can stop
-//! and restart), `svc` processes that are killed when the test ends, the one HTTP helper for the
-//! worker routes, and polling with a deadline instead of fixed sleeps.
-#![allow(dead_code)]
+//! For the tests that run `svc` as processes, and the one `nats-server` helper of every test: a
+//! real `nats-server` each test starts on a free port (and can stop and restart), `svc` processes
+//! that are killed when the test ends, the one HTTP helper for the worker routes, and polling with
+//! a deadline instead of fixed sleeps.
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -27,10 +27,20 @@ pub fn path() -> String {
     format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", std::env::var("PATH").unwrap_or_default())
 }
 
+/// The `svc` binary cargo built for the test that runs: in the directory above the test's own
+/// (`<target>/<profile>/deps/<test>`), as cargo builds a package's binaries for its integration tests.
+pub fn svc_binary() -> PathBuf {
+    let test = std::env::current_exe().expect("the test knows its own path");
+    let profile = test.parent().and_then(Path::parent).expect("a test runs from <target>/<profile>/deps");
+    let binary = profile.join("svc");
+    assert!(binary.is_file(), "no svc binary at {} (only svc-cli's tests have one built)", binary.display());
+    binary
+}
+
 /// `svc ARGS` in `dir`, with nothing of the test's environment but `PATH`, a valid API
 /// configuration, and heartbeats every half second.
 pub fn svc(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
+    let mut command = Command::new(svc_binary());
     command.args(args).current_dir(dir).env_clear().env("PATH", path());
     command
         .env("SVC_DATA_DIR", dir.join("data"))
@@ -164,7 +174,7 @@ pub fn api_command(dir: &Path, nats: Option<&Nats>) -> (Command, u16) {
     (command, port)
 }
 
-pub const ADMIN_PASSWORD: &str = "a long admin password";
+pub use crate::in_process::ADMIN_PASSWORD;
 /// What [`admin_token`] changes the seeded admin's password to, as the dashboard makes one do.
 const CHANGED_ADMIN_PASSWORD: &str = "the admin's own password";
 

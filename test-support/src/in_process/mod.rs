@@ -1,10 +1,9 @@
-//! Shared by the integration tests: a fresh database on every backend under test (a sqlite file
-//! always; a uniquely named MariaDB/MySQL database when `SVC_TEST_MYSQL_URL` is set, dropped
-//! afterwards), configurations that point at it, and log capture.
-#![allow(dead_code)]
+//! For the tests that run the library in their own process: a fresh database on every backend
+//! under test (a sqlite file always; a uniquely named MariaDB/MySQL database when
+//! `SVC_TEST_MYSQL_URL` is set, dropped afterwards), configurations that point at it, the API on a
+//! loopback socket, and log capture.
 
 pub mod logs;
-pub mod nats;
 pub mod proxy;
 pub mod receiver;
 pub mod sse;

@@ -4,7 +4,12 @@
 //! API: the API's lifespan embeds some (`startup`), `svc worker` runs one as its own process under
 //! the runner in `svc-workers`, and `svc ingest-replay` runs the ingester once; each builds the
 //! context with [`WorkerContext::new`]. Wherever it runs, a worker is attended the same way
-//! ([`Attendance`]): a heartbeat from its first moment and a listener for its stop intents.
+//! ([`Attendance`]): a heartbeat from its first moment and a listener for its stop intents. Which
+//! workers this project runs, and their facts, is written once in [`roster`].
+
+pub mod roster;
+
+pub use roster::{KNOWN_WORKERS, KnownWorker, WORKERS};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,93 @@
+//! The workers this project runs, written once with the facts the rest of svc derives from them:
+//! the `/workers` rows and `start-all` order ([`KNOWN_WORKERS`]), the systemd units `svc systemd
+//! install` writes, and the `/health` components. `svc-workers` has a body for each (tested there).
+
+/// The API process: it heartbeats under this worker name and has a unit, but is not a worker body.
+pub const API: &str = "api";
+
+/// The `/health` component a worker stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthComponent {
+    /// The component's name in `/health` (DECNET's).
+    pub name: &'static str,
+    /// A failing required component makes the whole service unhealthy.
+    pub required: bool,
+}
+
+/// A worker this project runs (`svc worker <name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownWorker {
+    pub name: &'static str,
+    /// Its unit file's template, `systemd/svc-<name>.service`, naming the binary `@SVC_BIN@`.
+    pub unit_template: &'static str,
+    /// The `/health` component it stands for, if health counts it (then once it runs: embedded
+    /// here or heard from).
+    pub health: Option<HealthComponent>,
+}
+
+/// Every worker this project runs, in the order `/workers` lists and `start-all` starts them.
+pub const WORKERS: [KnownWorker; 7] = [
+    KnownWorker {
+        name: "ingest",
+        unit_template: include_str!("../../systemd/svc-ingest.service"),
+        health: Some(HealthComponent { name: "ingestion_worker", required: true }),
+    },
+    KnownWorker {
+        name: "collector",
+        unit_template: include_str!("../../systemd/svc-collector.service"),
+        health: Some(HealthComponent { name: "collector_worker", required: false }),
+    },
+    KnownWorker {
+        name: "profiler",
+        unit_template: include_str!("../../systemd/svc-profiler.service"),
+        health: Some(HealthComponent { name: "attacker_worker", required: false }),
+    },
+    KnownWorker {
+        name: "sniffer",
+        unit_template: include_str!("../../systemd/svc-sniffer.service"),
+        health: Some(HealthComponent { name: "sniffer_worker", required: false }),
+    },
+    KnownWorker {
+        name: "tarpit",
+        unit_template: include_str!("../../systemd/svc-tarpit.service"),
+        health: Some(HealthComponent { name: "tarpit_watcher", required: false }),
+    },
+    KnownWorker { name: "mutator", unit_template: include_str!("../../systemd/svc-mutator.service"), health: None },
+    KnownWorker { name: "webhook", unit_template: include_str!("../../systemd/svc-webhook.service"), health: None },
+];
+
+/// The names `/workers` always has a row for: the API, then every worker.
+pub const KNOWN_WORKERS: [&str; WORKERS.len() + 1] = {
+    let mut names = [API; WORKERS.len() + 1];
+    let mut i = 0;
+    while i < WORKERS.len() {
+        names[i + 1] = WORKERS[i].name;
+        i += 1;
+    }
+    names
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_known_names_are_the_api_then_every_worker_once() {
+        assert_eq!(
+            KNOWN_WORKERS,
+            ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "webhook"]
+        );
+        let mut names = KNOWN_WORKERS.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KNOWN_WORKERS.len());
+    }
+
+    #[test]
+    fn each_unit_template_runs_its_own_worker() {
+        for worker in WORKERS {
+            let exec = format!("ExecStart=@SVC_BIN@ worker {}\n", worker.name);
+            assert!(worker.unit_template.contains(&exec), "{}", worker.name);
+        }
+    }
+}
