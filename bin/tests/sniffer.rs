@@ -631,6 +631,7 @@ async fn the_decky_map_follows_deploys_and_teardowns_in_the_fleet_store() {
         let follower = tokio::spawn(deckies::follow(
             Arc::new(FleetDeckies(repo.clone())),
             std::time::Duration::from_millis(50),
+            Arc::new(tokio::sync::Notify::new()),
             maps_tx,
             cancel.clone(),
         ));
