@@ -35,7 +35,10 @@ const SNAPLEN: i32 = 65_535;
 /// What the capture thread reads.
 pub enum Input {
     /// The interface `targets` names, followed, through a BPF `filter`.
-    Live { targets: watch::Receiver<Target>, filter: String },
+    Live {
+        targets: watch::Receiver<Target>,
+        filter: String,
+    },
     File(PathBuf),
 }
 

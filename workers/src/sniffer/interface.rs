@@ -16,9 +16,9 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
 use svc::config::FLEET_INTERFACES;
 use svc::db::{Db, FleetNetwork};
-use std::sync::Arc;
 
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -191,7 +191,12 @@ mod tests {
     }
 
     fn host(interfaces: &[(&'static str, &[&str])]) -> FakeHost {
-        FakeHost(interfaces.iter().map(|(name, addrs)| (*name, addrs.iter().map(|a| a.parse().unwrap()).collect())).collect())
+        FakeHost(
+            interfaces
+                .iter()
+                .map(|(name, addrs)| (*name, addrs.iter().map(|a| a.parse().unwrap()).collect()))
+                .collect(),
+        )
     }
 
     fn network(interface: Option<&str>) -> FleetNetwork {
