@@ -728,3 +728,61 @@ async fn an_embedded_sniffer_captures_a_fleet_deployed_after_it_started() {
     }
     assert!(api.output().contains("The capture interface changed"), "{}", api.output());
 }
+
+/// `svc worker sniffer` on its own, given no interface, follows the fleet store as the embedded one
+/// does, and its heartbeat says what it waits for: no fleet network, then a stored bridge network
+/// whose bridge does not exist yet; it captures once a host interface holds the network's gateway
+/// (as the engine's bridge does), and waits again when the last decky and its bridge are gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_separate_sniffer_follows_the_fleet_network_in_the_store_and_says_what_it_waits_for() {
+    assert!(rustix::process::geteuid().is_root(), "the sniffer tests create interfaces: run them as root");
+    let db = store::TestDb::sqlite();
+    let repo = db.open().await;
+    let nats = Nats::start();
+    let bus = async_nats::connect(nats.url()).await.unwrap();
+    let mut beats = bus.subscribe("system.sniffer.health").await.unwrap();
+    bus.flush().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut worker = svc(dir.path(), &["worker", "sniffer"]);
+    worker.envs(db.vars()).env("SVC_NATS_URL", nats.url()).env("SVC_INGEST_LOG_FILE", dir.path().join("sniffer.log"));
+    let sniffer = Proc::spawn(worker);
+    heartbeat_fault(&mut beats, "no fleet network", Some("waiting for a fleet network: none deployed")).await;
+
+    let network =
+        svc::db::FleetNetwork { subnet: "10.213.212.0/24".into(), gateway: "10.213.212.1".into(), interface: None };
+    let deckies = [stored_decky("web-1", "10.213.212.2")];
+    let at = chrono::Utc::now();
+    let deployment = svc::db::Deployment { network: &network, deckies: &deckies, replace: false, lifecycles: &[], at };
+    repo.commit_deployment(deployment).await.unwrap();
+    heartbeat_fault(
+        &mut beats,
+        "a stored network without its bridge",
+        Some("waiting for the bridge of fleet network 10.213.212.0/24"),
+    )
+    .await;
+
+    let bridge = DummyInterface::add(&format!("svcbr{}", std::process::id() % 100_000));
+    ip(&["addr", "add", "10.213.212.1/24", "dev", &bridge.0]);
+    heartbeat_fault(&mut beats, "the bridge holding the gateway", None).await;
+    assert!(sniffer.output().contains(&format!("Capturing iface={}", bridge.0)), "{}", sniffer.output());
+
+    // A teardown: the last decky leaves the store, and the engine removes the bridge with the network.
+    assert!(repo.remove_decky("web-1").await.unwrap());
+    drop(bridge);
+    heartbeat_fault(&mut beats, "the last decky torn down", Some("waiting for a fleet network: none deployed")).await;
+}
+
+/// Waits until a heartbeat on `beats` carries the fault `wanted` (`None`: the worker works).
+async fn heartbeat_fault(beats: &mut async_nats::Subscriber, what: &str, wanted: Option<&str>) {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let mut last = None;
+    while std::time::Instant::now() < deadline {
+        let beat = tokio::time::timeout(DEADLINE, beats.next()).await.expect("a heartbeat").unwrap();
+        let event: serde_json::Value = serde_json::from_slice(&beat.payload).unwrap();
+        last = event["payload"]["fault"].as_str().map(str::to_string);
+        if last.as_deref() == wanted {
+            return;
+        }
+    }
+    panic!("{what}: the sniffer's fault is still {last:?}");
+}
