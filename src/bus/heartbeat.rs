@@ -167,8 +167,8 @@ mod tests {
         fault.set("cannot store: database unavailable");
         assert_eq!(fault.get().as_deref(), Some("cannot store: database unavailable"));
         assert_eq!(fault.worked(Duration::from_secs(10)).as_deref(), Some("cannot store: database unavailable"));
+        assert_eq!(fault.get(), None, "work done clears the fault");
         fault.set(format!("interface {} absent", "eth9"));
         assert_eq!(fault.get().as_deref(), Some("interface eth9 absent"), "a detail may name what it waits for");
-        assert_eq!(fault.get(), None, "work done clears the fault");
     }
 }
