@@ -3,6 +3,7 @@
 //! text such as "capture interface unavailable", which `/health` shows). A beat while the bus is down is skipped, not queued,
 //! and one goes out as soon as the bus comes back, so the registry recovers without a full interval.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,7 +39,8 @@ impl Counters {
 
 /// Why a running worker cannot do its work right now, if it cannot: set and cleared by the worker,
 /// sent with every heartbeat, read by `/health` (directly when the worker is embedded). The text is
-/// fixed by the worker and generic; raw errors go to the worker's log.
+/// the worker's own and generic (it may name what the worker waits for, such as an interface of
+/// its configuration, never an error's raw text); raw errors go to the worker's log.
 ///
 /// Health from facts: a worker that reports its work with [`worked`](Fault::worked) promises to do
 /// so again within the interval it gives; past that it reads as failing ([`NO_PROGRESS`]) however
@@ -48,7 +50,7 @@ pub struct Fault(Arc<Mutex<FaultState>>);
 
 #[derive(Debug, Default)]
 struct FaultState {
-    reason: Option<&'static str>,
+    reason: Option<Cow<'static, str>>,
     /// When the worker's next report of work is due.
     due: Option<Instant>,
 }
@@ -57,8 +59,8 @@ struct FaultState {
 pub const NO_PROGRESS: &str = "not making progress";
 
 impl Fault {
-    pub fn set(&self, detail: &'static str) {
-        self.0.lock().expect("fault lock").reason = Some(detail);
+    pub fn set(&self, detail: impl Into<Cow<'static, str>>) {
+        self.0.lock().expect("fault lock").reason = Some(detail.into());
     }
 
     pub fn clear(&self) {
@@ -67,20 +69,20 @@ impl Fault {
 
     /// The worker just did its work (a commit, a poll that found nothing to do): any fault is
     /// over, and the next report is due within `within`. Returns the fault this cleared.
-    pub fn worked(&self, within: Duration) -> Option<&'static str> {
+    pub fn worked(&self, within: Duration) -> Option<Cow<'static, str>> {
         let mut state = self.0.lock().expect("fault lock");
         state.due = Some(Instant::now() + within);
         state.reason.take()
     }
 
-    pub fn get(&self) -> Option<&'static str> {
+    pub fn get(&self) -> Option<Cow<'static, str>> {
         self.get_at(Instant::now())
     }
 
     /// [`get`](Self::get) as of `now`.
-    pub fn get_at(&self, now: Instant) -> Option<&'static str> {
+    pub fn get_at(&self, now: Instant) -> Option<Cow<'static, str>> {
         let state = self.0.lock().expect("fault lock");
-        state.reason.or_else(|| state.due.filter(|due| now > *due).map(|_| NO_PROGRESS))
+        state.reason.clone().or_else(|| state.due.filter(|due| now > *due).map(|_| NO_PROGRESS.into()))
     }
 }
 
@@ -130,7 +132,7 @@ pub async fn run(
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 uptime_sec: started.elapsed().as_secs_f64(),
                 counters: counters.snapshot(),
-                fault: fault.get().map(str::to_string),
+                fault: fault.get().map(Cow::into_owned),
             };
             let event = Event::new(topic.clone(), HEALTH_TYPE, serde_json::to_value(payload).expect("serialises"));
             if let Err(err) = bus.publish(&event).await {
@@ -161,10 +163,12 @@ mod tests {
         fault.worked(Duration::from_secs(10));
         assert_eq!(fault.get(), None);
         let later = Instant::now() + Duration::from_secs(11);
-        assert_eq!(fault.get_at(later), Some(NO_PROGRESS), "its task may live on; it did no work");
+        assert_eq!(fault.get_at(later).as_deref(), Some(NO_PROGRESS), "its task may live on; it did no work");
         fault.set("cannot store: database unavailable");
-        assert_eq!(fault.get(), Some("cannot store: database unavailable"));
-        assert_eq!(fault.worked(Duration::from_secs(10)), Some("cannot store: database unavailable"));
+        assert_eq!(fault.get().as_deref(), Some("cannot store: database unavailable"));
+        assert_eq!(fault.worked(Duration::from_secs(10)).as_deref(), Some("cannot store: database unavailable"));
         assert_eq!(fault.get(), None, "work done clears the fault");
+        fault.set(format!("interface {} absent", "eth9"));
+        assert_eq!(fault.get().as_deref(), Some("interface eth9 absent"), "a detail may name what it waits for");
     }
 }

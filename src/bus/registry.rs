@@ -180,7 +180,7 @@ impl WorkerRegistry {
     pub fn fault(&self, name: &str, bus_connected: bool, now: f64) -> Option<String> {
         if self.embedded.lock().expect("registry lock").get(name) == Some(&true) {
             let faults = self.faults.lock().expect("registry lock");
-            return faults.get(name).and_then(Fault::get).map(str::to_string);
+            return faults.get(name).and_then(Fault::get).map(std::borrow::Cow::into_owned);
         }
         let heard = self.heard.lock().expect("registry lock");
         let heard = heard.get(name).filter(|h| self.tier(h, bus_connected, now) == Tier::Ok)?;

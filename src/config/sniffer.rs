@@ -6,15 +6,17 @@ use std::time::Duration;
 
 use super::env::Env;
 
-/// The fleet's host-side interfaces, tried in order when `SVC_SNIFFER_IFACE` is unset.
+/// DECNET's host-side helper interfaces, captured on (the first present) when `SVC_SNIFFER_IFACE`
+/// is unset and no fleet network is deployed.
 pub const FLEET_INTERFACES: [&str; 2] = ["decnet_macvlan0", "decnet_ipvlan0"];
 
 #[derive(Clone, Debug)]
 pub struct SnifferConfig {
     /// `SVC_EMBED_SNIFFER`, default false: the sniffer runs inside the API.
     pub embed: bool,
-    /// `SVC_SNIFFER_IFACE`; by default the fleet network's host interface, else the first of
-    /// [`FLEET_INTERFACES`] that exists.
+    /// `SVC_SNIFFER_IFACE`; by default the fleet network's host interface (a bridge's, or a
+    /// macvlan's parent), followed as the fleet is deployed, torn down or moved; with no fleet
+    /// network, the first of [`FLEET_INTERFACES`] present.
     pub iface: Option<String>,
     /// `SVC_SNIFFER_FILTER`, default `tcp`: the BPF filter of a live capture.
     pub filter: String,
@@ -26,7 +28,8 @@ pub struct SnifferConfig {
     pub flow_idle: Duration,
     /// `SVC_SNIFFER_DEDUP_SECS`, default 300: one event per attacker and fingerprint in this window.
     pub dedup_window: Duration,
-    /// `SVC_SNIFFER_REFRESH_SECS`, default 30: how often the decky addresses are read again.
+    /// `SVC_SNIFFER_REFRESH_SECS`, default 30: how often the decky addresses and the fleet network
+    /// are read again (every second while there are none).
     pub refresh: Duration,
     /// `SVC_SNIFFER_DECKIES` (`name=address,…`): decky addresses listed by hand, used instead of the
     /// fleet store's (a capture host watching addresses of its own; the process tests).

@@ -1,8 +1,9 @@
 //! Frames from libpcap into the engine, on a thread of their own: a live interface (AF_PACKET with
 //! a BPF filter; needs `CAP_NET_RAW`) or a pcap/pcapng file, read by the same loop. A live capture
-//! whose interface cannot be opened or goes away marks the worker's fault ("capture interface
-//! unavailable") and is reopened every second until it is back or the worker stops; a file is read
-//! to its end once.
+//! follows the interface it is told of (`interface`): while there is none it waits, its fault the
+//! reason; when the interface changes it reopens on the new one. An interface that cannot be
+//! opened or goes away marks the worker's fault ("capture interface unavailable") and is reopened
+//! every second until it is back, changes, or the worker stops; a file is read to its end once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,19 +18,27 @@ use tokio_util::sync::CancellationToken;
 use super::deckies::DeckyMap;
 use super::engine::{Limits, Sniffer};
 use super::events::SnifferEvent;
+use super::interface::Target;
 use super::packet::LinkType;
 
-/// The health detail while no live capture runs; generic, like every health detail.
+/// The health detail while an interface to capture on cannot be opened; generic, like every
+/// health detail.
 pub const NO_INTERFACE: &str = "capture interface unavailable";
 /// How long a live read waits for a frame before looking at the cancellation token.
 const READ_TIMEOUT_MS: i32 = 200;
 const REOPEN_PAUSE: Duration = Duration::from_secs(1);
+/// How often a pause looks for a stop or a new interface.
+const PAUSE_STEP: Duration = Duration::from_millis(100);
 /// Largest frame read whole; ClientHellos fit many times over.
 const SNAPLEN: i32 = 65_535;
 
-#[derive(Clone, Debug)]
-pub enum Source {
-    Live { iface: String, filter: String },
+/// What the capture thread reads.
+pub enum Input {
+    /// The interface `targets` names, followed, through a BPF `filter`.
+    Live {
+        targets: watch::Receiver<Target>,
+        filter: String,
+    },
     File(PathBuf),
 }
 
@@ -44,44 +53,63 @@ pub struct Outlets {
     pub runtime: tokio::runtime::Handle,
 }
 
-/// Reads `source` until it ends (a file) or `cancel` (either). Blocking: run it on its own thread.
-pub fn run(source: &Source, limits: Limits, mut out: Outlets) -> anyhow::Result<()> {
+/// Reads `input` until it ends (a file) or `cancel` (either). Blocking: run it on its own thread.
+pub fn run(input: Input, limits: Limits, mut out: Outlets) -> anyhow::Result<()> {
     let mut sniffer = Sniffer::new(limits, out.maps.borrow_and_update().clone());
     let mut meter = Meter::new(out.counters.clone());
-    match source {
-        Source::File(path) => {
-            let capture = Capture::from_file(path).with_context(|| format!("cannot read {}", path.display()))?;
-            read(capture, &mut sniffer, &mut meter, &mut out, true)
+    match input {
+        Input::File(path) => {
+            let capture = Capture::from_file(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            read(capture, &mut sniffer, &mut meter, &mut out, None)
                 .with_context(|| format!("reading {}", path.display()))
         }
-        Source::Live { iface, filter } => {
-            let mut reported = false;
+        Input::Live { mut targets, filter } => {
+            // What was last said in the log, so a state lasting many retries is logged once.
+            let mut reported: Option<Target> = None;
             while !out.cancel.is_cancelled() {
-                match open_live(iface, filter) {
-                    Ok(capture) => {
-                        tracing::info!(%iface, %filter, "Capturing");
-                        out.fault.clear();
-                        reported = false;
-                        if let Err(err) = read(capture, &mut sniffer, &mut meter, &mut out, false) {
-                            tracing::warn!(%iface, error = %err, "Capture stopped; reopening");
+                let target = targets.borrow_and_update().clone();
+                match &target {
+                    Target::Waiting(detail) => {
+                        out.fault.set(detail.clone());
+                        if reported.as_ref() != Some(&target) {
+                            tracing::info!(%detail, "Not capturing yet");
+                        }
+                    }
+                    Target::Interface(iface) => match open_live(iface, &filter) {
+                        Ok(capture) => {
+                            tracing::info!(%iface, %filter, "Capturing");
+                            out.fault.clear();
+                            let read = read(capture, &mut sniffer, &mut meter, &mut out, Some(&mut targets));
+                            if let Err(err) = read {
+                                tracing::warn!(%iface, error = %err, "Capture stopped; reopening");
+                                out.fault.set(NO_INTERFACE);
+                            }
+                            // Logged again if it fails from now on.
+                            reported = None;
+                            pause(&mut targets, &out.cancel);
+                            continue;
+                        }
+                        Err(err) => {
                             out.fault.set(NO_INTERFACE);
+                            if reported.as_ref() != Some(&target) {
+                                tracing::warn!(%iface, error = %err, "Cannot capture; retrying every second");
+                            }
                         }
-                    }
-                    Err(err) => {
-                        out.fault.set(NO_INTERFACE);
-                        if !reported {
-                            tracing::warn!(%iface, error = %err, "Cannot capture; retrying every second");
-                            reported = true;
-                        }
-                    }
+                    },
                 }
-                if out.cancel.is_cancelled() {
-                    break;
-                }
-                std::thread::sleep(REOPEN_PAUSE);
+                reported = Some(target);
+                pause(&mut targets, &out.cancel);
             }
             Ok(())
         }
+    }
+}
+
+/// Waits a second, or less when the worker stops or the interface to capture on changes.
+fn pause(targets: &mut watch::Receiver<Target>, cancel: &CancellationToken) {
+    let until = Instant::now() + REOPEN_PAUSE;
+    while Instant::now() < until && !cancel.is_cancelled() && !targets.has_changed().unwrap_or(false) {
+        std::thread::sleep(PAUSE_STEP);
     }
 }
 
@@ -96,13 +124,15 @@ fn open_live(iface: &str, filter: &str) -> Result<Capture<pcap::Active>, pcap::E
     Ok(capture)
 }
 
-/// Feeds every frame to the engine until the capture ends or fails (`Err`), or `cancel`.
+/// Feeds every frame to the engine until the capture ends or fails (`Err`), `cancel`, or (a live
+/// capture, following `targets`) the interface to capture on changes. A file (no `targets`) is
+/// read to its end even when cancelled.
 fn read<T: Activated + ?Sized>(
     mut capture: Capture<T>,
     sniffer: &mut Sniffer,
     meter: &mut Meter,
     out: &mut Outlets,
-    to_the_end: bool,
+    targets: Option<&mut watch::Receiver<Target>>,
 ) -> Result<(), pcap::Error> {
     let dlt = capture.get_datalink();
     let Some(link) = LinkType::from_dlt(dlt.0) else {
@@ -116,7 +146,7 @@ fn read<T: Activated + ?Sized>(
         cancel.cancelled().await;
         interrupt.breakloop();
     });
-    let result = read_frames(&mut capture, link, sniffer, meter, out, to_the_end);
+    let result = read_frames(&mut capture, link, sniffer, meter, out, targets);
     waker.abort();
     result
 }
@@ -127,11 +157,13 @@ fn read_frames<T: Activated + ?Sized>(
     sniffer: &mut Sniffer,
     meter: &mut Meter,
     out: &mut Outlets,
-    to_the_end: bool,
+    mut targets: Option<&mut watch::Receiver<Target>>,
 ) -> Result<(), pcap::Error> {
     let mut batch = Vec::new();
     loop {
-        if out.cancel.is_cancelled() && !to_the_end {
+        if let Some(targets) = targets.as_mut()
+            && (out.cancel.is_cancelled() || targets.has_changed().unwrap_or(false))
+        {
             return Ok(());
         }
         if out.maps.has_changed().unwrap_or(false) {

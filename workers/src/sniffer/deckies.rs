@@ -1,6 +1,7 @@
 //! Which decky an address belongs to. The sniffer asks a [`DeckyDirectory`] for the fleet's deckies
-//! every refresh interval and hands the capture thread a new [`DeckyMap`] when the answer changed,
-//! so deploys and teardowns are followed without a restart. A failed refresh keeps the last map.
+//! every refresh interval, at once when told the fleet changed (its network did), and every second
+//! while it knows none (so a first deploy is followed at once); it hands the capture thread a new [`DeckyMap`] when the answer changed, so deploys and
+//! teardowns are followed without a restart. A failed refresh keeps the last map.
 //! The fleet store ([`FleetDeckies`]) is the directory; a list given by hand ([`StaticDeckies`],
 //! `SVC_SNIFFER_DECKIES`) replaces it on a capture host that watches addresses of its own.
 
@@ -12,8 +13,11 @@ use std::time::Duration;
 use anyhow::Context;
 use async_trait::async_trait;
 use svc::db::Db;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
+
+/// How often the directory is read while it lists no decky.
+const WHILE_EMPTY: Duration = Duration::from_secs(1);
 
 /// One decky as the sniffer needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,10 +103,12 @@ impl DeckyDirectory for FleetDeckies {
     }
 }
 
-/// Reads the directory now and then every `interval` until `cancel`, publishing each changed map.
+/// Reads the directory now and then every `interval` (at most a second apart while the map is
+/// empty, and at once when `changed` is notified) until `cancel`, publishing each changed map.
 pub async fn follow(
     directory: Arc<dyn DeckyDirectory>,
     interval: Duration,
+    changed: Arc<Notify>,
     maps: watch::Sender<Arc<DeckyMap>>,
     cancel: CancellationToken,
 ) {
@@ -121,9 +127,11 @@ pub async fn follow(
             }
             Err(err) => tracing::warn!(error = %format!("{err:#}"), "Cannot list the deckies; keeping the last map"),
         }
+        let pause = if maps.borrow().is_empty() { interval.min(WHILE_EMPTY) } else { interval };
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(pause) => {}
+            () = changed.notified() => {}
         }
     }
 }

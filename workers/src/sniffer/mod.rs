@@ -8,7 +8,8 @@
 //! The parts: `packet` (frames → TCP segments), `reassembly` (a direction's first bytes in order),
 //! `tls` (hellos, parsed by `tls-parser`), `fingerprint` (JA3/JA3S/JA4/JA4S/JA4L), `syn` (SYN
 //! fingerprints), `engine` (flows → events, bounded), `events` (lines, bus messages, dedup),
-//! `deckies` (address → decky, followed while running), `capture` (libpcap, live or file).
+//! `deckies` (address → decky, followed while running), `interface` (where a live capture
+//! listens, followed the same way), `capture` (libpcap, live or file).
 //! DECNET's sniffer read only handshakes that fit one segment and wrote a non-standard JA4; this one
 //! reassembles and follows FoxIO (`../shared/CONTRACT.md`).
 
@@ -17,6 +18,7 @@ pub mod deckies;
 pub mod engine;
 pub mod events;
 pub mod fingerprint;
+pub mod interface;
 pub mod packet;
 pub mod reassembly;
 pub mod samples;
@@ -25,33 +27,46 @@ mod syn;
 mod tests;
 pub mod tls;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use svc::bus::Bus;
-use svc::config::{FLEET_INTERFACES, SnifferConfig};
+use svc::config::SnifferConfig;
 use svc::worker::{WorkerBody, WorkerContext};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use capture::{NO_INTERFACE, Source};
+pub use capture::NO_INTERFACE;
 use deckies::{Decky, DeckyDirectory, DeckyMap, FleetDeckies, StaticDeckies};
 use engine::Limits;
 use events::SnifferEvent;
+use interface::Interfaces;
 
 /// The worker's name.
 pub const NAME: &str = "sniffer";
 /// Batches of events waiting for the writer at most; the capture thread waits beyond that.
 const EVENT_QUEUE: usize = 64;
 
+/// What the sniffer reads.
+pub enum Source {
+    /// A live capture on the interface these name.
+    Live(Interfaces),
+    /// A pcap or pcapng file, read once.
+    File(PathBuf),
+}
+
 /// The worker `svc worker sniffer` runs, and `svc api` embeds with `SVC_EMBED_SNIFFER`: a live
-/// capture on `SVC_SNIFFER_IFACE` (default: the fleet's interface).
+/// capture on `SVC_SNIFFER_IFACE`, by default on the fleet network's interface, followed
+/// ([`interface`]).
 pub fn body() -> WorkerBody {
     WorkerBody::new(NAME, |ctx: WorkerContext| async move {
-        let source = Source::Live { iface: interface(&ctx).await, filter: ctx.config.sniffer.filter.clone() };
+        let interfaces = match &ctx.config.sniffer.iface {
+            Some(iface) => Interfaces::Fixed(iface.clone()),
+            None => Interfaces::Fleet(ctx.db.clone()),
+        };
         let directory = directory(&ctx);
-        run(ctx, source, directory).await
+        run(ctx, Source::Live(interfaces), directory).await
     })
 }
 
@@ -73,7 +88,18 @@ pub async fn run(ctx: WorkerContext, source: Source, directory: Arc<dyn DeckyDir
     });
     let (maps_tx, maps) = watch::channel(Arc::new(DeckyMap::new(first)));
     let helpers = CancellationToken::new();
-    let follower = tokio::spawn(deckies::follow(directory, config.refresh, maps_tx, helpers.clone()));
+    // A new interface to capture on means the fleet changed: its addresses are read at once.
+    let fleet_changed = Arc::new(Notify::new());
+    let follower =
+        tokio::spawn(deckies::follow(directory, config.refresh, fleet_changed.clone(), maps_tx, helpers.clone()));
+    let (input, interface_follower) = match source {
+        Source::File(path) => (capture::Input::File(path), None),
+        Source::Live(interfaces) => {
+            let (targets_tx, targets) = watch::channel(interface::first(&interfaces).await);
+            let follower = interface::follow(interfaces, config.refresh, targets_tx, fleet_changed, helpers.clone());
+            (capture::Input::Live { targets, filter: config.filter.clone() }, Some(tokio::spawn(follower)))
+        }
+    };
 
     let (events, queue) = mpsc::channel(EVENT_QUEUE);
     let writer = tokio::spawn(write_events(queue, ctx.config.ingest.log_file.clone(), ctx.bus.clone()));
@@ -86,12 +112,15 @@ pub async fn run(ctx: WorkerContext, source: Source, directory: Arc<dyn DeckyDir
         runtime: tokio::runtime::Handle::current(),
     };
     let limits = limits(config);
-    let captured = tokio::task::spawn_blocking(move || capture::run(&source, limits, outlets))
+    let captured = tokio::task::spawn_blocking(move || capture::run(input, limits, outlets))
         .await
         .context("the capture thread panicked")?;
     // The capture dropped its sender: the writer drains what is left and ends.
     helpers.cancel();
     let _ = follower.await;
+    if let Some(follower) = interface_follower {
+        let _ = follower.await;
+    }
     writer.await.context("the event writer panicked")?;
     captured
 }
@@ -103,22 +132,6 @@ pub fn limits(config: &SnifferConfig) -> Limits {
         flow_idle_us: config.flow_idle.as_micros() as i64,
         dedup_window_us: config.dedup_window.as_micros() as i64,
     }
-}
-
-/// `SVC_SNIFFER_IFACE`; else the host interface the fleet's macvlan network sits on, as the fleet
-/// store has it; else the first of DECNET's helper interfaces this host has (the first one when
-/// none is there yet: the capture waits for it).
-async fn interface(ctx: &WorkerContext) -> String {
-    if let Some(iface) = &ctx.config.sniffer.iface {
-        return iface.clone();
-    }
-    if let Ok(fleet) = ctx.db.fleet().await
-        && let Some(iface) = fleet.network.and_then(|n| n.interface)
-    {
-        return iface;
-    }
-    let present = |name: &&&str| Path::new("/sys/class/net").join(name).exists();
-    FLEET_INTERFACES.iter().find(present).unwrap_or(&FLEET_INTERFACES[0]).to_string()
 }
 
 /// Where the deckies' addresses come from: the fleet store, or `SVC_SNIFFER_DECKIES` when set.
