@@ -190,7 +190,13 @@ impl Bus {
     pub async fn close(&self) {
         let Some(client) = &self.client else { return };
         if self.is_connected() {
-            let _ = tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.drain()).await;
+            // Flush first: a short-lived publisher (`svc worker sniffer --replay`) stops right after
+            // its last publish, and draining alone was seen to lose those messages.
+            let _ = tokio::time::timeout(ROUND_TRIP_TIMEOUT, async {
+                let _ = client.flush().await;
+                client.drain().await
+            })
+            .await;
         }
     }
 
