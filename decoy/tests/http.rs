@@ -1,5 +1,5 @@
 //! The HTTP and HTTPS decoys against real clients (`curl`, `openssl`, raw sockets) on loopback: what
-//! the client sees, the lines written (parsed back with `svc::logline`), and what the ingester
+//! the client sees, the lines written (parsed back with `svc_core::logline`), and what the ingester
 //! derives from them (credentials, the `http_useragent` fingerprint). Hostile input (a 1 MB header,
 //! a 1 MB body, TLS noise, a stalled head) is refused without taking the decoy down.
 
@@ -11,7 +11,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::Utc;
 use sha2::{Digest, Sha256};
-use svc::logline::{LogLine, parse};
+use svc_core::logline::{LogLine, parse};
 use svc_decoy::Decky;
 use svc_decoy::emit::{Emitter, Lines};
 use svc_decoy::session::{Limits, Shared};

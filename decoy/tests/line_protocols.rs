@@ -7,7 +7,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
-use svc::logline::{LogLine, parse, parse_shell_command};
+use svc_core::logline::{LogLine, parse, parse_shell_command};
 use svc_decoy::Decky;
 use svc_decoy::emit::{Emitter, Lines};
 use svc_decoy::session::{Limits, Shared};

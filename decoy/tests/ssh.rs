@@ -11,7 +11,7 @@ use russh::client::{self, AuthResult, Handle};
 use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertificate};
 use russh::{ChannelMsg, Preferred, SshId, kex};
-use svc::logline::{LogLine, parse, parse_shell_command};
+use svc_core::logline::{LogLine, parse, parse_shell_command};
 use svc_decoy::Decky;
 use svc_decoy::emit::{Emitter, Lines};
 use svc_decoy::session::{Limits, Shared};

@@ -2,12 +2,12 @@
 //! `interpolation=None, strict=False`): `[section]` headers, `key = value` or `key: value` options
 //! (keys case-insensitive), whole-line `#`/`;` comments, indented continuation lines, `[DEFAULT]`
 //! options inherited by every section, a repeated section merged and a repeated key's last value
-//! kept. What the sections mean is `plan`'s business.
+//! kept. What the sections mean is `svc::fleet::plan`'s business.
 
 use std::collections::BTreeMap;
 
 /// Why INI text was refused. Each message carries the phrase the error contract classifies by
-/// (`http::extract`): "INI content is empty", "Invalid INI format", "at least one section".
+/// (`svc::http::extract`): "INI content is empty", "Invalid INI format", "at least one section".
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IniSyntaxError {
     #[error("INI content is empty")]

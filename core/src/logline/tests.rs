@@ -789,7 +789,7 @@ proptest! {
     }
 }
 
-/// The reference sample (`tests/data/logline-sample.jsonl`, from `reference/logline-sample.jsonl`):
+/// The reference sample (`core/tests/data/logline-sample.jsonl`, from `reference/logline-sample.jsonl`):
 /// 400 lines of every shape decoys, sniffers, rsyslog and the bash wrapper emit, damaged and
 /// hostile ones among them, each with the reading DECNET gives it (or the correct one where
 /// DECNET's is wrong). Two differences are allowed: an unparsable timestamp may be kept as `None`,
