@@ -184,24 +184,26 @@ fn no_domain_module_imports_the_configuration() {
     );
 }
 
+/// The production sources (tests, benches and the dev-only test support may use anything) that name
+/// `needle` outside `home`.
+fn named_outside(needle: &str, home: &str) -> Vec<String> {
+    let mut found = offenders("src", &[needle], |path| path.starts_with(home));
+    for crate_dir in ["core/src", "workers/src", "decoy/src", "bin/src"] {
+        found.extend(offenders(crate_dir, &[needle], |_| false));
+    }
+    found
+}
+
 #[test]
 fn sqlx_stays_in_the_repository() {
-    let in_repository = |path: &Path| path.starts_with("src/db");
-    let mut found = offenders("src", &["sqlx"], in_repository);
-    for crate_dir in ["core/src", "workers/src", "decoy/src", "bin/src"] {
-        found.extend(offenders(crate_dir, &["sqlx"], |_| false));
-    }
+    let found = named_outside("sqlx", "src/db");
     assert!(found.is_empty(), "sqlx outside the repository (handlers and workers never see it): {found:?}");
 }
 
 #[test]
 fn the_engine_client_stays_in_the_runtime() {
     // One trait over the Docker Engine API (`src/runtime/`); the fleet, topologies and tarpit use it.
-    let in_runtime = |path: &Path| path.starts_with("src/runtime");
-    let mut found = offenders("src", &["bollard"], in_runtime);
-    for crate_dir in ["core/src", "workers/src", "decoy/src", "bin/src"] {
-        found.extend(offenders(crate_dir, &["bollard"], |_| false));
-    }
+    let found = named_outside("bollard", "src/runtime");
     assert!(found.is_empty(), "bollard outside src/runtime/: {found:?}");
 }
 
