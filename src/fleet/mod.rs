@@ -6,7 +6,7 @@
 //! for an operator.
 
 pub mod catalog;
-pub use svc_core::ini;
+pub mod ini;
 pub mod mutate;
 pub mod plan;
 mod recent;
