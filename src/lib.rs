@@ -4,6 +4,8 @@
 //!
 //! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
 //! `logline`, `observation`, `webhook` and `systemd` never reach up into them, so a worker needs no API.
+//! What the decoys share with everything else (the log line's grammar, text, time, the INI grammar,
+//! the service catalogue) is the small crate `svc-core` beneath this one.
 
 pub mod auth;
 pub mod bus;
@@ -22,8 +24,9 @@ pub mod signals;
 pub mod startup;
 pub mod systemd;
 pub mod tarpit;
-pub mod text;
-pub mod time;
 pub mod topology;
 pub mod webhook;
 pub mod worker;
+
+// Pure code the decoys share too, in `svc-core`; re-exported where it always lived.
+pub use svc_core::{text, time};

@@ -3,7 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use svc::text::printable;
+use svc_core::text::printable;
 
 use crate::emit::Fields;
 

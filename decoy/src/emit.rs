@@ -1,5 +1,5 @@
 //! Where a decoy's events go: one RFC 5424 line each, in the exact shape of DECNET's services
-//! (`reference/decnet-workers.md` §1), written through `svc::logline`'s formatter so the collector
+//! (`reference/decnet-workers.md` §1), written through `svc_core::logline`'s formatter so the collector
 //! and the ingester read them like any other decky's. Production writes to stdout; tests collect
 //! the lines in memory.
 
@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
-use svc::logline::{Entry, Severity, format};
+use svc_core::logline::{Entry, Severity, format};
 
 /// The SD parameters of one event, in the order they are written.
 pub type Fields = Vec<(&'static str, String)>;

@@ -20,7 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::Context;
-use svc::logline::Severity;
+use svc_core::logline::Severity;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 

@@ -7,11 +7,11 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use svc::fleet::ini::Ini;
+use svc_core::ini::Ini;
 
 /// Every service this build can run, with its usual port: the fleet's catalog, so a deployment
 /// INI and `svc decky` agree.
-pub use svc::fleet::catalog::SERVICES;
+pub use svc_core::catalog::SERVICES;
 
 /// One service to run: its name, the port it listens on and its settings.
 #[derive(Clone, Debug, PartialEq, Eq)]

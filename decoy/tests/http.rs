@@ -1,9 +1,9 @@
 //! The HTTP and HTTPS decoys against real clients (`curl`, `openssl`, raw sockets) on loopback: what
-//! the client sees, the lines written (parsed back with `svc::logline`), and what the ingester
+//! the client sees, the lines written (parsed back with `svc_core::logline`), and what the ingester
 //! derives from them (credentials, the `http_useragent` fingerprint). Hostile input (a 1 MB header,
 //! a 1 MB body, TLS noise, a stalled head) is refused without taking the decoy down.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -11,16 +11,14 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::Utc;
 use sha2::{Digest, Sha256};
-use svc::logline::{LogLine, parse};
-use svc_decoy::Decky;
-use svc_decoy::emit::{Emitter, Lines};
-use svc_decoy::session::{Limits, Shared};
-use svc_decoy::settings::{ServiceSpec, Settings};
+use svc_core::logline::LogLine;
+use svc_decoy::session::Limits;
 use svc_workers::ingest::derive::derive;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::{Loopback, service};
 
 const DECKY: &str = "web-01";
 /// The HTTPS service's `hostname` setting: what its certificate names.
@@ -28,28 +26,21 @@ const TLS_NAME: &str = "intranet.corp.local";
 
 /// A decky serving `http` (no settings) and `https` (`hostname` set) on free loopback ports.
 struct Running {
-    lines: Lines,
+    decky: Loopback,
     http: SocketAddr,
     https: SocketAddr,
-    cancel: CancellationToken,
-    serving: JoinHandle<()>,
 }
 
 impl Running {
     async fn start(limits: Limits) -> Running {
-        let mut tls_settings = Settings::default();
-        tls_settings.set("hostname", TLS_NAME);
-        let specs = vec![
-            ServiceSpec { name: "http", port: 0, settings: Settings::default() },
-            ServiceSpec { name: "https", port: 0, settings: tls_settings },
-        ];
-        let (emitter, lines) = Emitter::memory(DECKY);
-        let decky = Decky::bind(&specs, IpAddr::from([127, 0, 0, 1]), Shared::new(emitter, limits)).await.unwrap();
-        let address = |name: &str| decky.addresses().into_iter().find(|(n, _)| *n == name).unwrap().1;
-        let (http, https) = (address("http"), address("https"));
-        let cancel = CancellationToken::new();
-        let serving = tokio::spawn(decky.serve(cancel.clone()));
-        Running { lines, http, https, cancel, serving }
+        let services = [service("http", &[]), service("https", &[("hostname", TLS_NAME)])];
+        let decky = Loopback::start(DECKY, &services, limits).await;
+        Running { http: decky.address("http"), https: decky.address("https"), decky }
+    }
+
+    /// Every line so far, parsed.
+    fn parsed(&self) -> Vec<LogLine> {
+        self.decky.parsed()
     }
 
     fn url(&self, path: &str) -> String {
@@ -60,11 +51,6 @@ impl Running {
         format!("https://{}{path}", self.https)
     }
 
-    /// Every line so far, parsed.
-    fn parsed(&self) -> Vec<LogLine> {
-        self.lines.all().iter().map(|line| parse(line).unwrap()).collect()
-    }
-
     /// The first line matching `wanted`, waiting up to 5 s for it.
     async fn wait_for(&self, what: &str, wanted: impl Fn(&LogLine) -> bool) -> LogLine {
         for _ in 0..250 {
@@ -73,7 +59,7 @@ impl Running {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!("no {what} line; lines:\n{}", self.lines.all().join("\n"));
+        panic!("no {what} line; lines:\n{}", self.decky.lines.all().join("\n"));
     }
 
     /// The `event` line of `service` whose `path` is `path`.
@@ -92,8 +78,7 @@ impl Running {
     }
 
     async fn stop(self) {
-        self.cancel.cancel();
-        tokio::time::timeout(Duration::from_secs(5), self.serving).await.unwrap().unwrap();
+        self.decky.stop().await;
     }
 }
 

@@ -1,43 +1,33 @@
 //! The line-protocol decoys (telnet, FTP, SMTP) in a real dialogue over TCP on 127.0.0.1: what an
 //! attacker sees, and the lines the decky writes about it.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
-use svc::logline::{LogLine, parse, parse_shell_command};
-use svc_decoy::Decky;
-use svc_decoy::emit::{Emitter, Lines};
-use svc_decoy::session::{Limits, Shared};
-use svc_decoy::settings::{ServiceSpec, Settings};
+use svc_core::logline::{LogLine, parse_shell_command};
+use svc_decoy::session::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::{Loopback, service};
 
 const DECKY: &str = "decky-07";
 const WAIT: Duration = Duration::from_secs(10);
 
 /// One service of a decky, serving on a free port of 127.0.0.1 until the test ends.
 struct Running {
+    decky: Loopback,
     addr: SocketAddr,
-    lines: Lines,
-    _stop: tokio_util::sync::DropGuard,
 }
 
 impl Running {
-    async fn start(service: &'static str, settings: &[(&str, &str)], limits: Limits) -> Running {
-        let mut spec = ServiceSpec { name: service, port: 0, settings: Settings::default() };
-        for (key, value) in settings {
-            spec.settings.set(key, value);
-        }
-        let (emitter, lines) = Emitter::memory(DECKY);
-        let decky = Decky::bind(&[spec], IpAddr::from([127, 0, 0, 1]), Shared::new(emitter, limits)).await.unwrap();
-        let addr = decky.addresses()[0].1;
-        let cancel = CancellationToken::new();
-        tokio::spawn(decky.serve(cancel.clone()));
-        Running { addr, lines, _stop: cancel.drop_guard() }
+    async fn start(name: &'static str, settings: &[(&str, &str)], limits: Limits) -> Running {
+        let decky = Loopback::start(DECKY, &[service(name, settings)], limits).await;
+        Running { addr: decky.address(name), decky }
     }
 
     async fn connect(&self) -> Client {
@@ -46,13 +36,16 @@ impl Running {
 
     /// The lines written so far with MSGID `event_type`, parsed.
     fn events(&self, event_type: &str) -> Vec<LogLine> {
-        self.lines
-            .all()
-            .iter()
-            .map(|line| parse(line).unwrap_or_else(|err| panic!("{err}: {line}")))
-            .filter(|line| line.event_type == event_type)
-            .collect()
+        self.decky.parsed().into_iter().filter(|line| line.event_type == event_type).collect()
     }
+}
+
+/// Each authentication attempt's principal, secret (base64) and outcome.
+fn attempt_summary(attempts: &[LogLine]) -> Vec<(&str, &str, &str)> {
+    fn field<'a>(attempt: &'a LogLine, key: &str) -> &'a str {
+        attempt.field(key).unwrap_or_else(|| panic!("no {key} in {attempt:?}"))
+    }
+    attempts.iter().map(|a| (field(a, "principal"), field(a, "secret_b64"), field(a, "outcome"))).collect()
 }
 
 /// An attacker's end of a connection, reading what the decoy sends.
@@ -281,10 +274,7 @@ async fn ftp_logs_logins_uploads_and_commands() {
     assert!(client.closed().await);
 
     let attempts = decoy.events("auth_attempt");
-    let summary: Vec<_> = attempts
-        .iter()
-        .map(|a| (a.field("principal").unwrap(), a.field("secret_b64").unwrap(), a.field("outcome").unwrap()))
-        .collect();
+    let summary = attempt_summary(&attempts);
     let (wrong, right) = (STANDARD.encode(b"wr\xffng"), STANDARD.encode("s3cret"));
     assert_eq!(summary, [("ftpuser", wrong.as_str(), "failure"), ("ftpuser", right.as_str(), "success")]);
 
@@ -304,7 +294,7 @@ async fn ftp_logs_logins_uploads_and_commands() {
     assert_eq!(commands.first().map(String::as_str), Some("SYST"), "only commands after the login");
     assert!(commands.iter().any(|c| c == "STOR bot.sh"));
     assert!(commands.iter().any(|c| c == "PASS"), "a later PASS is logged without its argument");
-    assert!(!decoy.lines.all().iter().any(|l| l.contains("command=\"PASS ")));
+    assert!(!decoy.decky.lines.all().iter().any(|l| l.contains("command=\"PASS ")));
     assert_eq!(commands.last().map(String::as_str), Some("QUIT"));
 }
 
@@ -371,10 +361,7 @@ async fn smtp_logs_auth_envelope_and_message() {
     assert!(client.closed().await);
 
     let attempts = decoy.events("auth_attempt");
-    let summary: Vec<_> = attempts
-        .iter()
-        .map(|a| (a.field("principal").unwrap(), a.field("secret_b64").unwrap(), a.field("outcome").unwrap()))
-        .collect();
+    let summary = attempt_summary(&attempts);
     let b64 = |s: &str| STANDARD.encode(s);
     assert_eq!(
         summary,

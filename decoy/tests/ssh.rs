@@ -1,7 +1,7 @@
 //! The SSH decoy against a real SSH client (russh's) on 127.0.0.1: what the attacker sees (banner,
 //! logins, the fake shell) and the lines the decky writes about it.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,14 +11,13 @@ use russh::client::{self, AuthResult, Handle};
 use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertificate};
 use russh::{ChannelMsg, Preferred, SshId, kex};
-use svc::logline::{LogLine, parse, parse_shell_command};
-use svc_decoy::Decky;
-use svc_decoy::emit::{Emitter, Lines};
-use svc_decoy::session::{Limits, Shared};
-use svc_decoy::settings::{ServiceSpec, Settings};
+use svc_core::logline::{LogLine, parse_shell_command};
+use svc_decoy::session::Limits;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::{Loopback, service};
 
 const DECKY: &str = "web-01";
 /// How long a test waits for anything before it fails.
@@ -26,15 +25,8 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A running SSH decoy on a free port of 127.0.0.1; stops when dropped.
 struct Decoy {
+    decky: Loopback,
     addr: SocketAddr,
-    lines: Lines,
-    cancel: CancellationToken,
-}
-
-impl Drop for Decoy {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-    }
 }
 
 impl Decoy {
@@ -44,35 +36,22 @@ impl Decoy {
     }
 
     async fn start_with(settings: &[(&str, &str)], limits: Limits) -> Decoy {
-        let mut spec = ServiceSpec { name: "ssh", port: 0, settings: Settings::default() };
-        for (key, value) in settings {
-            spec.settings.set(key, value);
-        }
-        let (emitter, lines) = Emitter::memory(DECKY);
-        let decky = Decky::bind(&[spec], IpAddr::from([127, 0, 0, 1]), Shared::new(emitter, limits)).await.unwrap();
-        let addr = decky.addresses()[0].1;
-        let cancel = CancellationToken::new();
-        tokio::spawn(decky.serve(cancel.clone()));
-        Decoy { addr, lines, cancel }
-    }
-
-    /// Every line written so far, parsed.
-    fn parsed(&self) -> Vec<LogLine> {
-        self.lines.all().iter().map(|l| parse(l).unwrap()).collect()
+        let decky = Loopback::start(DECKY, &[service("ssh", settings)], limits).await;
+        Decoy { addr: decky.address("ssh"), decky }
     }
 
     /// The lines of `event_type` once at least `n` are there (up to [`WAIT`]).
     async fn events(&self, event_type: &str, n: usize) -> Vec<LogLine> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let found: Vec<LogLine> = self.parsed().into_iter().filter(|l| l.event_type == event_type).collect();
+            let found: Vec<LogLine> = self.decky.parsed().into_iter().filter(|l| l.event_type == event_type).collect();
             if found.len() >= n {
                 return found;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "{n} `{event_type}` lines never came: {:#?}",
-                self.lines.all()
+                self.decky.lines.all()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -338,7 +317,7 @@ async fn a_client_trying_too_many_credentials_is_cut_off() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     decoy.events("disconnect", 1).await;
-    assert_eq!(decoy.parsed().iter().filter(|l| l.event_type == "auth_attempt").count(), 6);
+    assert_eq!(decoy.decky.parsed().iter().filter(|l| l.event_type == "auth_attempt").count(), 6);
 }
 
 /// Waits until the server closes `stream` (a read gives end of file or an error).
