@@ -18,7 +18,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::podman::Podman;
-use common::{Nats, Proc, admin_token, api_command, eventually, list_workers, path, row, start_api, svc, workers_api};
+use common::{
+    Nats, Proc, admin_token, api_command, eventually, ip, list_workers, path, row, start_api, svc, workers_api,
+};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
@@ -54,11 +56,6 @@ fn in_namespace(namespace: &Path, program: &str, args: &[&str]) -> Output {
 fn ok(output: Output) -> String {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn ip(args: &[&str]) {
-    let output = Command::new("ip").args(args).env("PATH", path()).output().unwrap();
-    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
 /// The attacker: a namespace of the test's own on the decky's network (a veth port of its bridge,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::podman::Podman;
-use common::{Nats, Proc, admin_token, api_command, eventually, start_api, svc};
+use common::{Nats, Proc, admin_token, api_command, eventually, ip, start_api, svc};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -178,11 +178,6 @@ fn routes_of(podman: &Podman, container: &str) -> Vec<String> {
 struct Probe {
     ns: String,
     host_if: String,
-}
-
-fn ip(args: &[&str]) {
-    let output = std::process::Command::new("ip").args(args).output().unwrap();
-    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
 impl Probe {

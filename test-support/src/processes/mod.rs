@@ -288,3 +288,10 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     }
     children
 }
+
+/// Runs `ip` with `args` (namespaces, links, addresses the test makes), failing the test with
+/// `ip`'s own words when it refuses.
+pub fn ip(args: &[&str]) {
+    let output = Command::new("ip").args(args).env("PATH", path()).output().unwrap();
+    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
