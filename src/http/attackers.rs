@@ -2,12 +2,13 @@
 //! observations) and `GET /attackers/{uuid}/commands` (its commands, paged). The profiler worker
 //! writes the profiles; these views only read them.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::bounty::decoded;
@@ -20,11 +21,11 @@ use crate::db::{AttackerCommand, AttackerFilter, AttackerProfile, AttackerSort, 
 use crate::observation::Observation;
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/attackers", get(list_attackers))
-        .route("/attackers/{uuid}", get(attacker_detail))
-        .route("/attackers/{uuid}/commands", get(attacker_commands))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_attackers))
+        .routes(routes!(attacker_detail))
+        .routes(routes!(attacker_commands))
 }
 
 const SORT_PATTERN: &str = r"^(recent|active|traversals)$|^\s*(null|NULL|undefined)?\s*$";
@@ -309,7 +310,7 @@ pub struct AttackerDetail {
 /// One page of attacker profiles.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers",
+    path = "/attackers",
     tag = "attackers",
     security(("bearer" = [])),
     params(AttackersQuery),
@@ -350,7 +351,7 @@ pub async fn list_attackers(
 /// One attacker: the profile, its newest commands and observations, and where it interacted.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}",
+    path = "/attackers/{uuid}",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker")),
@@ -391,7 +392,7 @@ pub async fn attacker_detail(
 /// One page of the attacker's commands, newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}/commands",
+    path = "/attackers/{uuid}/commands",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker"), CommandsQuery),

@@ -1,10 +1,11 @@
 //! `GET /bounty`: the vault of captured artifacts and fingerprints, newest first.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
@@ -13,8 +14,8 @@ use super::{AppState, Result};
 use crate::db::{BountyFilter, BountyRecord};
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/bounty", get(list_bounties))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_bounties))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -82,7 +83,7 @@ pub struct BountyResponse {
 /// One page of captured bounties, newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/bounty",
+    path = "/bounty",
     tag = "logs",
     security(("bearer" = [])),
     params(BountyQuery),

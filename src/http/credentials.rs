@@ -5,11 +5,12 @@
 
 use std::collections::HashMap;
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, check_range, given};
@@ -19,8 +20,8 @@ use super::{AppState, Result};
 use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db};
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/credentials", get(list_credentials)).route("/credential-reuse", get(list_credential_reuse))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_credentials)).routes(routes!(list_credential_reuse))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -110,7 +111,7 @@ pub struct CredentialsResponse {
 /// One page of captured credentials, most recently tried first.
 #[utoipa::path(
     get,
-    path = "/api/v1/credentials",
+    path = "/credentials",
     tag = "logs",
     security(("bearer" = [])),
     params(CredentialsQuery),
@@ -224,7 +225,7 @@ pub struct CredentialReuseResponse {
 /// One page of credential-reuse findings, most targets first.
 #[utoipa::path(
     get,
-    path = "/api/v1/credential-reuse",
+    path = "/credential-reuse",
     tag = "logs",
     security(("bearer" = [])),
     params(ReuseQuery),

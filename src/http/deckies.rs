@@ -3,12 +3,13 @@
 //! container's state) and `DELETE /deckies/{name}`. Shapes are DECNET's; the engine's own words
 //! never reach the client.
 
+use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, Uri};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, reject};
@@ -25,14 +26,14 @@ const MAX_INI_BYTES: usize = 512 * 1024;
 /// The most records one lifecycle poll may ask for.
 const MAX_LIFECYCLE_IDS: usize = 200;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/deckies", get(list_deckies))
-        .route("/deckies/deploy", post(deploy))
-        .route("/deckies/lifecycle", get(lifecycle))
-        .route("/deckies/{name}", delete(teardown))
-        .route("/deckies/{name}/mutate", post(mutate))
-        .route("/deckies/{name}/mutate-interval", axum::routing::put(mutate_interval))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_deckies))
+        .routes(routes!(deploy))
+        .routes(routes!(lifecycle))
+        .routes(routes!(teardown))
+        .routes(routes!(mutate))
+        .routes(routes!(mutate_interval))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -110,7 +111,7 @@ fn fleet_error(err: FleetError) -> ApiError {
 /// Deploys deckies from a deployment INI, in the background.
 #[utoipa::path(
     post,
-    path = "/api/v1/deckies/deploy",
+    path = "/deckies/deploy",
     tag = "fleet",
     request_body = DeployRequest,
     security(("bearer" = [])),
@@ -142,7 +143,7 @@ pub async fn deploy(
 /// The lifecycle records of deploys, for polling until each is `succeeded` or `failed`.
 #[utoipa::path(
     get,
-    path = "/api/v1/deckies/lifecycle",
+    path = "/deckies/lifecycle",
     tag = "fleet",
     params(LifecycleQuery),
     security(("bearer" = [])),
@@ -192,7 +193,7 @@ fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>>
 /// The fleet, ordered by name, each decky with its container's state.
 #[utoipa::path(
     get,
-    path = "/api/v1/deckies",
+    path = "/deckies",
     tag = "fleet",
     security(("bearer" = [])),
     responses(
@@ -230,7 +231,7 @@ impl<'de> Deserialize<'de> for DeckyName {
 /// Removes a decky and its container.
 #[utoipa::path(
     delete,
-    path = "/api/v1/deckies/{name}",
+    path = "/deckies/{name}",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
@@ -261,7 +262,7 @@ pub struct MutateResponse {
 /// Gives a decky a new set of services now (trigger `operator`), in the background.
 #[utoipa::path(
     post,
-    path = "/api/v1/deckies/{name}/mutate",
+    path = "/deckies/{name}/mutate",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
@@ -310,7 +311,7 @@ impl Validate for MutateIntervalRequest {
 /// Sets or clears how often a decky is mutated on schedule.
 #[utoipa::path(
     put,
-    path = "/api/v1/deckies/{name}/mutate-interval",
+    path = "/deckies/{name}/mutate-interval",
     tag = "fleet",
     params(("name" = String, Path, description = "The decky's name")),
     request_body = MutateIntervalRequest,

@@ -2,12 +2,13 @@
 //! with the filter every log view shares: the dashboard's search grammar and a time window. The
 //! row and bucket shapes here are also what the log stream sends.
 
+use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_datetime, check_max_chars, check_range, given};
 use super::guard::Viewer;
@@ -15,8 +16,8 @@ use super::{AppState, Result};
 use crate::db::{HistogramBucket, LogFilter, LogRecord, parse_search};
 use crate::time::{format_utc, parse_utc};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/logs", get(list_logs)).route("/logs/histogram", get(histogram))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_logs)).routes(routes!(histogram))
 }
 
 /// The longest `search` accepted, in characters.
@@ -134,7 +135,7 @@ pub struct LogsResponse {
 /// One page of log rows, newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/logs",
+    path = "/logs",
     tag = "logs",
     security(("bearer" = [])),
     params(LogsQuery),
@@ -203,7 +204,7 @@ impl From<HistogramBucket> for HistogramPoint {
 /// Matching rows counted per bucket, oldest first; empty buckets are left out.
 #[utoipa::path(
     get,
-    path = "/api/v1/logs/histogram",
+    path = "/logs/histogram",
     tag = "logs",
     security(("bearer" = [])),
     params(HistogramQuery),

@@ -1,16 +1,17 @@
 //! `GET /system/deployment-mode`: which role this master plays and how large its fleet topology is.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::guard::Viewer;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/system/deployment-mode", get(deployment_mode))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(deployment_mode))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -34,7 +35,7 @@ pub struct DeploymentMode {
 /// Deployment role and topology size.
 #[utoipa::path(
     get,
-    path = "/api/v1/system/deployment-mode",
+    path = "/system/deployment-mode",
     tag = "system",
     security(("bearer" = [])),
     responses(

@@ -4,12 +4,13 @@
 //! the kernel lacks netem (the ports are throttled instead) or traffic control failed. `tc`'s own
 //! words never reach the client.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::deckies::DeckyName;
 use super::extract::{FieldError, Integer, ValidJson, ValidPath, Validate};
@@ -23,8 +24,8 @@ const MAX_PORTS: usize = 256;
 const MIN_DELAY_MS: i64 = 100;
 const MAX_DELAY_MS: i64 = 300_000;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/deckies/{name}/tarpit", get(get_rule).post(set_rule).delete(remove_rule))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_rule, set_rule, remove_rule))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -126,7 +127,7 @@ fn tarpit_error(err: TarpitError) -> ApiError {
 /// Sets the decky's rule, replacing any, and puts it in force; logs `tarpit_enabled`.
 #[utoipa::path(
     post,
-    path = "/api/v1/deckies/{name}/tarpit",
+    path = "/deckies/{name}/tarpit",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     request_body = TarpitRequest,
@@ -158,7 +159,7 @@ pub async fn set_rule(
 /// The decky's rule, how it stands, and the attackers it holds now.
 #[utoipa::path(
     get,
-    path = "/api/v1/deckies/{name}/tarpit",
+    path = "/deckies/{name}/tarpit",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
@@ -184,7 +185,7 @@ pub async fn get_rule(
 /// Removes the decky's rule and what it put in force; logs `tarpit_disabled`.
 #[utoipa::path(
     delete,
-    path = "/api/v1/deckies/{name}/tarpit",
+    path = "/deckies/{name}/tarpit",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),

@@ -1,11 +1,12 @@
 //! `/config` and `/config/users/*`: what the dashboard's settings page reads, and user management.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::{delete, get, post, put};
-use axum::{Json, Router};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name, check_password};
@@ -15,13 +16,13 @@ use crate::db::{DbError, NewUser, Role, User};
 
 const GLOBAL_MUTATION_INTERVAL: &str = "30m";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/config", get(config))
-        .route("/config/users", post(create_user))
-        .route("/config/users/{uuid}", delete(delete_user))
-        .route("/config/users/{uuid}/role", put(set_role))
-        .route("/config/users/{uuid}/reset-password", put(reset_password))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(config))
+        .routes(routes!(create_user))
+        .routes(routes!(delete_user))
+        .routes(routes!(set_role))
+        .routes(routes!(reset_password))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -59,7 +60,7 @@ pub struct ConfigResponse {
 
 /// The caller's role and the deployment settings; admins also get the user list.
 #[utoipa::path(
-    get, path = "/api/v1/config", tag = "config", security(("bearer" = [])),
+    get, path = "/config", tag = "config", security(("bearer" = [])),
     responses(
         (status = 200, description = "Settings", body = ConfigResponse),
         (status = 401, description = "Missing or invalid token"),
@@ -109,7 +110,7 @@ impl Validate for CreateUserRequest {
 
 /// Creates a user, who must change the password at first login.
 #[utoipa::path(
-    post, path = "/api/v1/config/users", tag = "config", security(("bearer" = [])),
+    post, path = "/config/users", tag = "config", security(("bearer" = [])),
     request_body = CreateUserRequest,
     responses(
         (status = 200, description = "Created", body = UserResponse),
@@ -145,7 +146,7 @@ fn user_not_found(err: DbError) -> ApiError {
 
 /// Deletes a user; their tokens stop working at once here and within seconds on other replicas.
 #[utoipa::path(
-    delete, path = "/api/v1/config/users/{uuid}", tag = "config", security(("bearer" = [])),
+    delete, path = "/config/users/{uuid}", tag = "config", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The user")),
     responses(
         (status = 200, description = "Deleted", body = Message),
@@ -179,7 +180,7 @@ impl Validate for RoleRequest {}
 
 /// Changes a user's role and ends their sessions.
 #[utoipa::path(
-    put, path = "/api/v1/config/users/{uuid}/role", tag = "config", security(("bearer" = [])),
+    put, path = "/config/users/{uuid}/role", tag = "config", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The user")),
     request_body = RoleRequest,
     responses(
@@ -223,7 +224,7 @@ impl Validate for ResetPasswordRequest {
 
 /// Sets a user's password, flags it must-change and ends their sessions.
 #[utoipa::path(
-    put, path = "/api/v1/config/users/{uuid}/reset-password", tag = "config", security(("bearer" = [])),
+    put, path = "/config/users/{uuid}/reset-password", tag = "config", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The user")),
     request_body = ResetPasswordRequest,
     responses(

@@ -5,14 +5,16 @@
 
 use std::net::SocketAddr;
 
+use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::routing::get;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name};
@@ -36,12 +38,13 @@ const INSECURE_URL: &str = "insecure_url: URL uses http://. Event bodies (includ
      wire in plaintext; HMAC still detects tampering but anyone on-path can read the event. Use https:// in \
      production.";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_webhooks, create_webhook))
+        .routes(routes!(get_webhook, update_webhook, delete_webhook))
+        .routes(routes!(test_webhook))
+        // Also without the trailing slash the document (as DECNET's) gives it.
         .route("/webhooks", get(list_webhooks).post(create_webhook))
-        .route("/webhooks/", get(list_webhooks).post(create_webhook))
-        .route("/webhooks/{uuid}", get(get_webhook).patch(update_webhook).delete(delete_webhook))
-        .route("/webhooks/{uuid}/test", post(test_webhook))
 }
 
 /// A webhook as the API shows it: never its secret.
@@ -220,7 +223,7 @@ async fn announce_change(state: &AppState) {
 
 /// Creates a webhook; the answer carries its secret, the only time it is shown.
 #[utoipa::path(
-    post, path = "/api/v1/webhooks/", tag = "webhooks", security(("bearer" = [])),
+    post, path = "/webhooks/", tag = "webhooks", security(("bearer" = [])),
     request_body = CreateWebhookRequest,
     responses(
         (status = 201, description = "Created; the secret is in this answer only", body = WebhookCreated),
@@ -271,7 +274,7 @@ pub async fn create_webhook(
 
 /// Every webhook, oldest first, without secrets.
 #[utoipa::path(
-    get, path = "/api/v1/webhooks/", tag = "webhooks", security(("bearer" = [])),
+    get, path = "/webhooks/", tag = "webhooks", security(("bearer" = [])),
     responses(
         (status = 200, description = "The webhooks", body = [WebhookResponse]),
         (status = 401, description = "Missing or invalid token"),
@@ -283,7 +286,7 @@ pub async fn list_webhooks(State(state): State<AppState>, Admin(_admin): Admin) 
 }
 
 #[utoipa::path(
-    get, path = "/api/v1/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
+    get, path = "/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "The webhook", body = WebhookResponse),
@@ -304,7 +307,7 @@ pub async fn get_webhook(
 /// Changes what is given; enabling a disabled webhook clears its failure state. An empty change
 /// answers the webhook as it is.
 #[utoipa::path(
-    patch, path = "/api/v1/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
+    patch, path = "/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     request_body = UpdateWebhookRequest,
     responses(
@@ -355,7 +358,7 @@ pub async fn update_webhook(
 
 /// Deletes a webhook and the events still waiting for it.
 #[utoipa::path(
-    delete, path = "/api/v1/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
+    delete, path = "/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "Deleted", body = Message),
@@ -387,7 +390,7 @@ pub struct WebhookTestResponse {
 /// Sends the webhook one `test.ping`, signed and checked like every delivery, once, without retry,
 /// and answers what came of it. Nothing is recorded on the webhook.
 #[utoipa::path(
-    post, path = "/api/v1/webhooks/{uuid}/test", tag = "webhooks", security(("bearer" = [])),
+    post, path = "/webhooks/{uuid}/test", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "The delivery's outcome", body = WebhookTestResponse),

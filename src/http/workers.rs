@@ -4,24 +4,25 @@
 //! runs the host (`POST /workers/{name}/start`, and `POST /workers/start-all` in order), answered
 //! in DECNET's shapes.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::guard::{Admin, Viewer};
 use super::{ApiError, AppState, Result};
 use crate::bus::{self, BusError, ControlRequest, KNOWN_WORKERS, WorkerRow};
 use crate::systemd::StartError;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workers", get(list_workers))
-        .route("/workers/{name}/stop", post(stop_worker))
-        .route("/workers/{name}/start", post(start_worker))
-        .route("/workers/start-all", post(start_all_workers))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_workers))
+        .routes(routes!(stop_worker))
+        .routes(routes!(start_worker))
+        .routes(routes!(start_all_workers))
 }
 
 /// A registry row and whether the host's service manager has a unit for the worker.
@@ -52,7 +53,7 @@ pub struct ControlAccepted {
 /// Every known worker and every worker heard from on the bus.
 #[utoipa::path(
     get,
-    path = "/api/v1/workers",
+    path = "/workers",
     tag = "workers",
     security(("bearer" = [])),
     responses(
@@ -77,7 +78,7 @@ pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Jso
 /// Asks a worker to stop: it finishes its current batch and exits.
 #[utoipa::path(
     post,
-    path = "/api/v1/workers/{name}/stop",
+    path = "/workers/{name}/stop",
     tag = "workers",
     security(("bearer" = [])),
     params(("name" = String, Path, description = "Worker name")),
@@ -149,7 +150,7 @@ fn start_failure(worker: &str, err: &StartError) -> String {
 /// Starts a worker's unit through systemd.
 #[utoipa::path(
     post,
-    path = "/api/v1/workers/{name}/start",
+    path = "/workers/{name}/start",
     tag = "workers",
     security(("bearer" = [])),
     params(("name" = String, Path, description = "Worker name")),
@@ -184,7 +185,7 @@ pub async fn start_worker(
 /// running, as it answers).
 #[utoipa::path(
     post,
-    path = "/api/v1/workers/start-all",
+    path = "/workers/start-all",
     tag = "workers",
     security(("bearer" = [])),
     responses(

@@ -41,7 +41,7 @@ impl Validate for AttackerEventsQuery {}
 /// One attacker's behavioural events, live.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}/events",
+    path = "/attackers/{uuid}/events",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker"), AttackerEventsQuery),

@@ -24,18 +24,18 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::response::Response;
 use axum::response::sse::Event;
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use self::sse::SseSlot;
 use self::summaries::histogram;
@@ -50,11 +50,11 @@ pub use log_tail::LogTail;
 pub use sse::SseSlots;
 pub use summaries::Summaries;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/stream", get(stream))
-        .route("/attackers/{uuid}/events", get(attacker_events::attacker_events))
-        .route("/topologies/{id}/events", get(topology_events::topology_events))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(stream))
+        .routes(routes!(attacker_events::attacker_events))
+        .routes(routes!(topology_events::topology_events))
 }
 
 /// Rows per `logs` frame.
@@ -128,7 +128,7 @@ impl FromRequestParts<AppState> for LastEventId {
 /// `event: error` and ends the stream.
 #[utoipa::path(
     get,
-    path = "/api/v1/stream",
+    path = "/stream",
     tag = "logs",
     security(("bearer" = [])),
     params(

@@ -55,7 +55,7 @@ fn frame_name(topology: Uuid, subject: &str, event: &bus::Event) -> Option<Strin
 /// service changes as they happen.
 #[utoipa::path(
     get,
-    path = "/api/v1/topologies/{id}/events",
+    path = "/topologies/{id}/events",
     tag = "topologies",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), TopologyEventsQuery),

@@ -52,7 +52,7 @@ pub struct ServiceCatalog {
 
 /// The services a topology decky may run.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/services", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/services", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "The catalog", body = ServiceCatalog),
         (status = 401, description = "Missing or invalid token"),
@@ -65,7 +65,7 @@ pub async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
 
 /// The archetypes a decky may be made as (`add_decky`'s `archetype`).
 #[utoipa::path(
-    get, path = "/api/v1/topologies/archetypes", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/archetypes", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "The archetypes", body = ArchetypeCatalog),
         (status = 401, description = "Missing or invalid token"),
@@ -89,7 +89,7 @@ pub async fn archetypes(_viewer: Viewer) -> Json<ArchetypeCatalog> {
 
 /// The next /24 of the subnet pool no topology holds.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/next-subnet", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/next-subnet", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "A free subnet", body = NextSubnet),
         (status = 401, description = "Missing or invalid token"),
@@ -104,7 +104,7 @@ pub async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Resu
 
 /// The next free address on one of the topology's LANs.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}/lans/{lan}/next-ip", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}/lans/{lan}/next-ip", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     responses(
         (status = 200, description = "A free address", body = NextIp),

@@ -60,7 +60,7 @@ impl Validate for LanCreate {
 
 /// Adds a LAN to a pending topology (its subnet from the pool when none is given).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/lans", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/lans", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = LanCreate,
     responses(
@@ -122,7 +122,7 @@ impl Validate for LanUpdate {
 
 /// Changes a LAN of a pending topology.
 #[utoipa::path(
-    patch, path = "/api/v1/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
+    patch, path = "/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     request_body = LanUpdate,
     responses(
@@ -165,7 +165,7 @@ pub async fn update_lan(
 
 /// Removes a LAN of a pending topology, with its attachments.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     responses(
         (status = 204, description = "Removed"),
@@ -226,7 +226,7 @@ fn check_decky(name: &str, services: &[String]) -> Result<()> {
 
 /// Adds a decky, on no LAN yet, to a pending topology (attach it with `/edges`).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/deckies", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/deckies", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = DeckyCreate,
     responses(
@@ -294,7 +294,7 @@ impl Validate for DeckyUpdate {
 
 /// Changes a decky of a pending topology.
 #[utoipa::path(
-    patch, path = "/api/v1/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
+    patch, path = "/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
     request_body = DeckyUpdate,
     responses(
@@ -340,7 +340,7 @@ pub async fn update_decky(
 
 /// Removes a decky of a pending topology, with its attachments.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
     responses(
         (status = 204, description = "Removed"),
@@ -386,7 +386,7 @@ impl Validate for EdgeCreate {}
 
 /// Attaches a decky of a pending topology to one of its LANs (its first LAN is its home, with its own address).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/edges", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/edges", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = EdgeCreate,
     responses(
@@ -460,7 +460,7 @@ pub async fn add_edge(
 
 /// Removes an attachment of a pending topology.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}/edges/{edge}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}/edges/{edge}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("edge" = Uuid, Path, description = "The edge")),
     responses(
         (status = 204, description = "Removed"),

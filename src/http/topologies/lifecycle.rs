@@ -186,7 +186,7 @@ pub struct TopologyPage {
 
 /// A page of topologies, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/", tag = "topologies", security(("bearer" = [])),
     params(ListQuery),
     responses(
         (status = 200, description = "The page", body = TopologyPage),
@@ -215,7 +215,7 @@ pub async fn list(
 
 /// Generates a topology under a seed; stored `pending` (deploy it with `/deploy`).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/", tag = "topologies", security(("bearer" = [])),
     request_body = GenerateRequest,
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
@@ -264,7 +264,7 @@ fn rand_seed() -> u32 {
 
 /// Stores a topology with no LANs, `pending`, to be built with the child edits.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/blank", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/blank", tag = "topologies", security(("bearer" = [])),
     request_body = BlankRequest,
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
@@ -297,7 +297,7 @@ pub struct DetailResponse {
 
 /// A topology with its LANs, deckies and edges.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 200, description = "The topology and its parts", body = DetailResponse),
@@ -323,7 +323,7 @@ pub async fn detail(
 
 /// Deletes a topology that is `pending`, `torn_down` or `failed`, with everything of it.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 204, description = "Deleted"),
@@ -358,7 +358,7 @@ impl Validate for EventsQuery {
 
 /// The topology's status changes, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}/status-events", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}/status-events", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), EventsQuery),
     responses(
         (status = 200, description = "The newest status events", body = [StatusEvent]),
@@ -382,7 +382,7 @@ pub async fn status_events(
 /// or `failed` with the reason (see `/status-events`). Refused (409) while the container engine
 /// does not answer, so the topology stays `pending`.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/deploy", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/deploy", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 202, description = "Accepted; the topology, deploying", body = Topology),
@@ -406,7 +406,7 @@ pub async fn deploy(
 /// Tears a topology down in the background: `tearing_down` now, then `torn_down`, or `degraded`
 /// with the reason when something stayed. Refused (409) while the container engine does not answer.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/teardown", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/teardown", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 202, description = "Accepted; the topology, tearing down", body = Topology),

@@ -102,7 +102,7 @@ pub struct EnqueueResponse {
 /// Queues a mutation of a live (`active` or `degraded`) topology for the mutator; bumps the
 /// topology's version and announces `topology.<id>.mutation.enqueued`.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = EnqueueRequest,
     responses(
@@ -146,7 +146,7 @@ impl Validate for MutationsQuery {}
 
 /// The topology's mutations, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), MutationsQuery),
     responses(
         (status = 200, description = "The mutations", body = [Mutation]),
