@@ -20,6 +20,7 @@ use super::attackers::attacker_not_found;
 use super::extract::ValidPath;
 use super::guard::{Admin, Viewer};
 use super::logs::LogEntry;
+use super::responses::{AdminOnly, AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{AppState, Result};
 use crate::db::{AttackerProfile, Db, LogColumn, LogFilter, LogRecord, Page, SearchTerm};
 use crate::time::format_utc;
@@ -82,10 +83,7 @@ pub struct SmtpTargetsResponse {
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "Captured files, newest first", body = AttackerRowsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_artifacts(
@@ -107,10 +105,7 @@ pub async fn attacker_artifacts(
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "Stored messages, newest first", body = AttackerRowsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_mail(
@@ -132,10 +127,7 @@ pub async fn attacker_mail(
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "Victim domains, most recent first", body = SmtpTargetsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_smtp_targets(

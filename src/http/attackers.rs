@@ -16,6 +16,7 @@ use super::error::ApiError;
 use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_max_chars, check_range, given};
 use super::guard::Viewer;
 use super::logs::{DEFAULT_LIMIT, MAX_OFFSET, MAX_SEARCH_CHARS, check_page};
+use super::responses::{AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{AppState, Result};
 use crate::db::{AttackerCommand, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, DbError};
 use crate::observation::Observation;
@@ -316,9 +317,8 @@ pub struct AttackerDetail {
     params(AttackersQuery),
     responses(
         (status = 200, description = "A page of attacker profiles", body = AttackersResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long, or an unknown sort_by"),
+        ViewerOnly,
     )
 )]
 pub async fn list_attackers(
@@ -357,10 +357,7 @@ pub async fn list_attackers(
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "The attacker", body = AttackerDetail),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_detail(
@@ -398,10 +395,8 @@ pub async fn attacker_detail(
     params(("uuid" = Uuid, Path, description = "The attacker"), CommandsQuery),
     responses(
         (status = 200, description = "A page of commands, newest first", body = CommandsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
         (status = 422, description = "Not a uuid, or a parameter out of range"),
+        ViewerOnly, AttackerNotFound,
     )
 )]
 pub async fn attacker_commands(

@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidJson, Validate, check_password};
 use super::guard::{Authenticated, Viewer};
+use super::responses::{NotJson, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::auth::password::MAX_BYTES;
 use crate::auth::ticket::TICKET_LIFETIME;
@@ -65,9 +66,9 @@ pub struct TokenResponse {
         (status = 200, description = "Logged in", body = TokenResponse),
         (status = 400, description = "Structurally invalid body"),
         (status = 401, description = "Incorrect username or password (the same for both)"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Invalid parameters or malformed JSON"),
         (status = 429, description = "Over 10 attempts in 5 minutes from this address or for this username; see Retry-After"),
+        NotJson,
     )
 )]
 pub async fn login(
@@ -136,9 +137,9 @@ impl Validate for ChangePasswordRequest {
         (status = 200, description = "Password changed", body = Message),
         (status = 400, description = "Structurally invalid body, or a new password under 12 characters"),
         (status = 401, description = "Invalid token, or incorrect old password"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A password over 72 bytes, or malformed JSON"),
         (status = 429, description = "Over 5 changes a minute from this address; see Retry-After"),
+        NotJson,
     )
 )]
 pub async fn change_password(
@@ -172,8 +173,7 @@ pub struct SseTicketResponse {
     post, path = "/auth/sse-ticket", tag = "auth", security(("bearer" = [])),
     responses(
         (status = 200, description = "A fresh ticket", body = SseTicketResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn sse_ticket(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<SseTicketResponse>> {

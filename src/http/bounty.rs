@@ -10,6 +10,7 @@ use utoipa_axum::routes;
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
 use super::logs::{DEFAULT_LIMIT, MAX_SEARCH_CHARS, check_page};
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{BountyFilter, BountyRecord};
 use crate::time::format_utc;
@@ -89,9 +90,8 @@ pub struct BountyResponse {
     params(BountyQuery),
     responses(
         (status = 200, description = "A page of bounties, newest first", body = BountyResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range or too long"),
+        ViewerOnly,
     )
 )]
 pub async fn list_bounties(

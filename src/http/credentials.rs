@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, check_range, given};
 use super::guard::Viewer;
 use super::logs::{DEFAULT_LIMIT, MAX_OFFSET, MAX_SEARCH_CHARS, check_page};
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db};
 use crate::time::format_utc;
@@ -117,9 +118,8 @@ pub struct CredentialsResponse {
     params(CredentialsQuery),
     responses(
         (status = 200, description = "A page of credentials, most recently tried first", body = CredentialsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range or too long"),
+        ViewerOnly,
     )
 )]
 pub async fn list_credentials(
@@ -231,9 +231,8 @@ pub struct CredentialReuseResponse {
     params(ReuseQuery),
     responses(
         (status = 200, description = "A page of findings, most targets first", body = CredentialReuseResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range"),
+        ViewerOnly,
     )
 )]
 pub async fn list_credential_reuse(

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, reject};
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
@@ -118,10 +119,9 @@ fn fleet_error(err: FleetError) -> ApiError {
     responses(
         (status = 202, description = "Accepted; poll /deckies/lifecycle with the ids", body = DeployResponse),
         (status = 400, description = "Malformed body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Empty or malformed INI, no decky section, a name or address already in use, the deployment limit, or an INI the fleet cannot deploy (the detail says which)"),
         (status = 422, description = "Invalid INI config (e.g. over 512 KiB)"),
+        AdminOnly,
     )
 )]
 pub async fn deploy(
@@ -150,8 +150,8 @@ pub async fn deploy(
     responses(
         (status = 200, description = "The records that exist", body = LifecycleResponse),
         (status = 400, description = "No ids"),
-        (status = 401, description = "Missing or invalid token"),
         (status = 422, description = "More than 200 ids, or one that is not a UUID"),
+        ViewerOnly,
     )
 )]
 pub async fn lifecycle(
@@ -198,7 +198,7 @@ fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>>
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Every decky", body = [DeckyEntry]),
-        (status = 401, description = "Missing or invalid token"),
+        ViewerOnly,
     )
 )]
 pub async fn list_deckies(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<Vec<DeckyEntry>>> {
@@ -237,11 +237,10 @@ impl<'de> Deserialize<'de> for DeckyName {
     security(("bearer" = [])),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, or no such decky"),
         (status = 409, description = "The container runtime failed"),
         (status = 422, description = "The name does not match the pattern"),
+        AdminOnly,
     )
 )]
 pub async fn teardown(
@@ -268,11 +267,10 @@ pub struct MutateResponse {
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Accepted; poll /deckies/lifecycle with the id", body = MutateResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, no such decky, or no services to mutate it to"),
         (status = 409, description = "Another mutation of the decky got there first"),
         (status = 422, description = "The name does not match the pattern"),
+        AdminOnly,
     )
 )]
 pub async fn mutate(
@@ -319,10 +317,9 @@ impl Validate for MutateIntervalRequest {
     responses(
         (status = 200, description = "Updated", body = super::Message),
         (status = 400, description = "Malformed body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, or no such decky"),
         (status = 422, description = "Not an interval"),
+        AdminOnly,
     )
 )]
 pub async fn mutate_interval(

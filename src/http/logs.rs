@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_datetime, check_max_chars, check_range, given};
 use super::guard::Viewer;
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{HistogramBucket, LogFilter, LogRecord, parse_search};
 use crate::time::{format_utc, parse_utc};
@@ -141,9 +142,8 @@ pub struct LogsResponse {
     params(LogsQuery),
     responses(
         (status = 200, description = "A page of rows, newest first", body = LogsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),
+        ViewerOnly,
     )
 )]
 pub async fn list_logs(
@@ -210,9 +210,8 @@ impl From<HistogramBucket> for HistogramPoint {
     params(HistogramQuery),
     responses(
         (status = 200, description = "Buckets, oldest first", body = [HistogramPoint]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),
+        ViewerOnly,
     )
 )]
 pub async fn histogram(

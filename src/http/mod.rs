@@ -19,6 +19,7 @@ pub mod hot;
 pub mod limit;
 pub mod logs;
 pub mod profile;
+pub mod responses;
 mod serve;
 pub mod state;
 pub mod stats;

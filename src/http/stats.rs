@@ -8,6 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::guard::Viewer;
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{Db, DbResult};
 use crate::fleet::Fleet;
@@ -48,8 +49,7 @@ pub async fn summary(db: &Db, fleet: &Fleet) -> DbResult<StatsResponse> {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The counters", body = StatsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn stats(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<StatsResponse>> {

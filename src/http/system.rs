@@ -9,6 +9,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::guard::Viewer;
+use super::responses::ViewerOnly;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(deployment_mode))
@@ -40,8 +41,7 @@ pub struct DeploymentMode {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The deployment mode", body = DeploymentMode),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn deployment_mode(State(state): State<AppState>, _viewer: Viewer) -> Json<DeploymentMode> {

@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 use super::deckies::DeckyName;
 use super::extract::{FieldError, Integer, ValidJson, ValidPath, Validate};
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{Enforcement, StoredRule, TarpitRule};
 use crate::tarpit::TarpitError;
@@ -135,11 +136,10 @@ fn tarpit_error(err: TarpitError) -> ApiError {
     responses(
         (status = 201, description = "Set; `delay_in_force` says whether the delay holds", body = TarpitEnabled),
         (status = 400, description = "Malformed body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No such decky, or it is not running"),
         (status = 409, description = "Traffic control failed (generic detail)"),
         (status = 422, description = "Invalid name, ports or delay"),
+        AdminOnly,
     )
 )]
 pub async fn set_rule(
@@ -165,9 +165,9 @@ pub async fn set_rule(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The rule", body = TarpitStatus),
-        (status = 401, description = "Missing or invalid token"),
         (status = 404, description = "No rule for this decky"),
         (status = 422, description = "Invalid name"),
+        ViewerOnly,
     )
 )]
 pub async fn get_rule(
@@ -191,11 +191,10 @@ pub async fn get_rule(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Removed", body = Message),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No rule for this decky"),
         (status = 409, description = "Traffic control failed (generic detail)"),
         (status = 422, description = "Invalid name"),
+        AdminOnly,
     )
 )]
 pub async fn remove_rule(

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name, check_password};
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, AuthRequired, NotAUuid, NotJson, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{DbError, NewUser, Role, User};
 
@@ -63,8 +64,7 @@ pub struct ConfigResponse {
     get, path = "/config", tag = "config", security(("bearer" = [])),
     responses(
         (status = 200, description = "Settings", body = ConfigResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<ConfigResponse>> {
@@ -115,11 +115,9 @@ impl Validate for CreateUserRequest {
     responses(
         (status = 200, description = "Created", body = UserResponse),
         (status = 400, description = "Structurally invalid body, or a password under 12 characters"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Username already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A password over 72 bytes, an unknown role, or malformed JSON"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn create_user(
@@ -150,10 +148,9 @@ fn user_not_found(err: DbError) -> ApiError {
     params(("uuid" = Uuid, Path, description = "The user")),
     responses(
         (status = 200, description = "Deleted", body = Message),
-        (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin, password change required, or deleting yourself"),
         (status = 404, description = "User not found"),
-        (status = 422, description = "Not a uuid"),
+        AuthRequired, NotAUuid,
     )
 )]
 pub async fn delete_user(
@@ -186,11 +183,10 @@ impl Validate for RoleRequest {}
     responses(
         (status = 200, description = "Role changed", body = Message),
         (status = 400, description = "Structurally invalid body"),
-        (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin, password change required, or changing your own role"),
         (status = 404, description = "User not found"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Unknown role, not a uuid, or malformed JSON"),
+        AuthRequired, NotJson,
     )
 )]
 pub async fn set_role(
@@ -230,11 +226,9 @@ impl Validate for ResetPasswordRequest {
     responses(
         (status = 200, description = "Password reset", body = Message),
         (status = 400, description = "Structurally invalid body, or a password under 12 characters"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "User not found"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A password over 72 bytes, not a uuid, or malformed JSON"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn reset_password(

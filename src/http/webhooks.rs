@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name};
 use super::guard::Admin;
+use super::responses::{AdminOnly, NotAUuid, NotJson, WebhookNotFound};
 use super::{ApiError, AppState, Message, Result};
 use crate::bus::{Event, topics};
 use crate::db::{DbError, Webhook, WebhookChange};
@@ -228,12 +229,10 @@ async fn announce_change(state: &AppState) {
     responses(
         (status = 201, description = "Created; the secret is in this answer only", body = WebhookCreated),
         (status = 400, description = "No event selected, or a structurally invalid body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Webhook name already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Invalid URL, pattern or secret, or a destination the rules refuse"),
         (status = 429, description = "Over 20 creations a minute from this address; see Retry-After"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn create_webhook(
@@ -277,8 +276,7 @@ pub async fn create_webhook(
     get, path = "/webhooks/", tag = "webhooks", security(("bearer" = [])),
     responses(
         (status = 200, description = "The webhooks", body = [WebhookResponse]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
+        AdminOnly,
     )
 )]
 pub async fn list_webhooks(State(state): State<AppState>, Admin(_admin): Admin) -> Result<Json<Vec<WebhookResponse>>> {
@@ -290,10 +288,7 @@ pub async fn list_webhooks(State(state): State<AppState>, Admin(_admin): Admin) 
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "The webhook", body = WebhookResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, WebhookNotFound,
     )
 )]
 pub async fn get_webhook(
@@ -313,12 +308,9 @@ pub async fn get_webhook(
     responses(
         (status = 200, description = "The webhook as changed", body = WebhookResponse),
         (status = 400, description = "Every pattern cleared, or a structurally invalid body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
         (status = 409, description = "Webhook name already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Invalid URL, pattern or secret, a destination the rules refuse, or not a uuid"),
+        AdminOnly, NotJson, WebhookNotFound,
     )
 )]
 pub async fn update_webhook(
@@ -362,10 +354,7 @@ pub async fn update_webhook(
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "Deleted", body = Message),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, WebhookNotFound,
     )
 )]
 pub async fn delete_webhook(
@@ -394,10 +383,7 @@ pub struct WebhookTestResponse {
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "The delivery's outcome", body = WebhookTestResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, WebhookNotFound,
     )
 )]
 pub async fn test_webhook(

@@ -13,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::bus::{self, BusError, ControlRequest, KNOWN_WORKERS, WorkerRow};
 use crate::systemd::StartError;
@@ -58,8 +59,7 @@ pub struct ControlAccepted {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "One row per worker", body = WorkersResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Json<WorkersResponse> {
@@ -84,10 +84,9 @@ pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Jso
     params(("name" = String, Path, description = "Worker name")),
     responses(
         (status = 202, description = "The stop intent was published", body = ControlAccepted),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "No such worker"),
         (status = 503, description = "The bus is unavailable"),
+        AdminOnly,
     )
 )]
 pub async fn stop_worker(
@@ -156,11 +155,10 @@ fn start_failure(worker: &str, err: &StartError) -> String {
     params(("name" = String, Path, description = "Worker name")),
     responses(
         (status = 202, description = "The worker was started (or already ran)", body = ControlAccepted),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "No such worker"),
         (status = 502, description = "systemctl failed to start the unit"),
         (status = 503, description = "The unit is not installed, or no service manager runs the host"),
+        AdminOnly,
     )
 )]
 pub async fn start_worker(
@@ -190,8 +188,7 @@ pub async fn start_worker(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "What was started, what already ran, what failed", body = StartAllResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
+        AdminOnly,
     )
 )]
 pub async fn start_all_workers(State(state): State<AppState>, Admin(admin): Admin) -> Json<StartAllResponse> {

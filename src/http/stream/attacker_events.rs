@@ -24,6 +24,7 @@ use crate::bus::{self, topics};
 use crate::http::attackers::{ObservationEntry, attacker_not_found};
 use crate::http::extract::{ValidPath, ValidQuery, Validate};
 use crate::http::guard::StreamViewer;
+use crate::http::responses::{AttackerNotFound, EventStream, NotAUuid};
 use crate::http::{AppState, Result};
 
 /// The observations read for the snapshot: enough to find each primitive's latest.
@@ -47,11 +48,7 @@ impl Validate for AttackerEventsQuery {}
     params(("uuid" = Uuid, Path, description = "The attacker"), AttackerEventsQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
-        (status = 401, description = "No bearer header and no valid ticket"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
-        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+        EventStream, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_events(

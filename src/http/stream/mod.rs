@@ -42,6 +42,7 @@ use self::summaries::histogram;
 use super::extract::{FieldError, ValidQuery, Validate, check_range, reject};
 use super::guard::StreamViewer;
 use super::logs::{LogEntry, check_filter, log_filter};
+use super::responses::EventStream;
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, DbResult, LogFilter};
 use crate::fleet::Fleet;
@@ -137,10 +138,8 @@ impl FromRequestParts<AppState> for LastEventId {
     ),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
-        (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),
-        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+        EventStream,
     )
 )]
 pub async fn stream(

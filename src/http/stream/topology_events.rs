@@ -26,6 +26,7 @@ use crate::bus::{self, topics};
 use crate::db::MutationState;
 use crate::http::extract::{ValidPath, ValidQuery, Validate};
 use crate::http::guard::StreamViewer;
+use crate::http::responses::{EventStream, NotAUuid, TopologyNotFound};
 use crate::http::{ApiError, AppState, Result};
 
 /// Events a client may fall behind before it is dropped.
@@ -61,11 +62,7 @@ fn frame_name(topology: Uuid, subject: &str, event: &bus::Event) -> Option<Strin
     params(("id" = Uuid, Path, description = "The topology"), TopologyEventsQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
-        (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
-        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+        EventStream, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn topology_events(

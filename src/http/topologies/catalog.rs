@@ -5,6 +5,7 @@ use super::topology_error;
 use crate::fleet::catalog;
 use crate::http::extract::ValidPath;
 use crate::http::guard::Viewer;
+use crate::http::responses::{NotAUuid, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::generate::next_ip;
 use axum::Json;
@@ -55,8 +56,7 @@ pub struct ServiceCatalog {
     get, path = "/topologies/services", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "The catalog", body = ServiceCatalog),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
@@ -68,8 +68,7 @@ pub async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
     get, path = "/topologies/archetypes", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "The archetypes", body = ArchetypeCatalog),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn archetypes(_viewer: Viewer) -> Json<ArchetypeCatalog> {
@@ -92,9 +91,8 @@ pub async fn archetypes(_viewer: Viewer) -> Json<ArchetypeCatalog> {
     get, path = "/topologies/next-subnet", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "A free subnet", body = NextSubnet),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 409, description = "Subnet pool exhausted"),
+        ViewerOnly,
     )
 )]
 pub async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<NextSubnet>> {
@@ -108,11 +106,9 @@ pub async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Resu
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     responses(
         (status = 200, description = "A free address", body = NextIp),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 404, description = "Topology not found, or LAN not found"),
         (status = 409, description = "IP allocator exhausted"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid,
     )
 )]
 pub async fn lan_next_ip(

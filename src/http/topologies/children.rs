@@ -7,6 +7,7 @@ use crate::db::{Edge, Lan, Topology, TopologyDecky, TopologyEdit, TopologyStatus
 use crate::fleet::catalog;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, Validate, integral_or_null};
 use crate::http::guard::Admin;
+use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyEditRefused, TopologyNotFound};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::ops;
 use axum::Json;
@@ -66,12 +67,8 @@ impl Validate for LanCreate {
     responses(
         (status = 201, description = "The LAN", body = Lan),
         (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyNotFound, TopologyEditRefused,
     )
 )]
 pub async fn add_lan(
@@ -128,12 +125,9 @@ impl Validate for LanUpdate {
     responses(
         (status = 200, description = "The LAN as changed", body = Lan),
         (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or LAN not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyEditRefused,
     )
 )]
 pub async fn update_lan(
@@ -169,11 +163,9 @@ pub async fn update_lan(
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or LAN not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, TopologyEditRefused,
     )
 )]
 pub async fn remove_lan(
@@ -232,12 +224,8 @@ fn check_decky(name: &str, services: &[String]) -> Result<()> {
     responses(
         (status = 201, description = "The decky", body = TopologyDecky),
         (status = 400, description = "Malformed body or empty name; a name not of a-z, 0-9 and -, or an unknown service"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyNotFound, TopologyEditRefused,
     )
 )]
 pub async fn add_decky(
@@ -300,12 +288,9 @@ impl Validate for DeckyUpdate {
     responses(
         (status = 200, description = "The decky as changed", body = TopologyDecky),
         (status = 400, description = "Malformed body or empty name; a name not of a-z, 0-9 and -, or an unknown service"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or decky not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyEditRefused,
     )
 )]
 pub async fn update_decky(
@@ -344,11 +329,9 @@ pub async fn update_decky(
     params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or decky not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, TopologyEditRefused,
     )
 )]
 pub async fn remove_decky(
@@ -392,12 +375,9 @@ impl Validate for EdgeCreate {}
     responses(
         (status = 201, description = "The attachment", body = Edge),
         (status = 400, description = "Malformed body, or an ip that is not an IPv4 address"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or the decky or LAN named is not in it"),
         (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a decky already on the LAN, an address not free or not on the LAN"),
-        (status = 415, description = "Body is not JSON"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotJson, NotAUuid,
     )
 )]
 pub async fn add_edge(
@@ -464,11 +444,9 @@ pub async fn add_edge(
     params(("id" = Uuid, Path, description = "The topology"), ("edge" = Uuid, Path, description = "The edge")),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or edge not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, TopologyEditRefused,
     )
 )]
 pub async fn remove_edge(

@@ -7,6 +7,7 @@ use crate::db::{Edge, Lan, StatusEvent, Topology, TopologyDecky, TopologyStatus}
 use crate::fleet::catalog;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, integral, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
+use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::NewTopology;
 use crate::topology::generate::Params;
@@ -190,9 +191,8 @@ pub struct TopologyPage {
     params(ListQuery),
     responses(
         (status = 200, description = "The page", body = TopologyPage),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "limit or offset out of range"),
+        ViewerOnly,
     )
 )]
 pub async fn list(
@@ -220,11 +220,9 @@ pub async fn list(
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
         (status = 400, description = "Malformed body or empty name; deckies_per_lan_min above deckies_per_lan_max; an unknown service; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Topology name already exists, the subnet pool is exhausted, or the tree would have over 256 LANs"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A parameter out of range, or a name over 64 characters"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn create(
@@ -269,11 +267,9 @@ fn rand_seed() -> u32 {
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
         (status = 400, description = "Malformed body or empty name; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Topology name already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A name over 64 characters"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn blank(
@@ -301,10 +297,7 @@ pub struct DetailResponse {
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 200, description = "The topology and its parts", body = DetailResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn detail(
@@ -327,11 +320,8 @@ pub async fn detail(
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
         (status = 409, description = "Not pending, torn_down or failed: tear it down first"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn remove(
@@ -362,10 +352,8 @@ impl Validate for EventsQuery {
     params(("id" = Uuid, Path, description = "The topology"), EventsQuery),
     responses(
         (status = 200, description = "The newest status events", body = [StatusEvent]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
         (status = 422, description = "Not a uuid, or limit out of range"),
+        ViewerOnly, TopologyNotFound,
     )
 )]
 pub async fn status_events(
@@ -386,11 +374,8 @@ pub async fn status_events(
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 202, description = "Accepted; the topology, deploying", body = Topology),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
         (status = 409, description = "Not pending; or `Container runtime unavailable`: the engine does not answer (nothing changed)"),
+        AdminOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn deploy(
@@ -410,11 +395,8 @@ pub async fn deploy(
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 202, description = "Accepted; the topology, tearing down", body = Topology),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
         (status = 409, description = "Not active, degraded, failed or deploying; or `Container runtime unavailable`: the engine does not answer (nothing changed)"),
+        AdminOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn teardown(
