@@ -9,7 +9,8 @@ use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
-use super::logs::{DEFAULT_LIMIT, MAX_SEARCH_CHARS, check_page};
+use super::logs::MAX_SEARCH_CHARS;
+use super::paging::{Listed, MAX_LIMIT, Page, Paging};
 use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{BountyFilter, BountyRecord};
@@ -37,7 +38,7 @@ pub struct BountyQuery {
 
 impl Validate for BountyQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_page(self.limit, self.offset, errors);
+        Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
         check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
     }
 }
@@ -72,14 +73,12 @@ impl From<BountyRecord> for BountyEntry {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BountyResponse {
-    /// Bounties matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<BountyEntry>,
+impl Listed for BountyEntry {
+    const PAGE: &'static str = "BountyResponse";
+    const COUNTED: &'static str = "Bounties matching the filter, on every page.";
 }
+
+pub type BountyResponse = Page<BountyEntry>;
 
 /// One page of captured bounties, newest first.
 #[utoipa::path(
@@ -99,21 +98,14 @@ pub async fn list_bounties(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<BountyQuery>,
 ) -> Result<Json<BountyResponse>> {
-    // In range after validation.
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     let filter = BountyFilter {
         bounty_type: given(&query.bounty_type).map(str::to_string),
         attacker_ip: None,
         search: given(&query.search).map(str::to_string),
     };
-    let page = state.db.bounties(&filter, limit, offset).await?;
-    Ok(Json(BountyResponse {
-        total: page.total,
-        limit,
-        offset,
-        data: page.rows.into_iter().map(BountyEntry::from).collect(),
-    }))
+    let page = state.db.bounties(&filter, paging.limit, paging.offset).await?;
+    Ok(Json(paging.page(page)))
 }
 
 /// A stored JSON payload, decoded; the text itself when it is not JSON.

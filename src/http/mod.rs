@@ -18,6 +18,7 @@ pub mod health;
 pub mod hot;
 pub mod limit;
 pub mod logs;
+pub mod paging;
 pub mod profile;
 pub mod responses;
 mod serve;

@@ -7,6 +7,7 @@ use crate::db::{Edge, Lan, StatusEvent, Topology, TopologyDecky, TopologyStatus}
 use crate::fleet::catalog;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, integral, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
+use crate::http::paging::{Listed, Page, Paging};
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::NewTopology;
@@ -172,18 +173,19 @@ pub struct ListQuery {
 
 impl Validate for ListQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        crate::http::extract::check_range("limit", self.limit.unwrap_or(50), 1, 500, errors);
-        crate::http::extract::check_range("offset", self.offset.unwrap_or(0), 0, i64::from(i32::MAX), errors);
+        Paging::check(self.limit, self.offset, MAX_PAGE, errors);
     }
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopologyPage {
-    total: u64,
-    limit: i64,
-    offset: i64,
-    data: Vec<Topology>,
+/// The most topologies a page holds.
+const MAX_PAGE: i64 = 500;
+
+impl Listed for Topology {
+    const PAGE: &'static str = "TopologyPage";
+    const COUNTED: &'static str = "Topologies in the status asked for (all of them without one), on every page.";
 }
+
+pub type TopologyPage = Page<Topology>;
 
 /// A page of topologies, newest first.
 #[utoipa::path(
@@ -200,17 +202,17 @@ pub async fn list(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<ListQuery>,
 ) -> Result<Json<TopologyPage>> {
-    let (limit, offset) = (query.limit.unwrap_or(50), query.offset.unwrap_or(0));
+    let paging = Paging::of(query.limit, query.offset);
     let status = match crate::http::extract::given(&query.status) {
         None => None,
         Some(text) => match text.parse::<TopologyStatus>() {
             Ok(status) => Some(status),
             // No topology has a status that does not exist.
-            Err(_) => return Ok(Json(TopologyPage { total: 0, limit, offset, data: Vec::new() })),
+            Err(_) => return Ok(Json(paging.page_of(0, Vec::new()))),
         },
     };
-    let page = state.db.topologies(status, limit as u32, offset as u64).await?;
-    Ok(Json(TopologyPage { total: page.total, limit, offset, data: page.rows }))
+    let page = state.db.topologies(status, paging.limit, paging.offset).await?;
+    Ok(Json(paging.page(page)))
 }
 
 /// Generates a topology under a seed; stored `pending` (deploy it with `/deploy`).
