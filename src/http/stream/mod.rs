@@ -14,6 +14,7 @@
 //! statistics and histogram the streams share).
 
 pub mod attacker_events;
+pub mod bus_events;
 pub mod log_tail;
 pub mod sse;
 pub mod summaries;
