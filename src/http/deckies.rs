@@ -311,21 +311,21 @@ impl Validate for MutateIntervalRequest {
     put,
     path = "/deckies/{name}/mutate-interval",
     tag = "fleet",
-    params(("name" = String, Path, description = "The decky's name")),
+    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     request_body = MutateIntervalRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Updated", body = super::Message),
         (status = 400, description = "Malformed body"),
         (status = 404, description = "No active deployment, or no such decky"),
-        (status = 422, description = "Not an interval"),
+        (status = 422, description = "Not an interval, or the name does not match the pattern"),
         AdminOnly,
     )
 )]
 pub async fn mutate_interval(
     State(state): State<AppState>,
     _admin: Admin,
-    axum::extract::Path(name): axum::extract::Path<String>,
+    ValidPath(DeckyName(name)): ValidPath<DeckyName>,
     ValidJson(request): ValidJson<MutateIntervalRequest>,
 ) -> Result<Json<super::Message>> {
     let minutes = request.mutate_interval.as_deref().and_then(interval_minutes);
