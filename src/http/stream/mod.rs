@@ -11,7 +11,8 @@
 //! This module owns the route, its query and `Last-Event-ID` parsing, and each stream's feed; the
 //! rest of the stream sits beside it: [`sse`] (the event-stream response and the per-user cap),
 //! [`log_tail`] (the newest committed log id every stream waits on) and [`summaries`] (the
-//! statistics and histogram the streams share).
+//! statistics and histogram the streams share). The two bus-fed streams, [`attacker_events`] and
+//! [`topology_events`], open the same way through [`bus_events`].
 
 pub mod attacker_events;
 pub mod bus_events;
