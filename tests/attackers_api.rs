@@ -1,6 +1,6 @@
 //! The attacker views through the real server: `GET /attackers`, `/attackers/{uuid}` and
 //! `/attackers/{uuid}/commands`, over profiles stored the way the profiler stores them, on every
-//! backend under test.
+//! backend under test; and `/attackers/{uuid}/events` over a real `nats-server`.
 
 use svc_test_support::in_process as common;
 
@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use common::logs::{LogWriter, at, bounty};
+use common::nats::Nats;
+use common::sse::EventStream;
 use common::{TestApi, TestDb, user_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -344,5 +346,52 @@ async fn bad_attacker_parameters_are_refused_by_name() {
         assert!(doc["paths"][path]["get"]["responses"]["200"].is_object(), "{path}");
     }
     assert!(doc["components"]["schemas"]["AttackerDetail"].is_object());
+    api.stop().await;
+}
+
+/// The attacker's event stream opens with the snapshot of its latest observation per primitive,
+/// then forwards its own observations and scores from the bus, and no other attacker's.
+#[tokio::test]
+async fn the_event_stream_forwards_the_observations_of_its_own_attacker_only() {
+    let patience = std::time::Duration::from_secs(10);
+    let nats = Nats::start();
+    let backend = TestDb::sqlite();
+    let api = TestApi::start(backend.api_config(&[("SVC_NATS_URL", &nats.url())])).await;
+    let token = user_token(&api.state, "watcher", Role::Viewer).await;
+    let [a, b, _] = seed(&api.state.db).await;
+    let stored = observation(a.uuid, "motor.keystroke_cadence", json!("bursty"), 2_000.0);
+    api.state.db.add_observations(&[stored]).await.unwrap();
+
+    let url = api.url(&format!("/attackers/{}/events", a.uuid));
+    let response = api.client.get(url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = EventStream::new(response);
+    let snapshot = stream.next_event(patience).await.expect("the stream is open");
+    assert_eq!(snapshot.event.as_deref(), Some("snapshot"), "{snapshot:?}");
+    let snapshot = snapshot.json();
+    assert_eq!(snapshot["attacker_uuid"], json!(a.uuid.to_string()));
+    let primitives: Vec<&str> =
+        snapshot["observations"].as_array().unwrap().iter().map(|o| o["primitive"].as_str().unwrap()).collect();
+    assert_eq!(primitives, ["motor.keystroke_cadence"]);
+
+    // Another attacker's observation, then this one's, on one subject: they arrive in order, so
+    // when this one's comes first the other was left out.
+    let bus = async_nats::connect(nats.url()).await.unwrap();
+    let event = |topic: &str, kind: &str, attacker: Uuid| json!({"topic": topic, "type": kind, "ts": 1.5, "payload": {"attacker_uuid": attacker, "value": 1}});
+    for attacker in [b.uuid, a.uuid] {
+        let observed = event("attacker.observation.motor.keystroke_cadence", "observation", attacker);
+        bus.publish("attacker.observation.motor.keystroke_cadence", observed.to_string().into()).await.unwrap();
+    }
+    bus.flush().await.unwrap();
+    let frame = stream.next_event(patience).await.expect("the stream is open");
+    assert_eq!(frame.event.as_deref(), Some("observation"), "{frame:?}");
+    assert_eq!(frame.json(), event("attacker.observation.motor.keystroke_cadence", "observation", a.uuid));
+
+    let scored = event("attacker.scored", "scored", a.uuid);
+    bus.publish("attacker.scored", scored.to_string().into()).await.unwrap();
+    bus.flush().await.unwrap();
+    let frame = stream.next_event(patience).await.expect("the stream is open");
+    assert_eq!(frame.event.as_deref(), Some("attacker.scored"), "{frame:?}");
+    assert_eq!(frame.json(), scored);
     api.stop().await;
 }

@@ -1,14 +1,16 @@
 //! The fleet's routes against a real database (sqlite, and MariaDB when configured), with the
 //! container engine out of reach: every INI rule and refusal of `POST /deckies/deploy` in the
 //! spec's order and DECNET's words, additive and replacing deploys, the lifecycle poll, the
-//! inventory, teardown's refusals, and health when the engine is gone. (Deploys on a real engine:
-//! `bin/tests/fleet.rs`.)
+//! inventory, teardown's refusals, and health when the engine is gone; every decky route's answer
+//! to a name the path rule refuses, and to a stored row that no longer decodes. (Deploys on a real
+//! engine: `bin/tests/fleet.rs`.)
 
 use svc_test_support::in_process as common;
 
 use common::{TestApi, TestDb, user_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use sqlx::Connection;
 use svc::db::Role;
 
 /// An engine address nothing listens on: deploys are stored, then fail in the background.
@@ -328,5 +330,89 @@ async fn stats_ask_the_engine_at_most_once_a_second_and_a_deploy_counts_again_at
     assert_eq!(api.deploy("[db]\n", false).await.0, StatusCode::ACCEPTED);
     let stats = api.api.ok("/stats", &api.admin, &[]).await;
     assert_eq!(stats["deployed_deckies"].as_u64(), Some(3), "a deploy here is counted at once");
+    api.api.stop().await;
+}
+
+/// `PUT /deckies/{name}/mutate-interval` answers a name the path rule refuses 422, as every other
+/// decky route does (it answered 404, taking any text for a name).
+#[tokio::test]
+async fn every_decky_route_refuses_a_name_the_path_rule_refuses_with_422() {
+    let db = TestDb::sqlite();
+    let api = start(&db, &[]).await;
+    let interval = json!({"mutate_interval": "30m"});
+    for name in ["Bad_Name", &"a".repeat(65)] {
+        for (method, path, body) in [
+            (reqwest::Method::DELETE, format!("/deckies/{name}"), None),
+            (reqwest::Method::POST, format!("/deckies/{name}/mutate"), None),
+            (reqwest::Method::PUT, format!("/deckies/{name}/mutate-interval"), Some(&interval)),
+            (reqwest::Method::GET, format!("/deckies/{name}/tarpit"), None),
+        ] {
+            let mut request = api.api.client.request(method.clone(), api.api.url(&path)).bearer_auth(&api.admin);
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let status = request.send().await.unwrap().status();
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{method} {path}");
+        }
+    }
+    api.api.stop().await;
+}
+
+/// A stored row that no longer decodes (edited by hand here, in the database itself) is answered
+/// as the spec says, 422 `internal_validation_error`, not 500: a value that is not the model's
+/// (an unknown state, a config that is not JSON) and a column of the wrong type alike.
+#[tokio::test]
+async fn a_stored_row_that_does_not_decode_is_a_data_consistency_error() {
+    let db = TestDb::sqlite();
+    let api = start(&db, &[]).await;
+    let (status, body) = api.deploy("[web]\n", false).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["lifecycle_ids"][0].as_str().unwrap().to_string();
+    // The deploy fails in the background (no engine); the row is left alone once it has.
+    let mut lifecycle = Value::Null;
+    for _ in 0..200 {
+        lifecycle = api.api.ok("/deckies/lifecycle", &api.admin, &[("ids", &id)]).await;
+        if lifecycle["rows"][0]["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(lifecycle["rows"][0]["status"], "failed", "{lifecycle}");
+    assert_eq!(api.deckies().await.len(), 1);
+
+    let path = db.vars().into_iter().find(|(name, _)| name == "SVC_DB_PATH").unwrap().1;
+    let mut store = sqlx::SqliteConnection::connect(&format!("sqlite://{path}")).await.unwrap();
+    let expected = json!({"detail": "Internal data consistency error", "type": "internal_validation_error"});
+    let (state, config, updated_at): (String, String, i64) =
+        sqlx::query_as("select state, config, updated_at from fleet_deckies").fetch_one(&mut store).await.unwrap();
+    for (column, bad) in
+        [("state", json!("sideways")), ("config", json!("not json")), ("updated_at", json!("yesterday"))]
+    {
+        let corrupt = format!("update fleet_deckies set {column} = ?");
+        sqlx::query(&corrupt).bind(bad.as_str().unwrap()).execute(&mut store).await.unwrap();
+        let response = api.api.client.get(api.api.url("/deckies")).bearer_auth(&api.admin).send().await.unwrap();
+        let status = response.status();
+        let body = response.json::<Value>().await.unwrap_or(Value::Null);
+        assert_eq!((status, body), (StatusCode::UNPROCESSABLE_ENTITY, expected.clone()), "{column} = {bad}");
+        sqlx::query("update fleet_deckies set state = ?, config = ?, updated_at = ?")
+            .bind(&state)
+            .bind(&config)
+            .bind(updated_at)
+            .execute(&mut store)
+            .await
+            .unwrap();
+        assert_eq!(api.deckies().await.len(), 1, "restored");
+    }
+    sqlx::query("update decky_lifecycle set status = 'sideways'").execute(&mut store).await.unwrap();
+    let response = api
+        .api
+        .client
+        .get(api.api.url("/deckies/lifecycle"))
+        .query(&[("ids", &id)])
+        .bearer_auth(&api.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY, "an unknown lifecycle status");
     api.api.stop().await;
 }

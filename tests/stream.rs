@@ -1,6 +1,7 @@
 //! The live log stream through the real server: who may open it, the per-user cap, resuming with
 //! `Last-Event-ID` or `?lastEventId=`, live rows over a real `nats-server` and by polling without
-//! one, filters, database failure and shutdown. Frames are parsed from the raw body.
+//! one, filters, database failure and shutdown. Frames are parsed from the raw body. Last, the
+//! bus-fed event streams' shared opening (`http::stream::bus_events`) over a real `nats-server`.
 
 use svc_test_support::in_process as common;
 
@@ -438,4 +439,63 @@ async fn shutdown_ends_open_streams_at_once() {
     for stream in &mut streams {
         assert!(stream.next_within(PATIENCE).await.is_none(), "the server ended the stream");
     }
+}
+
+/// The frames of an event-stream response body until one named `name` arrives (or `PATIENCE` passes).
+async fn frames_until(body: axum::body::Body, name: &str) -> Vec<String> {
+    use futures::StreamExt;
+    let mut body = body.into_data_stream();
+    let (mut text, mut frames) = (String::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        while let Some(end) = text.find("\n\n") {
+            let frame: String = text.drain(..end + 2).collect();
+            let done = frame.lines().any(|line| line == format!("event: {name}"));
+            frames.push(frame);
+            if done {
+                return frames;
+            }
+        }
+        match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Some(Ok(chunk))) => text.push_str(std::str::from_utf8(&chunk).unwrap()),
+            Ok(_) => panic!("the stream ended before an {name:?} frame: {frames:?}"),
+            Err(_) => panic!("no {name:?} frame within {PATIENCE:?}: {frames:?}"),
+        }
+    }
+}
+
+/// A bus-fed stream subscribes before it reads its snapshot: an event a worker publishes while the
+/// snapshot is being read (here by the reader itself, the moment between the two) reaches the
+/// client, though the snapshot, read before the event existed, cannot hold it.
+#[tokio::test]
+async fn an_event_published_while_a_bus_stream_reads_its_snapshot_reaches_the_client() {
+    use axum::response::sse::Event;
+    use svc::bus::{self, Bus};
+    use svc::http::stream::SseSlots;
+    use svc::http::stream::bus_events::BusEvents;
+
+    let nats = Nats::start();
+    let api = Bus::connect(Some(&nats.url()), "api").await;
+    let worker = Bus::connect(Some(&nats.url()), "worker").await;
+    assert!(api.is_connected() && worker.is_connected());
+    let slot = std::sync::Arc::new(SseSlots::new(1)).acquire(uuid::Uuid::new_v4()).unwrap();
+    let events = BusEvents {
+        label: "test".into(),
+        subjects: vec![svc::bus::topics::ALL_ATTACKER_OBSERVATIONS.to_string()],
+        name: |_subject: &str, event: &bus::Event| Some(event.kind.clone()),
+    };
+    let published = bus::Event::new("attacker.observation.test", "observation", json!({"n": 1}));
+    let opening = async {
+        // Confirmed: the server has the event before the snapshot is "read".
+        worker.publish_confirmed(&published).await.unwrap();
+        Ok(vec![Event::default().event("snapshot").data("{}")])
+    };
+    let closing = tokio_util::sync::CancellationToken::new();
+    let response = events.open(&api, closing.clone(), slot, opening).await.unwrap();
+    let frames = frames_until(response.into_body(), "observation").await;
+    assert!(frames[0].contains("event: snapshot"), "the snapshot opens the stream: {frames:?}");
+    let live = frames.last().unwrap();
+    let data = live.lines().find_map(|line| line.strip_prefix("data: ")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(data).unwrap()["payload"], json!({"n": 1}));
+    closing.cancel();
 }

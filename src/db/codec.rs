@@ -27,7 +27,7 @@ pub(super) fn millis(at: DateTime<Utc>) -> i64 {
 }
 
 pub(super) fn time(ms: i64) -> DbResult<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms).ok_or_else(|| DbError::Other(anyhow::anyhow!("timestamp out of range: {ms}")))
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| DbError::Corrupt(anyhow::anyhow!("timestamp out of range: {ms}")))
 }
 
 /// A count as the API reports it: a stored count is never negative.
@@ -46,7 +46,7 @@ pub(super) fn found(rows_affected: u64) -> DbResult<()> {
 }
 
 pub(super) fn parse_uuid(text: &str) -> DbResult<Uuid> {
-    text.parse().map_err(|e| DbError::Other(anyhow::anyhow!("stored uuid `{text}` is invalid: {e}")))
+    text.parse().map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored uuid `{text}` is invalid: {e}")))
 }
 
 /// Converts every row, failing on the first that does not hold a valid domain value.

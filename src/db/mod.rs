@@ -73,6 +73,10 @@ pub enum DbError {
     /// 503, and what was attempted may succeed once it is back.
     #[error("database unavailable: {0}")]
     Unavailable(anyhow::Error),
+    /// A stored value no longer decodes into the model (a row edited by hand, a migration gone
+    /// wrong): neither the request's fault nor the store's. The cause says which row.
+    #[error("stored data does not decode: {0}")]
+    Corrupt(anyhow::Error),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -89,6 +93,7 @@ impl From<sqlx::Error> for DbError {
         match err {
             sqlx::Error::RowNotFound => DbError::NotFound,
             sqlx::Error::Database(ref db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => DbError::Conflict,
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => DbError::Corrupt(err.into()),
             other if fault::is_store_fault(&other) => {
                 // A pool that timed out holds no broken connection (under load, discarding them
                 // all would only add reconnects).
@@ -106,6 +111,9 @@ impl From<rusqlite::Error> for DbError {
     fn from(err: rusqlite::Error) -> Self {
         match err {
             rusqlite::Error::QueryReturnedNoRows => DbError::NotFound,
+            rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..) => DbError::Corrupt(err.into()),
             rusqlite::Error::SqliteFailure(ref failure, _)
                 if fault::is_sqlite_store_fault(i64::from(failure.extended_code)) =>
             {

@@ -7,27 +7,29 @@
 
 use std::collections::HashMap;
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::attackers::attacker_not_found;
 use super::extract::ValidPath;
 use super::guard::{Admin, Viewer};
 use super::logs::LogEntry;
+use super::responses::{AdminOnly, AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{AppState, Result};
 use crate::db::{AttackerProfile, Db, LogColumn, LogFilter, LogRecord, Page, SearchTerm};
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/attackers/{uuid}/artifacts", get(attacker_artifacts))
-        .route("/attackers/{uuid}/mail", get(attacker_mail))
-        .route("/attackers/{uuid}/smtp-targets", get(attacker_smtp_targets))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(attacker_artifacts))
+        .routes(routes!(attacker_mail))
+        .routes(routes!(attacker_smtp_targets))
 }
 
 /// Rows of each kind read at most: the newest, so an attacker that sent a million mails still
@@ -75,16 +77,13 @@ pub struct SmtpTargetsResponse {
 /// The files an attacker dropped (`file_captured` rows), newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}/artifacts",
+    path = "/attackers/{uuid}/artifacts",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "Captured files, newest first", body = AttackerRowsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_artifacts(
@@ -100,16 +99,13 @@ pub async fn attacker_artifacts(
 /// The messages an attacker sent through the SMTP decoys, newest first. Admins only.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}/mail",
+    path = "/attackers/{uuid}/mail",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "Stored messages, newest first", body = AttackerRowsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_mail(
@@ -125,16 +121,13 @@ pub async fn attacker_mail(
 /// The victim domains an attacker sent mail to, most recently targeted first.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}/smtp-targets",
+    path = "/attackers/{uuid}/smtp-targets",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "Victim domains, most recent first", body = SmtpTargetsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_smtp_targets(

@@ -2,29 +2,32 @@
 //! observations) and `GET /attackers/{uuid}/commands` (its commands, paged). The profiler worker
 //! writes the profiles; these views only read them.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::bounty::decoded;
 use super::error::ApiError;
-use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_max_chars, check_range, given};
+use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
-use super::logs::{DEFAULT_LIMIT, MAX_OFFSET, MAX_SEARCH_CHARS, check_page};
+use super::logs::MAX_SEARCH_CHARS;
+use super::paging::{Listed, MAX_LIMIT, Page, Paging};
+use super::responses::{AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{AppState, Result};
 use crate::db::{AttackerCommand, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, DbError};
 use crate::observation::Observation;
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/attackers", get(list_attackers))
-        .route("/attackers/{uuid}", get(attacker_detail))
-        .route("/attackers/{uuid}/commands", get(attacker_commands))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_attackers))
+        .routes(routes!(attacker_detail))
+        .routes(routes!(attacker_commands))
 }
 
 const SORT_PATTERN: &str = r"^(recent|active|traversals)$|^\s*(null|NULL|undefined)?\s*$";
@@ -63,7 +66,7 @@ pub struct AttackersQuery {
 
 impl Validate for AttackersQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_page(self.limit, self.offset, errors);
+        Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
         check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
         if let Some(sort_by) = given(&self.sort_by)
             && sort(sort_by).is_none()
@@ -101,8 +104,7 @@ pub struct CommandsQuery {
 
 impl Validate for CommandsQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_range("limit", self.limit.unwrap_or(DEFAULT_LIMIT), 1, MAX_COMMANDS_LIMIT, errors);
-        check_range("offset", self.offset.unwrap_or(0), 0, MAX_OFFSET, errors);
+        Paging::check(self.limit, self.offset, MAX_COMMANDS_LIMIT, errors);
     }
 }
 
@@ -211,14 +213,12 @@ impl From<AttackerProfile> for AttackerSummary {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AttackersResponse {
-    /// Profiles matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<AttackerSummary>,
+impl Listed for AttackerSummary {
+    const PAGE: &'static str = "AttackersResponse";
+    const COUNTED: &'static str = "Profiles matching the filter, on every page.";
 }
+
+pub type AttackersResponse = Page<AttackerSummary>;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 // The OpenAPI document keeps publishing the name clients were generated from.
@@ -242,14 +242,12 @@ impl From<AttackerCommand> for CommandEntry {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CommandsResponse {
-    /// Commands matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<CommandEntry>,
+impl Listed for CommandEntry {
+    const PAGE: &'static str = "CommandsResponse";
+    const COUNTED: &'static str = "Commands matching the filter, on every page.";
 }
+
+pub type CommandsResponse = Page<CommandEntry>;
 
 /// Which services the attacker did more than knock on.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -309,15 +307,14 @@ pub struct AttackerDetail {
 /// One page of attacker profiles.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers",
+    path = "/attackers",
     tag = "attackers",
     security(("bearer" = [])),
     params(AttackersQuery),
     responses(
         (status = 200, description = "A page of attacker profiles", body = AttackersResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long, or an unknown sort_by"),
+        ViewerOnly,
     )
 )]
 pub async fn list_attackers(
@@ -325,15 +322,13 @@ pub async fn list_attackers(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<AttackersQuery>,
 ) -> Result<Json<AttackersResponse>> {
-    // In range after validation.
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     let filter = AttackerFilter {
         search: given(&query.search).map(str::to_string),
         service: given(&query.service).map(str::to_string),
         sort: given(&query.sort_by).and_then(sort).unwrap_or_default(),
     };
-    let page = state.db.attackers(&filter, limit, offset).await?;
+    let page = state.db.attackers(&filter, paging.limit, paging.offset).await?;
     let uuids: Vec<Uuid> = page.rows.iter().filter(|row| row.command_count > 0).map(|row| row.uuid).collect();
     let mut commands = state.db.recent_commands(&uuids, ROW_COMMANDS, ROW_COMMAND_CHARS).await?;
     let data = page
@@ -344,22 +339,19 @@ pub async fn list_attackers(
             AttackerSummary { commands: recent.into_iter().map(CommandEntry::from).collect(), ..profile.into() }
         })
         .collect();
-    Ok(Json(AttackersResponse { total: page.total, limit, offset, data }))
+    Ok(Json(paging.page_of(page.total, data)))
 }
 
 /// One attacker: the profile, its newest commands and observations, and where it interacted.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}",
+    path = "/attackers/{uuid}",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker")),
     responses(
         (status = 200, description = "The attacker", body = AttackerDetail),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, AttackerNotFound,
     )
 )]
 pub async fn attacker_detail(
@@ -391,16 +383,14 @@ pub async fn attacker_detail(
 /// One page of the attacker's commands, newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/attackers/{uuid}/commands",
+    path = "/attackers/{uuid}/commands",
     tag = "attackers",
     security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The attacker"), CommandsQuery),
     responses(
         (status = 200, description = "A page of commands, newest first", body = CommandsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Attacker not found"),
         (status = 422, description = "Not a uuid, or a parameter out of range"),
+        ViewerOnly, AttackerNotFound,
     )
 )]
 pub async fn attacker_commands(
@@ -409,16 +399,10 @@ pub async fn attacker_commands(
     ValidPath(uuid): ValidPath<Uuid>,
     ValidQuery(query): ValidQuery<CommandsQuery>,
 ) -> Result<Json<CommandsResponse>> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     state.db.attacker(uuid).await.map_err(attacker_not_found)?;
-    let page = state.db.attacker_commands(uuid, given(&query.service), limit, offset).await?;
-    Ok(Json(CommandsResponse {
-        total: page.total,
-        limit,
-        offset,
-        data: page.rows.into_iter().map(CommandEntry::from).collect(),
-    }))
+    let page = state.db.attacker_commands(uuid, given(&query.service), paging.limit, paging.offset).await?;
+    Ok(Json(paging.page(page)))
 }
 
 pub(super) fn attacker_not_found(err: DbError) -> ApiError {

@@ -2,15 +2,17 @@
 
 use std::net::SocketAddr;
 
+use axum::Json;
 use axum::extract::{ConnectInfo, State};
-use axum::routing::post;
-use axum::{Json, Router};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidJson, Validate, check_password};
 use super::guard::{Authenticated, Viewer};
+use super::responses::{NotJson, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::auth::password::MAX_BYTES;
 use crate::auth::ticket::TICKET_LIFETIME;
@@ -18,12 +20,12 @@ use crate::db::DbError;
 
 pub const LOGIN_FAILED: &str = "Incorrect username or password";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/auth/login", post(login))
-        .route("/auth/logout", post(logout))
-        .route("/auth/change-password", post(change_password))
-        .route("/auth/sse-ticket", post(sse_ticket))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(logout))
+        .routes(routes!(change_password))
+        .routes(routes!(sse_ticket))
 }
 
 /// Other fields are ignored, as DECNET's dashboard may send them.
@@ -59,14 +61,14 @@ pub struct TokenResponse {
 
 /// Exchanges credentials for an access token.
 #[utoipa::path(
-    post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,
+    post, path = "/auth/login", tag = "auth", request_body = LoginRequest,
     responses(
         (status = 200, description = "Logged in", body = TokenResponse),
         (status = 400, description = "Structurally invalid body"),
         (status = 401, description = "Incorrect username or password (the same for both)"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Invalid parameters or malformed JSON"),
         (status = 429, description = "Over 10 attempts in 5 minutes from this address or for this username; see Retry-After"),
+        NotJson,
     )
 )]
 pub async fn login(
@@ -95,7 +97,7 @@ pub async fn login(
 
 /// Revokes the token that made this request, on every replica within seconds.
 #[utoipa::path(
-    post, path = "/api/v1/auth/logout", tag = "auth", security(("bearer" = [])),
+    post, path = "/auth/logout", tag = "auth", security(("bearer" = [])),
     responses(
         (status = 200, description = "Logged out", body = Message),
         (status = 401, description = "Missing, invalid or already revoked token"),
@@ -129,15 +131,15 @@ impl Validate for ChangePasswordRequest {
 /// Changes the caller's password, clears the must-change flag and ends every existing session,
 /// this one included: the client logs in again.
 #[utoipa::path(
-    post, path = "/api/v1/auth/change-password", tag = "auth", security(("bearer" = [])),
+    post, path = "/auth/change-password", tag = "auth", security(("bearer" = [])),
     request_body = ChangePasswordRequest,
     responses(
         (status = 200, description = "Password changed", body = Message),
         (status = 400, description = "Structurally invalid body, or a new password under 12 characters"),
         (status = 401, description = "Invalid token, or incorrect old password"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A password over 72 bytes, or malformed JSON"),
         (status = 429, description = "Over 5 changes a minute from this address; see Retry-After"),
+        NotJson,
     )
 )]
 pub async fn change_password(
@@ -168,11 +170,10 @@ pub struct SseTicketResponse {
 
 /// Mints a single-use ticket for opening one event stream within 60 seconds.
 #[utoipa::path(
-    post, path = "/api/v1/auth/sse-ticket", tag = "auth", security(("bearer" = [])),
+    post, path = "/auth/sse-ticket", tag = "auth", security(("bearer" = [])),
     responses(
         (status = 200, description = "A fresh ticket", body = SseTicketResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn sse_ticket(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<SseTicketResponse>> {

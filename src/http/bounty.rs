@@ -1,20 +1,23 @@
 //! `GET /bounty`: the vault of captured artifacts and fingerprints, newest first.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
-use super::logs::{DEFAULT_LIMIT, MAX_SEARCH_CHARS, check_page};
+use super::logs::MAX_SEARCH_CHARS;
+use super::paging::{Listed, MAX_LIMIT, Page, Paging};
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{BountyFilter, BountyRecord};
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/bounty", get(list_bounties))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_bounties))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -35,7 +38,7 @@ pub struct BountyQuery {
 
 impl Validate for BountyQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_page(self.limit, self.offset, errors);
+        Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
         check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
     }
 }
@@ -70,27 +73,24 @@ impl From<BountyRecord> for BountyEntry {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BountyResponse {
-    /// Bounties matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<BountyEntry>,
+impl Listed for BountyEntry {
+    const PAGE: &'static str = "BountyResponse";
+    const COUNTED: &'static str = "Bounties matching the filter, on every page.";
 }
+
+pub type BountyResponse = Page<BountyEntry>;
 
 /// One page of captured bounties, newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/bounty",
+    path = "/bounty",
     tag = "logs",
     security(("bearer" = [])),
     params(BountyQuery),
     responses(
         (status = 200, description = "A page of bounties, newest first", body = BountyResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range or too long"),
+        ViewerOnly,
     )
 )]
 pub async fn list_bounties(
@@ -98,21 +98,14 @@ pub async fn list_bounties(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<BountyQuery>,
 ) -> Result<Json<BountyResponse>> {
-    // In range after validation.
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     let filter = BountyFilter {
         bounty_type: given(&query.bounty_type).map(str::to_string),
         attacker_ip: None,
         search: given(&query.search).map(str::to_string),
     };
-    let page = state.db.bounties(&filter, limit, offset).await?;
-    Ok(Json(BountyResponse {
-        total: page.total,
-        limit,
-        offset,
-        data: page.rows.into_iter().map(BountyEntry::from).collect(),
-    }))
+    let page = state.db.bounties(&filter, paging.limit, paging.offset).await?;
+    Ok(Json(paging.page(page)))
 }
 
 /// A stored JSON payload, decoded; the text itself when it is not JSON.

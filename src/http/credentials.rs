@@ -5,22 +5,25 @@
 
 use std::collections::HashMap;
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, check_range, given};
 use super::guard::Viewer;
-use super::logs::{DEFAULT_LIMIT, MAX_OFFSET, MAX_SEARCH_CHARS, check_page};
+use super::logs::MAX_SEARCH_CHARS;
+use super::paging::{Listed, MAX_LIMIT, MAX_OFFSET, Page, Paging};
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db};
 use crate::time::format_utc;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/credentials", get(list_credentials)).route("/credential-reuse", get(list_credential_reuse))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_credentials)).routes(routes!(list_credential_reuse))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -44,7 +47,7 @@ pub struct CredentialsQuery {
 
 impl Validate for CredentialsQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_page(self.limit, self.offset, errors);
+        Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
         check_max_chars("search", self.search.as_deref(), MAX_SEARCH_CHARS, errors);
     }
 }
@@ -98,27 +101,24 @@ impl CredentialEntry {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CredentialsResponse {
-    /// Credentials matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<CredentialEntry>,
+impl Listed for CredentialEntry {
+    const PAGE: &'static str = "CredentialsResponse";
+    const COUNTED: &'static str = "Credentials matching the filter, on every page.";
 }
+
+pub type CredentialsResponse = Page<CredentialEntry>;
 
 /// One page of captured credentials, most recently tried first.
 #[utoipa::path(
     get,
-    path = "/api/v1/credentials",
+    path = "/credentials",
     tag = "logs",
     security(("bearer" = [])),
     params(CredentialsQuery),
     responses(
         (status = 200, description = "A page of credentials, most recently tried first", body = CredentialsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range or too long"),
+        ViewerOnly,
     )
 )]
 pub async fn list_credentials(
@@ -126,15 +126,13 @@ pub async fn list_credentials(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<CredentialsQuery>,
 ) -> Result<Json<CredentialsResponse>> {
-    // In range after validation.
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     let filter = CredentialFilter {
         search: given(&query.search).map(str::to_string),
         service: given(&query.service).map(str::to_string),
         attacker_ip: given(&query.attacker_ip).map(str::to_string),
     };
-    let page = state.db.credentials(&filter, limit, offset).await?;
+    let page = state.db.credentials(&filter, paging.limit, paging.offset).await?;
     let ips: Vec<String> = page.rows.iter().map(|row| row.attacker_ip.clone()).collect();
     let profiles = profile_uuids(&state.db, ips).await?;
     let data = page
@@ -145,7 +143,7 @@ pub async fn list_credentials(
             CredentialEntry::new(credential, uuid)
         })
         .collect();
-    Ok(Json(CredentialsResponse { total: page.total, limit, offset, data }))
+    Ok(Json(paging.page_of(page.total, data)))
 }
 
 /// The profile uuid of each of `ips` that has one.
@@ -174,7 +172,7 @@ pub struct ReuseQuery {
 
 impl Validate for ReuseQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_page(self.limit, self.offset, errors);
+        Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
         check_range("min_target_count", self.min_target_count.unwrap_or(MIN_TARGETS), MIN_TARGETS, MAX_OFFSET, errors);
     }
 }
@@ -212,27 +210,24 @@ pub struct CredentialReuseEntry {
     pub secret_b64: String,
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CredentialReuseResponse {
-    /// Findings matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<CredentialReuseEntry>,
+impl Listed for CredentialReuseEntry {
+    const PAGE: &'static str = "CredentialReuseResponse";
+    const COUNTED: &'static str = "Findings matching the filter, on every page.";
 }
+
+pub type CredentialReuseResponse = Page<CredentialReuseEntry>;
 
 /// One page of credential-reuse findings, most targets first.
 #[utoipa::path(
     get,
-    path = "/api/v1/credential-reuse",
+    path = "/credential-reuse",
     tag = "logs",
     security(("bearer" = [])),
     params(ReuseQuery),
     responses(
         (status = 200, description = "A page of findings, most targets first", body = CredentialReuseResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range"),
+        ViewerOnly,
     )
 )]
 pub async fn list_credential_reuse(
@@ -240,14 +235,13 @@ pub async fn list_credential_reuse(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<ReuseQuery>,
 ) -> Result<Json<CredentialReuseResponse>> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     let min_targets = query.min_target_count.unwrap_or(MIN_TARGETS) as u32;
-    let page = state.db.credential_reuse(min_targets, given(&query.secret_kind), limit, offset).await?;
+    let page = state.db.credential_reuse(min_targets, given(&query.secret_kind), paging.limit, paging.offset).await?;
     let ips = page.rows.iter().flat_map(|finding| finding.attacker_ips.iter().cloned()).collect();
     let profiles = profile_uuids(&state.db, ips).await?;
     let data = page.rows.into_iter().map(|finding| reuse_entry(finding, &profiles)).collect();
-    Ok(Json(CredentialReuseResponse { total: page.total, limit, offset, data }))
+    Ok(Json(paging.page_of(page.total, data)))
 }
 
 fn reuse_entry(finding: CredentialReuse, profiles: &HashMap<String, Uuid>) -> CredentialReuseEntry {

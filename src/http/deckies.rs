@@ -3,16 +3,18 @@
 //! container's state) and `DELETE /deckies/{name}`. Shapes are DECNET's; the engine's own words
 //! never reach the client.
 
+use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, Uri};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, reject};
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
@@ -25,14 +27,14 @@ const MAX_INI_BYTES: usize = 512 * 1024;
 /// The most records one lifecycle poll may ask for.
 const MAX_LIFECYCLE_IDS: usize = 200;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/deckies", get(list_deckies))
-        .route("/deckies/deploy", post(deploy))
-        .route("/deckies/lifecycle", get(lifecycle))
-        .route("/deckies/{name}", delete(teardown))
-        .route("/deckies/{name}/mutate", post(mutate))
-        .route("/deckies/{name}/mutate-interval", axum::routing::put(mutate_interval))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_deckies))
+        .routes(routes!(deploy))
+        .routes(routes!(lifecycle))
+        .routes(routes!(teardown))
+        .routes(routes!(mutate))
+        .routes(routes!(mutate_interval))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -110,17 +112,16 @@ fn fleet_error(err: FleetError) -> ApiError {
 /// Deploys deckies from a deployment INI, in the background.
 #[utoipa::path(
     post,
-    path = "/api/v1/deckies/deploy",
+    path = "/deckies/deploy",
     tag = "fleet",
     request_body = DeployRequest,
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Accepted; poll /deckies/lifecycle with the ids", body = DeployResponse),
         (status = 400, description = "Malformed body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Empty or malformed INI, no decky section, a name or address already in use, the deployment limit, or an INI the fleet cannot deploy (the detail says which)"),
         (status = 422, description = "Invalid INI config (e.g. over 512 KiB)"),
+        AdminOnly,
     )
 )]
 pub async fn deploy(
@@ -142,15 +143,15 @@ pub async fn deploy(
 /// The lifecycle records of deploys, for polling until each is `succeeded` or `failed`.
 #[utoipa::path(
     get,
-    path = "/api/v1/deckies/lifecycle",
+    path = "/deckies/lifecycle",
     tag = "fleet",
     params(LifecycleQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The records that exist", body = LifecycleResponse),
         (status = 400, description = "No ids"),
-        (status = 401, description = "Missing or invalid token"),
         (status = 422, description = "More than 200 ids, or one that is not a UUID"),
+        ViewerOnly,
     )
 )]
 pub async fn lifecycle(
@@ -192,12 +193,12 @@ fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>>
 /// The fleet, ordered by name, each decky with its container's state.
 #[utoipa::path(
     get,
-    path = "/api/v1/deckies",
+    path = "/deckies",
     tag = "fleet",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Every decky", body = [DeckyEntry]),
-        (status = 401, description = "Missing or invalid token"),
+        ViewerOnly,
     )
 )]
 pub async fn list_deckies(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<Vec<DeckyEntry>>> {
@@ -230,17 +231,16 @@ impl<'de> Deserialize<'de> for DeckyName {
 /// Removes a decky and its container.
 #[utoipa::path(
     delete,
-    path = "/api/v1/deckies/{name}",
+    path = "/deckies/{name}",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, or no such decky"),
         (status = 409, description = "The container runtime failed"),
         (status = 422, description = "The name does not match the pattern"),
+        AdminOnly,
     )
 )]
 pub async fn teardown(
@@ -261,17 +261,16 @@ pub struct MutateResponse {
 /// Gives a decky a new set of services now (trigger `operator`), in the background.
 #[utoipa::path(
     post,
-    path = "/api/v1/deckies/{name}/mutate",
+    path = "/deckies/{name}/mutate",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Accepted; poll /deckies/lifecycle with the id", body = MutateResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, no such decky, or no services to mutate it to"),
         (status = 409, description = "Another mutation of the decky got there first"),
         (status = 422, description = "The name does not match the pattern"),
+        AdminOnly,
     )
 )]
 pub async fn mutate(
@@ -310,24 +309,23 @@ impl Validate for MutateIntervalRequest {
 /// Sets or clears how often a decky is mutated on schedule.
 #[utoipa::path(
     put,
-    path = "/api/v1/deckies/{name}/mutate-interval",
+    path = "/deckies/{name}/mutate-interval",
     tag = "fleet",
-    params(("name" = String, Path, description = "The decky's name")),
+    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     request_body = MutateIntervalRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Updated", body = super::Message),
         (status = 400, description = "Malformed body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No active deployment, or no such decky"),
-        (status = 422, description = "Not an interval"),
+        (status = 422, description = "Not an interval, or the name does not match the pattern"),
+        AdminOnly,
     )
 )]
 pub async fn mutate_interval(
     State(state): State<AppState>,
     _admin: Admin,
-    axum::extract::Path(name): axum::extract::Path<String>,
+    ValidPath(DeckyName(name)): ValidPath<DeckyName>,
     ValidJson(request): ValidJson<MutateIntervalRequest>,
 ) -> Result<Json<super::Message>> {
     let minutes = request.mutate_interval.as_deref().and_then(interval_minutes);

@@ -1,5 +1,8 @@
 //! The OpenAPI 3.1 document generated from the handlers, and the interactive docs that render it.
-//! Mounted only in developer mode.
+//! Mounted only in developer mode. The operations come from the routes themselves (each module's
+//! `router()` registers a handler and its `#[utoipa::path]` together); here are what the document
+//! says as a whole ([`ApiDoc`]: title, tags, the bearer scheme) and the rules [`complete`] writes
+//! into every operation once they are all in.
 
 use axum::Router;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -8,11 +11,8 @@ use utoipa::{Modify, OpenApi};
 use utoipa_redoc::{Redoc, Servable};
 use utoipa_swagger_ui::SwaggerUi;
 
+use super::AppState;
 use super::extract::TIME_FILTER_PATTERN;
-use super::{
-    AppState, attacker_evidence, attackers, auth, bounty, credentials, deckies, health, logs, stats, stream, system,
-    tarpit, topologies, users, webhooks, workers,
-};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,76 +22,7 @@ use super::{
         description = "Control plane of a honeypot fleet: logs, credentials, attacker profiles, the fleet, \
                        tarpit rules, topologies, workers and webhooks."
     ),
-    paths(
-        health::health,
-        system::deployment_mode,
-        auth::login,
-        auth::logout,
-        auth::change_password,
-        auth::sse_ticket,
-        users::config,
-        users::create_user,
-        users::delete_user,
-        users::set_role,
-        users::reset_password,
-        webhooks::create_webhook,
-        webhooks::list_webhooks,
-        webhooks::get_webhook,
-        webhooks::update_webhook,
-        webhooks::delete_webhook,
-        webhooks::test_webhook,
-        workers::list_workers,
-        workers::stop_worker,
-        workers::start_worker,
-        workers::start_all_workers,
-        deckies::deploy,
-        deckies::lifecycle,
-        deckies::list_deckies,
-        deckies::teardown,
-        deckies::mutate,
-        deckies::mutate_interval,
-        tarpit::set_rule,
-        tarpit::get_rule,
-        tarpit::remove_rule,
-        logs::list_logs,
-        logs::histogram,
-        stats::stats,
-        bounty::list_bounties,
-        credentials::list_credentials,
-        credentials::list_credential_reuse,
-        attackers::list_attackers,
-        attackers::attacker_detail,
-        attackers::attacker_commands,
-        attacker_evidence::attacker_artifacts,
-        attacker_evidence::attacker_mail,
-        attacker_evidence::attacker_smtp_targets,
-        stream::stream,
-        stream::attacker_events::attacker_events,
-        topologies::list,
-        topologies::create,
-        topologies::blank,
-        topologies::services,
-        topologies::archetypes,
-        topologies::next_subnet,
-        topologies::detail,
-        topologies::remove,
-        topologies::status_events,
-        topologies::deploy,
-        topologies::teardown,
-        topologies::enqueue,
-        topologies::mutations,
-        topologies::lan_next_ip,
-        topologies::add_lan,
-        topologies::update_lan,
-        topologies::remove_lan,
-        topologies::add_decky,
-        topologies::update_decky,
-        topologies::remove_decky,
-        topologies::add_edge,
-        topologies::remove_edge,
-        stream::topology_events::topology_events,
-    ),
-    modifiers(&BearerAuth, &ParameterRules),
+    modifiers(&BearerAuth),
     tags(
         (name = "system", description = "Health and deployment"),
         (name = "auth", description = "Login, logout, password change, stream tickets"),
@@ -139,9 +70,14 @@ impl Modify for ParameterRules {
     }
 }
 
+/// Finishes `document` once every route's operation is in it.
+pub(super) fn complete(document: &mut utoipa::openapi::OpenApi) {
+    ParameterRules.modify(document);
+}
+
 /// `/openapi.json`, `/docs` (Swagger UI) and `/redoc`, outside the `/api/v1` prefix.
-pub fn router() -> Router<AppState> {
+pub fn router(document: utoipa::openapi::OpenApi) -> Router<AppState> {
     Router::new()
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
-        .merge(Redoc::with_url("/redoc", ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", document.clone()))
+        .merge(Redoc::with_url("/redoc", document))
 }

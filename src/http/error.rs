@@ -83,7 +83,8 @@ pub enum ApiError {
     /// 503 with the whole health report: a required component is failing.
     #[error("a required component is failing")]
     Unhealthy(HealthResponse),
-    /// Stored data that no longer fits the model: 422, cause logged.
+    /// Stored data that no longer fits the model (`DbError::Corrupt`, however it arrives): 422
+    /// with the spec's `internal_validation_error` body, cause logged.
     #[error(transparent)]
     DataConsistency(anyhow::Error),
     /// Anything the client cannot act on: a store or tool failure, a bug.
@@ -156,6 +157,7 @@ impl From<DbError> for ApiError {
         match err {
             DbError::NotFound => ApiError::not_found("Not Found"),
             DbError::Unavailable(err) => ApiError::DatabaseUnavailable(err),
+            DbError::Corrupt(err) => ApiError::DataConsistency(err),
             other => ApiError::Internal(anyhow::Error::new(other)),
         }
     }
@@ -216,12 +218,12 @@ impl IntoResponse for ApiError {
             {
                 database_unavailable(&err)
             }
-            ApiError::Unhealthy(report) => (StatusCode::SERVICE_UNAVAILABLE, Json(report)).into_response(),
-            ApiError::DataConsistency(err) => {
-                tracing::error!(error = %format!("{err:#}"), "Stored data failed validation");
-                let body = json!({"detail": "Internal data consistency error", "type": "internal_validation_error"});
-                (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+            // So is a stored row that does not decode.
+            ApiError::Internal(err) if err.chain().any(|c| matches!(c.downcast_ref(), Some(DbError::Corrupt(_)))) => {
+                data_consistency(&err)
             }
+            ApiError::Unhealthy(report) => (StatusCode::SERVICE_UNAVAILABLE, Json(report)).into_response(),
+            ApiError::DataConsistency(err) => data_consistency(&err),
             ApiError::Internal(err) => InternalFailure {
                 exception_type: "anyhow::Error".into(),
                 message: format!("{err:#}"),
@@ -235,6 +237,13 @@ impl IntoResponse for ApiError {
 fn database_unavailable(err: &anyhow::Error) -> Response {
     tracing::error!(error = %format!("{err:#}"), "Database unavailable; answering 503");
     detail(StatusCode::SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE)
+}
+
+/// The spec's answer to stored data that no longer fits the model; the cause goes to the log.
+fn data_consistency(err: &anyhow::Error) -> Response {
+    tracing::error!(error = %format!("{err:#}"), "Stored data failed validation");
+    let body = json!({"detail": "Internal data consistency error", "type": "internal_validation_error"});
+    (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
 }
 
 /// What a client is told when the database cannot serve: the words health uses.
@@ -355,5 +364,15 @@ mod tests {
         assert_eq!(challenged.headers().get(header::WWW_AUTHENTICATE).unwrap(), "Bearer");
         let plain = ApiError::unauthorized("Wrong").into_response();
         assert!(plain.headers().get(header::WWW_AUTHENTICATE).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_stored_row_that_does_not_decode_is_a_data_consistency_error_however_it_arrives() {
+        let corrupt = || DbError::Corrupt(anyhow::anyhow!("stored state `sideways`"));
+        let body = r#"{"detail":"Internal data consistency error","type":"internal_validation_error"}"#;
+        for error in [ApiError::from(corrupt()), ApiError::Internal(anyhow::Error::new(corrupt()).context("listing"))] {
+            let (status, _, text) = answer(error).await;
+            assert_eq!((status, text.as_str()), (StatusCode::UNPROCESSABLE_ENTITY, body));
+        }
     }
 }

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement};
@@ -23,8 +24,8 @@ use crate::worker::WORKERS;
 const PROBE_CACHE: Duration = Duration::from_secs(1);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/health", get(health))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(health))
 }
 
 /// Whether the database finished initialisation, and the last probe of it.
@@ -171,7 +172,7 @@ fn overall(components: &[Component]) -> OverallStatus {
 /// Service health by component.
 #[utoipa::path(
     get,
-    path = "/api/v1/health",
+    path = "/health",
     tag = "system",
     responses(
         (status = 200, description = "Healthy, or degraded with only optional components failing", body = HealthResponse),

@@ -2,28 +2,28 @@
 //! with the filter every log view shares: the dashboard's search grammar and a time window. The
 //! row and bucket shapes here are also what the log stream sends.
 
+use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidQuery, Validate, check_datetime, check_max_chars, check_range, given};
 use super::guard::Viewer;
+use super::paging::{Listed, MAX_LIMIT, Page, Paging};
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{HistogramBucket, LogFilter, LogRecord, parse_search};
 use crate::time::{format_utc, parse_utc};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/logs", get(list_logs)).route("/logs/histogram", get(histogram))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_logs)).routes(routes!(histogram))
 }
 
 /// The longest `search` accepted, in characters.
 pub const MAX_SEARCH_CHARS: usize = 512;
-pub const DEFAULT_LIMIT: i64 = 50;
-pub const MAX_LIMIT: i64 = 1000;
-pub const MAX_OFFSET: i64 = i32::MAX as i64;
 pub const DEFAULT_INTERVAL_MINUTES: i64 = 15;
 /// A week: wider buckets make a histogram of one or two bars.
 pub const MAX_INTERVAL_MINUTES: i64 = 7 * 24 * 60;
@@ -50,12 +50,6 @@ pub(super) fn log_filter(search: &Option<String>, start_time: &Option<String>, e
     }
 }
 
-/// Checks `limit` and `offset`, the pagination of every listing.
-pub(super) fn check_page(limit: Option<i64>, offset: Option<i64>, errors: &mut Vec<FieldError>) {
-    check_range("limit", limit.unwrap_or(DEFAULT_LIMIT), 1, MAX_LIMIT, errors);
-    check_range("offset", offset.unwrap_or(0), 0, MAX_OFFSET, errors);
-}
-
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct LogsQuery {
@@ -79,7 +73,7 @@ pub struct LogsQuery {
 
 impl Validate for LogsQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        check_page(self.limit, self.offset, errors);
+        Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
         check_filter(&self.search, &self.start_time, &self.end_time, errors);
     }
 }
@@ -122,27 +116,24 @@ impl From<LogRecord> for LogEntry {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct LogsResponse {
-    /// Rows matching the filter, on every page.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
-    pub data: Vec<LogEntry>,
+impl Listed for LogEntry {
+    const PAGE: &'static str = "LogsResponse";
+    const COUNTED: &'static str = "Rows matching the filter, on every page.";
 }
+
+pub type LogsResponse = Page<LogEntry>;
 
 /// One page of log rows, newest first.
 #[utoipa::path(
     get,
-    path = "/api/v1/logs",
+    path = "/logs",
     tag = "logs",
     security(("bearer" = [])),
     params(LogsQuery),
     responses(
         (status = 200, description = "A page of rows, newest first", body = LogsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),
+        ViewerOnly,
     )
 )]
 pub async fn list_logs(
@@ -150,15 +141,14 @@ pub async fn list_logs(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<LogsQuery>,
 ) -> Result<Response> {
-    // In range after validation.
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT) as u32;
-    let offset = query.offset.unwrap_or(0) as u64;
+    let paging = Paging::of(query.limit, query.offset);
     let LogsQuery { search, start_time, end_time, .. } = query;
+    let Paging { limit, offset } = paging;
     let key = format!("logs {limit} {offset} {search:?} {start_time:?} {end_time:?}");
     let read = async {
         let filter = log_filter(&search, &start_time, &end_time);
         let page = state.db.logs(&filter, limit, offset).await?;
-        Ok(LogsResponse { total: page.total, limit, offset, data: page.rows.into_iter().map(LogEntry::from).collect() })
+        Ok::<LogsResponse, _>(paging.page(page))
     };
     state.hot_reads.json(key, read).await
 }
@@ -203,15 +193,14 @@ impl From<HistogramBucket> for HistogramPoint {
 /// Matching rows counted per bucket, oldest first; empty buckets are left out.
 #[utoipa::path(
     get,
-    path = "/api/v1/logs/histogram",
+    path = "/logs/histogram",
     tag = "logs",
     security(("bearer" = [])),
     params(HistogramQuery),
     responses(
         (status = 200, description = "Buckets, oldest first", body = [HistogramPoint]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),
+        ViewerOnly,
     )
 )]
 pub async fn histogram(

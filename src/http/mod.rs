@@ -18,7 +18,9 @@ pub mod health;
 pub mod hot;
 pub mod limit;
 pub mod logs;
+pub mod paging;
 pub mod profile;
+pub mod responses;
 mod serve;
 pub mod state;
 pub mod stats;
@@ -39,6 +41,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Config;
 
@@ -67,9 +71,9 @@ impl Message {
     }
 }
 
-/// The routes under `/api/v1`.
-fn api_routes() -> Router<AppState> {
-    Router::new()
+/// The routes under `/api/v1`, each registered once with its OpenAPI entry.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .merge(health::router())
         .merge(system::router())
         .merge(auth::router())
@@ -88,10 +92,23 @@ fn api_routes() -> Router<AppState> {
         .merge(topologies::router())
 }
 
+/// The API's routes and the OpenAPI document they describe.
+fn routes_and_document() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let (routes, mut document) =
+        OpenApiRouter::with_openapi(docs::ApiDoc::openapi()).nest("/api/v1", api_routes()).split_for_parts();
+    docs::complete(&mut document);
+    (routes, document)
+}
+
+/// The OpenAPI document of the API, as `/openapi.json` serves it in developer mode.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes_and_document().1
+}
+
 /// The whole application.
 pub fn router(state: AppState) -> Router {
-    let app = Router::new().nest("/api/v1", api_routes());
-    let app = if state.config.api.developer { app.merge(docs::router()) } else { app };
+    let (app, document) = routes_and_document();
+    let app = if state.config.api.developer { app.merge(docs::router(document)) } else { app };
     with_layers(app, state)
 }
 

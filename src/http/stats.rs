@@ -1,18 +1,20 @@
 //! `GET /stats`: the dashboard's headline counters, also sent by the log stream.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::guard::Viewer;
+use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{Db, DbResult};
 use crate::fleet::Fleet;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/stats", get(stats))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stats))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -42,13 +44,12 @@ pub async fn summary(db: &Db, fleet: &Fleet) -> DbResult<StatsResponse> {
 /// Log and attacker counts, and the fleet's size.
 #[utoipa::path(
     get,
-    path = "/api/v1/stats",
+    path = "/stats",
     tag = "logs",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The counters", body = StatsResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn stats(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<StatsResponse>> {

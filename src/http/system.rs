@@ -1,16 +1,18 @@
 //! `GET /system/deployment-mode`: which role this master plays and how large its fleet topology is.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::guard::Viewer;
+use super::responses::ViewerOnly;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/system/deployment-mode", get(deployment_mode))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(deployment_mode))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -34,13 +36,12 @@ pub struct DeploymentMode {
 /// Deployment role and topology size.
 #[utoipa::path(
     get,
-    path = "/api/v1/system/deployment-mode",
+    path = "/system/deployment-mode",
     tag = "system",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The deployment mode", body = DeploymentMode),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn deployment_mode(State(state): State<AppState>, _viewer: Viewer) -> Json<DeploymentMode> {

@@ -4,16 +4,18 @@
 //! the kernel lacks netem (the ports are throttled instead) or traffic control failed. `tc`'s own
 //! words never reach the client.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::deckies::DeckyName;
 use super::extract::{FieldError, Integer, ValidJson, ValidPath, Validate};
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{Enforcement, StoredRule, TarpitRule};
 use crate::tarpit::TarpitError;
@@ -23,8 +25,8 @@ const MAX_PORTS: usize = 256;
 const MIN_DELAY_MS: i64 = 100;
 const MAX_DELAY_MS: i64 = 300_000;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/deckies/{name}/tarpit", get(get_rule).post(set_rule).delete(remove_rule))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_rule, set_rule, remove_rule))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -126,7 +128,7 @@ fn tarpit_error(err: TarpitError) -> ApiError {
 /// Sets the decky's rule, replacing any, and puts it in force; logs `tarpit_enabled`.
 #[utoipa::path(
     post,
-    path = "/api/v1/deckies/{name}/tarpit",
+    path = "/deckies/{name}/tarpit",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     request_body = TarpitRequest,
@@ -134,11 +136,10 @@ fn tarpit_error(err: TarpitError) -> ApiError {
     responses(
         (status = 201, description = "Set; `delay_in_force` says whether the delay holds", body = TarpitEnabled),
         (status = 400, description = "Malformed body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No such decky, or it is not running"),
         (status = 409, description = "Traffic control failed (generic detail)"),
         (status = 422, description = "Invalid name, ports or delay"),
+        AdminOnly,
     )
 )]
 pub async fn set_rule(
@@ -158,15 +159,15 @@ pub async fn set_rule(
 /// The decky's rule, how it stands, and the attackers it holds now.
 #[utoipa::path(
     get,
-    path = "/api/v1/deckies/{name}/tarpit",
+    path = "/deckies/{name}/tarpit",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The rule", body = TarpitStatus),
-        (status = 401, description = "Missing or invalid token"),
         (status = 404, description = "No rule for this decky"),
         (status = 422, description = "Invalid name"),
+        ViewerOnly,
     )
 )]
 pub async fn get_rule(
@@ -184,17 +185,16 @@ pub async fn get_rule(
 /// Removes the decky's rule and what it put in force; logs `tarpit_disabled`.
 #[utoipa::path(
     delete,
-    path = "/api/v1/deckies/{name}/tarpit",
+    path = "/deckies/{name}/tarpit",
     tag = "fleet",
     params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Removed", body = Message),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin"),
         (status = 404, description = "No rule for this decky"),
         (status = 409, description = "Traffic control failed (generic detail)"),
         (status = 422, description = "Invalid name"),
+        AdminOnly,
     )
 )]
 pub async fn remove_rule(

@@ -1,27 +1,29 @@
 //! `/config` and `/config/users/*`: what the dashboard's settings page reads, and user management.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::{delete, get, post, put};
-use axum::{Json, Router};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name, check_password};
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, AuthRequired, NotAUuid, NotJson, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{DbError, NewUser, Role, User};
 
 const GLOBAL_MUTATION_INTERVAL: &str = "30m";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/config", get(config))
-        .route("/config/users", post(create_user))
-        .route("/config/users/{uuid}", delete(delete_user))
-        .route("/config/users/{uuid}/role", put(set_role))
-        .route("/config/users/{uuid}/reset-password", put(reset_password))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(config))
+        .routes(routes!(create_user))
+        .routes(routes!(delete_user))
+        .routes(routes!(set_role))
+        .routes(routes!(reset_password))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -59,11 +61,10 @@ pub struct ConfigResponse {
 
 /// The caller's role and the deployment settings; admins also get the user list.
 #[utoipa::path(
-    get, path = "/api/v1/config", tag = "config", security(("bearer" = [])),
+    get, path = "/config", tag = "config", security(("bearer" = [])),
     responses(
         (status = 200, description = "Settings", body = ConfigResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn config(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<ConfigResponse>> {
@@ -109,16 +110,14 @@ impl Validate for CreateUserRequest {
 
 /// Creates a user, who must change the password at first login.
 #[utoipa::path(
-    post, path = "/api/v1/config/users", tag = "config", security(("bearer" = [])),
+    post, path = "/config/users", tag = "config", security(("bearer" = [])),
     request_body = CreateUserRequest,
     responses(
         (status = 200, description = "Created", body = UserResponse),
         (status = 400, description = "Structurally invalid body, or a password under 12 characters"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Username already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A password over 72 bytes, an unknown role, or malformed JSON"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn create_user(
@@ -145,14 +144,13 @@ fn user_not_found(err: DbError) -> ApiError {
 
 /// Deletes a user; their tokens stop working at once here and within seconds on other replicas.
 #[utoipa::path(
-    delete, path = "/api/v1/config/users/{uuid}", tag = "config", security(("bearer" = [])),
+    delete, path = "/config/users/{uuid}", tag = "config", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The user")),
     responses(
         (status = 200, description = "Deleted", body = Message),
-        (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin, password change required, or deleting yourself"),
         (status = 404, description = "User not found"),
-        (status = 422, description = "Not a uuid"),
+        AuthRequired, NotAUuid,
     )
 )]
 pub async fn delete_user(
@@ -179,17 +177,16 @@ impl Validate for RoleRequest {}
 
 /// Changes a user's role and ends their sessions.
 #[utoipa::path(
-    put, path = "/api/v1/config/users/{uuid}/role", tag = "config", security(("bearer" = [])),
+    put, path = "/config/users/{uuid}/role", tag = "config", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The user")),
     request_body = RoleRequest,
     responses(
         (status = 200, description = "Role changed", body = Message),
         (status = 400, description = "Structurally invalid body"),
-        (status = 401, description = "Missing or invalid token"),
         (status = 403, description = "Not an admin, password change required, or changing your own role"),
         (status = 404, description = "User not found"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Unknown role, not a uuid, or malformed JSON"),
+        AuthRequired, NotJson,
     )
 )]
 pub async fn set_role(
@@ -223,17 +220,15 @@ impl Validate for ResetPasswordRequest {
 
 /// Sets a user's password, flags it must-change and ends their sessions.
 #[utoipa::path(
-    put, path = "/api/v1/config/users/{uuid}/reset-password", tag = "config", security(("bearer" = [])),
+    put, path = "/config/users/{uuid}/reset-password", tag = "config", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The user")),
     request_body = ResetPasswordRequest,
     responses(
         (status = 200, description = "Password reset", body = Message),
         (status = 400, description = "Structurally invalid body, or a password under 12 characters"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "User not found"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A password over 72 bytes, not a uuid, or malformed JSON"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn reset_password(

@@ -5,18 +5,21 @@
 
 use std::net::SocketAddr;
 
+use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::routing::get;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name};
 use super::guard::Admin;
+use super::responses::{AdminOnly, NotAUuid, NotJson, WebhookNotFound};
 use super::{ApiError, AppState, Message, Result};
 use crate::bus::{Event, topics};
 use crate::db::{DbError, Webhook, WebhookChange};
@@ -36,12 +39,13 @@ const INSECURE_URL: &str = "insecure_url: URL uses http://. Event bodies (includ
      wire in plaintext; HMAC still detects tampering but anyone on-path can read the event. Use https:// in \
      production.";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_webhooks, create_webhook))
+        .routes(routes!(get_webhook, update_webhook, delete_webhook))
+        .routes(routes!(test_webhook))
+        // Also without the trailing slash the document (as DECNET's) gives it.
         .route("/webhooks", get(list_webhooks).post(create_webhook))
-        .route("/webhooks/", get(list_webhooks).post(create_webhook))
-        .route("/webhooks/{uuid}", get(get_webhook).patch(update_webhook).delete(delete_webhook))
-        .route("/webhooks/{uuid}/test", post(test_webhook))
 }
 
 /// A webhook as the API shows it: never its secret.
@@ -220,17 +224,15 @@ async fn announce_change(state: &AppState) {
 
 /// Creates a webhook; the answer carries its secret, the only time it is shown.
 #[utoipa::path(
-    post, path = "/api/v1/webhooks/", tag = "webhooks", security(("bearer" = [])),
+    post, path = "/webhooks/", tag = "webhooks", security(("bearer" = [])),
     request_body = CreateWebhookRequest,
     responses(
         (status = 201, description = "Created; the secret is in this answer only", body = WebhookCreated),
         (status = 400, description = "No event selected, or a structurally invalid body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Webhook name already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Invalid URL, pattern or secret, or a destination the rules refuse"),
         (status = 429, description = "Over 20 creations a minute from this address; see Retry-After"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn create_webhook(
@@ -271,11 +273,10 @@ pub async fn create_webhook(
 
 /// Every webhook, oldest first, without secrets.
 #[utoipa::path(
-    get, path = "/api/v1/webhooks/", tag = "webhooks", security(("bearer" = [])),
+    get, path = "/webhooks/", tag = "webhooks", security(("bearer" = [])),
     responses(
         (status = 200, description = "The webhooks", body = [WebhookResponse]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
+        AdminOnly,
     )
 )]
 pub async fn list_webhooks(State(state): State<AppState>, Admin(_admin): Admin) -> Result<Json<Vec<WebhookResponse>>> {
@@ -283,14 +284,11 @@ pub async fn list_webhooks(State(state): State<AppState>, Admin(_admin): Admin) 
 }
 
 #[utoipa::path(
-    get, path = "/api/v1/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
+    get, path = "/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "The webhook", body = WebhookResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, WebhookNotFound,
     )
 )]
 pub async fn get_webhook(
@@ -304,18 +302,15 @@ pub async fn get_webhook(
 /// Changes what is given; enabling a disabled webhook clears its failure state. An empty change
 /// answers the webhook as it is.
 #[utoipa::path(
-    patch, path = "/api/v1/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
+    patch, path = "/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     request_body = UpdateWebhookRequest,
     responses(
         (status = 200, description = "The webhook as changed", body = WebhookResponse),
         (status = 400, description = "Every pattern cleared, or a structurally invalid body"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
         (status = 409, description = "Webhook name already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Invalid URL, pattern or secret, a destination the rules refuse, or not a uuid"),
+        AdminOnly, NotJson, WebhookNotFound,
     )
 )]
 pub async fn update_webhook(
@@ -355,14 +350,11 @@ pub async fn update_webhook(
 
 /// Deletes a webhook and the events still waiting for it.
 #[utoipa::path(
-    delete, path = "/api/v1/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
+    delete, path = "/webhooks/{uuid}", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "Deleted", body = Message),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, WebhookNotFound,
     )
 )]
 pub async fn delete_webhook(
@@ -387,14 +379,11 @@ pub struct WebhookTestResponse {
 /// Sends the webhook one `test.ping`, signed and checked like every delivery, once, without retry,
 /// and answers what came of it. Nothing is recorded on the webhook.
 #[utoipa::path(
-    post, path = "/api/v1/webhooks/{uuid}/test", tag = "webhooks", security(("bearer" = [])),
+    post, path = "/webhooks/{uuid}/test", tag = "webhooks", security(("bearer" = [])),
     params(("uuid" = Uuid, Path, description = "The webhook")),
     responses(
         (status = 200, description = "The delivery's outcome", body = WebhookTestResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Webhook not found"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, WebhookNotFound,
     )
 )]
 pub async fn test_webhook(

@@ -4,25 +4,27 @@
 //! runs the host (`POST /workers/{name}/start`, and `POST /workers/start-all` in order), answered
 //! in DECNET's shapes.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::guard::{Admin, Viewer};
+use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::bus::{self, BusError, ControlRequest, WorkerRow};
 use crate::systemd::StartError;
 use crate::worker::KNOWN_WORKERS;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workers", get(list_workers))
-        .route("/workers/{name}/stop", post(stop_worker))
-        .route("/workers/{name}/start", post(start_worker))
-        .route("/workers/start-all", post(start_all_workers))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_workers))
+        .routes(routes!(stop_worker))
+        .routes(routes!(start_worker))
+        .routes(routes!(start_all_workers))
 }
 
 /// A registry row and whether the host's service manager has a unit for the worker.
@@ -53,13 +55,12 @@ pub struct ControlAccepted {
 /// Every known worker and every worker heard from on the bus.
 #[utoipa::path(
     get,
-    path = "/api/v1/workers",
+    path = "/workers",
     tag = "workers",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "One row per worker", body = WorkersResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Json<WorkersResponse> {
@@ -78,16 +79,15 @@ pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Jso
 /// Asks a worker to stop: it finishes its current batch and exits.
 #[utoipa::path(
     post,
-    path = "/api/v1/workers/{name}/stop",
+    path = "/workers/{name}/stop",
     tag = "workers",
     security(("bearer" = [])),
     params(("name" = String, Path, description = "Worker name")),
     responses(
         (status = 202, description = "The stop intent was published", body = ControlAccepted),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "No such worker"),
         (status = 503, description = "The bus is unavailable"),
+        AdminOnly,
     )
 )]
 pub async fn stop_worker(
@@ -150,17 +150,16 @@ fn start_failure(worker: &str, err: &StartError) -> String {
 /// Starts a worker's unit through systemd.
 #[utoipa::path(
     post,
-    path = "/api/v1/workers/{name}/start",
+    path = "/workers/{name}/start",
     tag = "workers",
     security(("bearer" = [])),
     params(("name" = String, Path, description = "Worker name")),
     responses(
         (status = 202, description = "The worker was started (or already ran)", body = ControlAccepted),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "No such worker"),
         (status = 502, description = "systemctl failed to start the unit"),
         (status = 503, description = "The unit is not installed, or no service manager runs the host"),
+        AdminOnly,
     )
 )]
 pub async fn start_worker(
@@ -185,13 +184,12 @@ pub async fn start_worker(
 /// running, as it answers).
 #[utoipa::path(
     post,
-    path = "/api/v1/workers/start-all",
+    path = "/workers/start-all",
     tag = "workers",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "What was started, what already ran, what failed", body = StartAllResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
+        AdminOnly,
     )
 )]
 pub async fn start_all_workers(State(state): State<AppState>, Admin(admin): Admin) -> Json<StartAllResponse> {

@@ -89,7 +89,7 @@ struct AttackerRow {
 
 fn string_list(column: &str, text: &str) -> Result<Vec<String>, DbError> {
     serde_json::from_str(text)
-        .map_err(|e| DbError::Other(anyhow::anyhow!("stored {column} `{text}` is not a JSON list of strings: {e}")))
+        .map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored {column} `{text}` is not a JSON list of strings: {e}")))
 }
 
 impl TryFrom<AttackerRow> for AttackerProfile {
@@ -170,7 +170,7 @@ fn profiler_cursor_value(stored: Option<String>) -> DbResult<i64> {
         Some(text) => text
             .trim()
             .parse()
-            .map_err(|e| DbError::Other(anyhow::anyhow!("stored profiler cursor `{text}` is invalid: {e}"))),
+            .map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored profiler cursor `{text}` is invalid: {e}"))),
     }
 }
 

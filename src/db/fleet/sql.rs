@@ -29,10 +29,10 @@ impl TryFrom<DeckyRow> for FleetDecky {
 
     fn try_from(row: DeckyRow) -> Result<Self, DbError> {
         let config: DeckyConfig =
-            serde_json::from_str(&row.config).map_err(|e| DbError::Other(anyhow::anyhow!("stored decky: {e}")))?;
+            serde_json::from_str(&row.config).map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored decky: {e}")))?;
         Ok(FleetDecky {
             config,
-            state: row.state.parse()?,
+            state: row.state.parse().map_err(DbError::Corrupt)?,
             last_error: row.last_error,
             updated_at: time(row.updated_at)?,
         })

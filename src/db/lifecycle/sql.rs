@@ -33,7 +33,7 @@ impl TryFrom<LifecycleRow> for DeckyLifecycle {
             decky_name: row.decky_name,
             host_uuid: row.host_uuid,
             operation: row.operation,
-            status: row.status.parse()?,
+            status: row.status.parse().map_err(DbError::Corrupt)?,
             error: row.error,
             started_at: time(row.started_at)?,
             updated_at: time(row.updated_at)?,

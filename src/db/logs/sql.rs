@@ -115,7 +115,7 @@ impl TryFrom<CredentialRow> for CredentialRecord {
             secret_b64: row.secret_b64,
             outcome: row.outcome,
             attempt_count: u64::try_from(row.attempt_count)
-                .map_err(|_| DbError::Other(anyhow::anyhow!("negative attempt count {}", row.attempt_count)))?,
+                .map_err(|_| DbError::Corrupt(anyhow::anyhow!("negative attempt count {}", row.attempt_count)))?,
             first_seen: time(row.first_seen)?,
             last_seen: time(row.last_seen)?,
         })

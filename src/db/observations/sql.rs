@@ -74,8 +74,9 @@ impl TryFrom<ObservationRow> for Observation {
     type Error = DbError;
 
     fn try_from(row: ObservationRow) -> Result<Self, DbError> {
-        let value = serde_json::from_str(&row.value)
-            .map_err(|e| DbError::Other(anyhow::anyhow!("stored value of observation {} is not JSON: {e}", row.id)))?;
+        let value = serde_json::from_str(&row.value).map_err(|e| {
+            DbError::Corrupt(anyhow::anyhow!("stored value of observation {} is not JSON: {e}", row.id))
+        })?;
         Ok(Observation {
             primitive: row.primitive,
             value,

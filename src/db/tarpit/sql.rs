@@ -28,7 +28,7 @@ impl TryFrom<RuleRow> for StoredRule {
 
     fn try_from(row: RuleRow) -> Result<Self, DbError> {
         let ports = serde_json::from_str(&row.ports)
-            .map_err(|e| DbError::Other(anyhow::anyhow!("stored tarpit ports are not a JSON list of ports: {e}")))?;
+            .map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored tarpit ports are not a JSON list of ports: {e}")))?;
         Ok(StoredRule {
             rule: TarpitRule {
                 id: parse_uuid(&row.id)?,
@@ -38,7 +38,7 @@ impl TryFrom<RuleRow> for StoredRule {
                 created_at: time(row.created_at)?,
                 created_by: row.created_by,
             },
-            enforcement: row.enforcement.parse()?,
+            enforcement: row.enforcement.parse().map_err(DbError::Corrupt)?,
             enforced_in: row.enforced_in,
             enforced_at: row.enforced_at.map(time).transpose()?,
         })
@@ -60,7 +60,7 @@ impl TryFrom<SessionRow> for TarpitSession {
         Ok(TarpitSession {
             decky_name: row.decky_name,
             attacker_ip: row.attacker_ip,
-            port: u16::try_from(row.port).map_err(|e| DbError::Other(anyhow::anyhow!("stored port: {e}")))?,
+            port: u16::try_from(row.port).map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored port: {e}")))?,
             entered_at: time(row.entered_at)?,
         })
     }

@@ -44,7 +44,7 @@ impl TryFrom<MutationRow> for Mutation {
             topology_id: parse_uuid(&row.topology_id)?,
             op: row.op,
             payload: stored(&row.payload, "mutation payload")?,
-            state: row.state.parse()?,
+            state: row.state.parse().map_err(DbError::Corrupt)?,
             requested_at: time(row.requested_at)?,
             applied_at: row.applied_at.map(time).transpose()?,
             reason: row.reason,

@@ -6,7 +6,7 @@ use crate::db::{DbError, DbResult};
 
 /// A JSON column as stored, decoded.
 pub(super) fn stored<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> DbResult<T> {
-    serde_json::from_str(text).map_err(|e| DbError::Other(anyhow::anyhow!("stored {what}: {e}")))
+    serde_json::from_str(text).map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored {what}: {e}")))
 }
 
 #[derive(sqlx::FromRow)]
@@ -34,7 +34,7 @@ impl TryFrom<TopologyRow> for Topology {
             name: row.name,
             mode: row.mode,
             target_host_uuid: row.target_host_uuid,
-            status: row.status.parse()?,
+            status: row.status.parse().map_err(DbError::Corrupt)?,
             version: row.version,
             needs_resync: row.needs_resync,
             created_at: time(row.created_at)?,
@@ -152,8 +152,8 @@ impl TryFrom<StatusEventRow> for StatusEvent {
         Ok(StatusEvent {
             id: parse_uuid(&row.id)?,
             topology_id: parse_uuid(&row.topology_id)?,
-            from_status: row.from_status.parse()?,
-            to_status: row.to_status.parse()?,
+            from_status: row.from_status.parse().map_err(DbError::Corrupt)?,
+            to_status: row.to_status.parse().map_err(DbError::Corrupt)?,
             at: time(row.at)?,
             reason: row.reason,
         })

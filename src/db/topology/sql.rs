@@ -362,7 +362,7 @@ both_backends! {
                     .bind(&key)
                     .fetch_one(&mut *tx)
                     .await?;
-            let current: TopologyStatus = current.parse()?;
+            let current: TopologyStatus = current.parse().map_err(DbError::Corrupt)?;
             if !current.can_move_to(to) || from.is_some_and(|from| !from.contains(&current)) {
                 return Err(DbError::Conflict);
             }

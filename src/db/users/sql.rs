@@ -33,7 +33,7 @@ impl TryFrom<UserRow> for User {
             uuid: parse_uuid(&row.uuid)?,
             username: row.username,
             password_hash: row.password_hash,
-            role: row.role.parse()?,
+            role: row.role.parse().map_err(DbError::Corrupt)?,
             must_change_password: row.must_change_password,
             tokens_valid_from: row.tokens_valid_from.map(time).transpose()?,
             created_at: time(row.created_at)?,

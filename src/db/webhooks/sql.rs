@@ -37,7 +37,7 @@ impl TryFrom<WebhookRow> for Webhook {
 
     fn try_from(row: WebhookRow) -> Result<Self, DbError> {
         let topic_patterns = serde_json::from_str(&row.topic_patterns)
-            .map_err(|e| DbError::Other(anyhow::anyhow!("stored topic patterns are not a JSON list: {e}")))?;
+            .map_err(|e| DbError::Corrupt(anyhow::anyhow!("stored topic patterns are not a JSON list: {e}")))?;
         Ok(Webhook {
             uuid: parse_uuid(&row.uuid)?,
             name: row.name,

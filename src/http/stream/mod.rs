@@ -11,9 +11,11 @@
 //! This module owns the route, its query and `Last-Event-ID` parsing, and each stream's feed; the
 //! rest of the stream sits beside it: [`sse`] (the event-stream response and the per-user cap),
 //! [`log_tail`] (the newest committed log id every stream waits on) and [`summaries`] (the
-//! statistics and histogram the streams share).
+//! statistics and histogram the streams share). The two bus-fed streams, [`attacker_events`] and
+//! [`topology_events`], open the same way through [`bus_events`].
 
 pub mod attacker_events;
+pub mod bus_events;
 pub mod log_tail;
 pub mod sse;
 pub mod summaries;
@@ -24,24 +26,25 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::response::Response;
 use axum::response::sse::Event;
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use self::sse::SseSlot;
 use self::summaries::histogram;
 use super::extract::{FieldError, ValidQuery, Validate, check_range, reject};
 use super::guard::StreamViewer;
 use super::logs::{LogEntry, check_filter, log_filter};
+use super::responses::EventStream;
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, DbResult, LogFilter};
 use crate::fleet::Fleet;
@@ -50,11 +53,11 @@ pub use log_tail::LogTail;
 pub use sse::SseSlots;
 pub use summaries::Summaries;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/stream", get(stream))
-        .route("/attackers/{uuid}/events", get(attacker_events::attacker_events))
-        .route("/topologies/{id}/events", get(topology_events::topology_events))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(stream))
+        .routes(routes!(attacker_events::attacker_events))
+        .routes(routes!(topology_events::topology_events))
 }
 
 /// Rows per `logs` frame.
@@ -128,7 +131,7 @@ impl FromRequestParts<AppState> for LastEventId {
 /// `event: error` and ends the stream.
 #[utoipa::path(
     get,
-    path = "/api/v1/stream",
+    path = "/stream",
     tag = "logs",
     security(("bearer" = [])),
     params(
@@ -137,10 +140,8 @@ impl FromRequestParts<AppState> for LastEventId {
     ),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
-        (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "A parameter out of range, too long or malformed"),
-        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+        EventStream,
     )
 )]
 pub async fn stream(

@@ -10,26 +10,22 @@
 //! that falls 256 events behind is dropped rather than buffered. Without a bus: the keepalive, the
 //! snapshot, then keepalives.
 
-use std::convert::Infallible;
-
 use axum::extract::State;
 use axum::response::Response;
 use axum::response::sse::Event;
-use futures::{StreamExt, stream};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
+use super::bus_events::BusEvents;
 use super::sse;
 use crate::bus::{self, topics};
 use crate::db::MutationState;
 use crate::http::extract::{ValidPath, ValidQuery, Validate};
 use crate::http::guard::StreamViewer;
+use crate::http::responses::{EventStream, NotAUuid, TopologyNotFound};
 use crate::http::{ApiError, AppState, Result};
-
-/// Events a client may fall behind before it is dropped.
-const BACKLOG: usize = 256;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -55,17 +51,13 @@ fn frame_name(topology: Uuid, subject: &str, event: &bus::Event) -> Option<Strin
 /// service changes as they happen.
 #[utoipa::path(
     get,
-    path = "/api/v1/topologies/{id}/events",
+    path = "/topologies/{id}/events",
     tag = "topologies",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), TopologyEventsQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
-        (status = 401, description = "No bearer header and no valid ticket (a token in the query string never authenticates)"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
-        (status = 429, description = "This user already holds SVC_SSE_MAX_PER_USER open streams"),
+        EventStream, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn topology_events(
@@ -79,52 +71,17 @@ pub async fn topology_events(
         other => other.into(),
     })?;
     let slot = state.sse.acquire(session.user.uuid)?;
-    // Subscribed before the snapshot is read: nothing that happens after it is missed.
-    let own = state.bus.subscribe(topics::topology_events(id)).await;
-    let deckies = state.bus.subscribe(topics::ALL_DECKY_EVENTS.to_string()).await;
-    let subscriber = match (own, deckies) {
-        (Some(own), Some(deckies)) => Some(stream::select(own, deckies).boxed()),
-        (Some(own), None) => Some(own.boxed()),
-        (None, _) => None,
+    let events = BusEvents {
+        label: format!("topology {id}"),
+        subjects: vec![topics::topology_events(id), topics::ALL_DECKY_EVENTS.to_string()],
+        name: move |subject: &str, event: &bus::Event| frame_name(id, subject, event),
     };
-    let mut in_flight = state.db.mutations(id, Some(MutationState::Applying)).await?;
-    in_flight.extend(state.db.mutations(id, Some(MutationState::Pending)).await?);
-    let snapshot = json!({"topology_id": id, "status": topology.status, "in_flight": in_flight});
-    let snapshot = Event::default().event("snapshot").data(snapshot.to_string());
-
-    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(BACKLOG);
-    // Without a bus nothing sends, and the stream holds the opening frames and keepalives as DECNET's
-    // does: its own sender keeps the channel open.
-    let mut idle_sender = None;
-    if let Some(mut subscriber) = subscriber {
-        let closing = state.closing.clone();
-        tokio::spawn(async move {
-            loop {
-                let message = tokio::select! {
-                    () = closing.cancelled() => return,
-                    () = tx.closed() => return,
-                    message = subscriber.next() => message,
-                };
-                let Some(message) = message else { return };
-                let Ok(event) = serde_json::from_slice::<bus::Event>(&message.payload) else { continue };
-                let Some(name) = frame_name(id, &message.subject, &event) else { continue };
-                // Full: the client is too slow to keep; ending the channel ends its stream.
-                if tx.try_send(Event::default().event(name).data(json!(event).to_string())).is_err() {
-                    tracing::info!(topology = %id, "Dropping a topology event stream that fell behind");
-                    return;
-                }
-            }
-        });
-    } else {
-        idle_sender = Some(tx);
-    }
-    let live = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (event, rx)) });
-    let closing = state.closing.clone().cancelled_owned();
-    let opening = stream::iter([Event::default().comment("keepalive"), snapshot]);
-    let frames = opening.chain(live).take_until(closing).map(move |event| {
-        // The stream owns its slot (freed however it ends) and, without a bus, its idle sender.
-        let _held = (&slot, &idle_sender);
-        Ok::<_, Infallible>(event)
-    });
-    Ok(sse::response(frames))
+    let opening = async {
+        let mut in_flight = state.db.mutations(id, Some(MutationState::Applying)).await?;
+        in_flight.extend(state.db.mutations(id, Some(MutationState::Pending)).await?);
+        let snapshot = json!({"topology_id": id, "status": topology.status, "in_flight": in_flight});
+        // The keepalive first, so a client sees the stream open at once.
+        Ok(vec![Event::default().comment("keepalive"), Event::default().event("snapshot").data(snapshot.to_string())])
+    };
+    events.open(&state.bus, state.closing.clone(), slot, opening).await
 }

@@ -5,6 +5,7 @@ use super::topology_error;
 use crate::fleet::catalog;
 use crate::http::extract::ValidPath;
 use crate::http::guard::Viewer;
+use crate::http::responses::{NotAUuid, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::generate::next_ip;
 use axum::Json;
@@ -52,11 +53,10 @@ pub struct ServiceCatalog {
 
 /// The services a topology decky may run.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/services", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/services", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "The catalog", body = ServiceCatalog),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
@@ -65,11 +65,10 @@ pub async fn services(_viewer: Viewer) -> Json<ServiceCatalog> {
 
 /// The archetypes a decky may be made as (`add_decky`'s `archetype`).
 #[utoipa::path(
-    get, path = "/api/v1/topologies/archetypes", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/archetypes", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "The archetypes", body = ArchetypeCatalog),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
+        ViewerOnly,
     )
 )]
 pub async fn archetypes(_viewer: Viewer) -> Json<ArchetypeCatalog> {
@@ -89,12 +88,11 @@ pub async fn archetypes(_viewer: Viewer) -> Json<ArchetypeCatalog> {
 
 /// The next /24 of the subnet pool no topology holds.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/next-subnet", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/next-subnet", tag = "topologies", security(("bearer" = [])),
     responses(
         (status = 200, description = "A free subnet", body = NextSubnet),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 409, description = "Subnet pool exhausted"),
+        ViewerOnly,
     )
 )]
 pub async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<NextSubnet>> {
@@ -104,15 +102,13 @@ pub async fn next_subnet(State(state): State<AppState>, _viewer: Viewer) -> Resu
 
 /// The next free address on one of the topology's LANs.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}/lans/{lan}/next-ip", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}/lans/{lan}/next-ip", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     responses(
         (status = 200, description = "A free address", body = NextIp),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 404, description = "Topology not found, or LAN not found"),
         (status = 409, description = "IP allocator exhausted"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid,
     )
 )]
 pub async fn lan_next_ip(

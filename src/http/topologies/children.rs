@@ -7,6 +7,7 @@ use crate::db::{Edge, Lan, Topology, TopologyDecky, TopologyEdit, TopologyStatus
 use crate::fleet::catalog;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, Validate, integral_or_null};
 use crate::http::guard::Admin;
+use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyEditRefused, TopologyNotFound};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::ops;
 use axum::Json;
@@ -60,18 +61,14 @@ impl Validate for LanCreate {
 
 /// Adds a LAN to a pending topology (its subnet from the pool when none is given).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/lans", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/lans", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = LanCreate,
     responses(
         (status = 201, description = "The LAN", body = Lan),
         (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyNotFound, TopologyEditRefused,
     )
 )]
 pub async fn add_lan(
@@ -122,18 +119,15 @@ impl Validate for LanUpdate {
 
 /// Changes a LAN of a pending topology.
 #[utoipa::path(
-    patch, path = "/api/v1/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
+    patch, path = "/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     request_body = LanUpdate,
     responses(
         (status = 200, description = "The LAN as changed", body = Lan),
         (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or LAN not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyEditRefused,
     )
 )]
 pub async fn update_lan(
@@ -165,15 +159,13 @@ pub async fn update_lan(
 
 /// Removes a LAN of a pending topology, with its attachments.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}/lans/{lan}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("lan" = Uuid, Path, description = "The LAN")),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or LAN not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, TopologyEditRefused,
     )
 )]
 pub async fn remove_lan(
@@ -226,18 +218,14 @@ fn check_decky(name: &str, services: &[String]) -> Result<()> {
 
 /// Adds a decky, on no LAN yet, to a pending topology (attach it with `/edges`).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/deckies", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/deckies", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = DeckyCreate,
     responses(
         (status = 201, description = "The decky", body = TopologyDecky),
         (status = 400, description = "Malformed body or empty name; a name not of a-z, 0-9 and -, or an unknown service"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyNotFound, TopologyEditRefused,
     )
 )]
 pub async fn add_decky(
@@ -294,18 +282,15 @@ impl Validate for DeckyUpdate {
 
 /// Changes a decky of a pending topology.
 #[utoipa::path(
-    patch, path = "/api/v1/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
+    patch, path = "/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
     request_body = DeckyUpdate,
     responses(
         (status = 200, description = "The decky as changed", body = TopologyDecky),
         (status = 400, description = "Malformed body or empty name; a name not of a-z, 0-9 and -, or an unknown service"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or decky not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, NotJson, TopologyEditRefused,
     )
 )]
 pub async fn update_decky(
@@ -340,15 +325,13 @@ pub async fn update_decky(
 
 /// Removes a decky of a pending topology, with its attachments.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}/deckies/{decky}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("decky" = Uuid, Path, description = "The decky")),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or decky not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, TopologyEditRefused,
     )
 )]
 pub async fn remove_decky(
@@ -386,18 +369,15 @@ impl Validate for EdgeCreate {}
 
 /// Attaches a decky of a pending topology to one of its LANs (its first LAN is its home, with its own address).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/edges", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/edges", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = EdgeCreate,
     responses(
         (status = 201, description = "The attachment", body = Edge),
         (status = 400, description = "Malformed body, or an ip that is not an IPv4 address"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or the decky or LAN named is not in it"),
         (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a decky already on the LAN, an address not free or not on the LAN"),
-        (status = 415, description = "Body is not JSON"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotJson, NotAUuid,
     )
 )]
 pub async fn add_edge(
@@ -460,15 +440,13 @@ pub async fn add_edge(
 
 /// Removes an attachment of a pending topology.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}/edges/{edge}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}/edges/{edge}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), ("edge" = Uuid, Path, description = "The edge")),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 404, description = "Topology not found, or edge not found"),
-        (status = 409, description = "Topology not pending, a version conflict, or what the topology refuses: a name or subnet taken, an address not free or not on the LAN, a decky's home LAN"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
+        AdminOnly, TopologyEditRefused,
     )
 )]
 pub async fn remove_edge(

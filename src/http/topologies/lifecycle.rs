@@ -7,6 +7,8 @@ use crate::db::{Edge, Lan, StatusEvent, Topology, TopologyDecky, TopologyStatus}
 use crate::fleet::catalog;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, integral, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
+use crate::http::paging::{Listed, Page, Paging};
+use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::NewTopology;
 use crate::topology::generate::Params;
@@ -171,28 +173,28 @@ pub struct ListQuery {
 
 impl Validate for ListQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
-        crate::http::extract::check_range("limit", self.limit.unwrap_or(50), 1, 500, errors);
-        crate::http::extract::check_range("offset", self.offset.unwrap_or(0), 0, i64::from(i32::MAX), errors);
+        Paging::check(self.limit, self.offset, MAX_PAGE, errors);
     }
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopologyPage {
-    total: u64,
-    limit: i64,
-    offset: i64,
-    data: Vec<Topology>,
+/// The most topologies a page holds.
+const MAX_PAGE: i64 = 500;
+
+impl Listed for Topology {
+    const PAGE: &'static str = "TopologyPage";
+    const COUNTED: &'static str = "Topologies in the status asked for (all of them without one), on every page.";
 }
+
+pub type TopologyPage = Page<Topology>;
 
 /// A page of topologies, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/", tag = "topologies", security(("bearer" = [])),
     params(ListQuery),
     responses(
         (status = 200, description = "The page", body = TopologyPage),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
         (status = 422, description = "limit or offset out of range"),
+        ViewerOnly,
     )
 )]
 pub async fn list(
@@ -200,31 +202,29 @@ pub async fn list(
     _viewer: Viewer,
     ValidQuery(query): ValidQuery<ListQuery>,
 ) -> Result<Json<TopologyPage>> {
-    let (limit, offset) = (query.limit.unwrap_or(50), query.offset.unwrap_or(0));
+    let paging = Paging::of(query.limit, query.offset);
     let status = match crate::http::extract::given(&query.status) {
         None => None,
         Some(text) => match text.parse::<TopologyStatus>() {
             Ok(status) => Some(status),
             // No topology has a status that does not exist.
-            Err(_) => return Ok(Json(TopologyPage { total: 0, limit, offset, data: Vec::new() })),
+            Err(_) => return Ok(Json(paging.page_of(0, Vec::new()))),
         },
     };
-    let page = state.db.topologies(status, limit as u32, offset as u64).await?;
-    Ok(Json(TopologyPage { total: page.total, limit, offset, data: page.rows }))
+    let page = state.db.topologies(status, paging.limit, paging.offset).await?;
+    Ok(Json(paging.page(page)))
 }
 
 /// Generates a topology under a seed; stored `pending` (deploy it with `/deploy`).
 #[utoipa::path(
-    post, path = "/api/v1/topologies/", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/", tag = "topologies", security(("bearer" = [])),
     request_body = GenerateRequest,
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
         (status = 400, description = "Malformed body or empty name; deckies_per_lan_min above deckies_per_lan_max; an unknown service; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Topology name already exists, the subnet pool is exhausted, or the tree would have over 256 LANs"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A parameter out of range, or a name over 64 characters"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn create(
@@ -264,16 +264,14 @@ fn rand_seed() -> u32 {
 
 /// Stores a topology with no LANs, `pending`, to be built with the child edits.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/blank", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/blank", tag = "topologies", security(("bearer" = [])),
     request_body = BlankRequest,
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
         (status = 400, description = "Malformed body or empty name; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
         (status = 409, description = "Topology name already exists"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "A name over 64 characters"),
+        AdminOnly, NotJson,
     )
 )]
 pub async fn blank(
@@ -297,14 +295,11 @@ pub struct DetailResponse {
 
 /// A topology with its LANs, deckies and edges.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 200, description = "The topology and its parts", body = DetailResponse),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
+        ViewerOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn detail(
@@ -323,15 +318,12 @@ pub async fn detail(
 
 /// Deletes a topology that is `pending`, `torn_down` or `failed`, with everything of it.
 #[utoipa::path(
-    delete, path = "/api/v1/topologies/{id}", tag = "topologies", security(("bearer" = [])),
+    delete, path = "/topologies/{id}", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
         (status = 409, description = "Not pending, torn_down or failed: tear it down first"),
-        (status = 422, description = "Not a uuid"),
+        AdminOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn remove(
@@ -358,14 +350,12 @@ impl Validate for EventsQuery {
 
 /// The topology's status changes, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}/status-events", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}/status-events", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), EventsQuery),
     responses(
         (status = 200, description = "The newest status events", body = [StatusEvent]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
         (status = 422, description = "Not a uuid, or limit out of range"),
+        ViewerOnly, TopologyNotFound,
     )
 )]
 pub async fn status_events(
@@ -382,15 +372,12 @@ pub async fn status_events(
 /// or `failed` with the reason (see `/status-events`). Refused (409) while the container engine
 /// does not answer, so the topology stays `pending`.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/deploy", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/deploy", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 202, description = "Accepted; the topology, deploying", body = Topology),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
         (status = 409, description = "Not pending; or `Container runtime unavailable`: the engine does not answer (nothing changed)"),
+        AdminOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn deploy(
@@ -406,15 +393,12 @@ pub async fn deploy(
 /// Tears a topology down in the background: `tearing_down` now, then `torn_down`, or `degraded`
 /// with the reason when something stayed. Refused (409) while the container engine does not answer.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/teardown", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/teardown", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     responses(
         (status = 202, description = "Accepted; the topology, tearing down", body = Topology),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
-        (status = 422, description = "Not a uuid"),
         (status = 409, description = "Not active, degraded, failed or deploying; or `Container runtime unavailable`: the engine does not answer (nothing changed)"),
+        AdminOnly, NotAUuid, TopologyNotFound,
     )
 )]
 pub async fn teardown(

@@ -18,33 +18,35 @@ pub use children::*;
 pub use lifecycle::*;
 pub use mutations::*;
 
-use axum::Router;
-use axum::routing::{get, patch, post};
+use axum::routing::get;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::FieldError;
 use super::{ApiError, AppState};
 use crate::topology::TopologyError;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        // Also without the trailing slash the document (as DECNET's) gives it.
         .route("/topologies", get(list).post(create))
-        .route("/topologies/", get(list).post(create))
-        .route("/topologies/blank", post(blank))
-        .route("/topologies/services", get(services))
-        .route("/topologies/archetypes", get(archetypes))
-        .route("/topologies/next-subnet", get(next_subnet))
-        .route("/topologies/{id}", get(detail).delete(remove))
-        .route("/topologies/{id}/status-events", get(status_events))
-        .route("/topologies/{id}/deploy", post(deploy))
-        .route("/topologies/{id}/teardown", post(teardown))
-        .route("/topologies/{id}/mutations", get(mutations).post(enqueue))
-        .route("/topologies/{id}/lans", post(add_lan))
-        .route("/topologies/{id}/lans/{lan}", patch(update_lan).delete(remove_lan))
-        .route("/topologies/{id}/lans/{lan}/next-ip", get(lan_next_ip))
-        .route("/topologies/{id}/deckies", post(add_decky))
-        .route("/topologies/{id}/deckies/{decky}", patch(update_decky).delete(remove_decky))
-        .route("/topologies/{id}/edges", post(add_edge))
-        .route("/topologies/{id}/edges/{edge}", axum::routing::delete(remove_edge))
+        .routes(routes!(blank))
+        .routes(routes!(services))
+        .routes(routes!(archetypes))
+        .routes(routes!(next_subnet))
+        .routes(routes!(detail, remove))
+        .routes(routes!(status_events))
+        .routes(routes!(deploy))
+        .routes(routes!(teardown))
+        .routes(routes!(mutations, enqueue))
+        .routes(routes!(add_lan))
+        .routes(routes!(update_lan, remove_lan))
+        .routes(routes!(lan_next_ip))
+        .routes(routes!(add_decky))
+        .routes(routes!(update_decky, remove_decky))
+        .routes(routes!(add_edge))
+        .routes(routes!(remove_edge))
 }
 
 fn topology_error(err: TopologyError) -> ApiError {

@@ -5,6 +5,7 @@ use super::{not_found, topology_error};
 use crate::db::{Mutation, MutationState};
 use crate::http::extract::{ValidJson, ValidPath, ValidQuery, Validate, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
+use crate::http::responses::{AdminOnly, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::topology::ops;
 use axum::Json;
@@ -102,18 +103,15 @@ pub struct EnqueueResponse {
 /// Queues a mutation of a live (`active` or `degraded`) topology for the mutator; bumps the
 /// topology's version and announces `topology.<id>.mutation.enqueued`.
 #[utoipa::path(
-    post, path = "/api/v1/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
+    post, path = "/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology")),
     request_body = EnqueueRequest,
     responses(
         (status = 202, description = "Queued", body = EnqueueResponse),
         (status = 400, description = "Malformed body, or a payload the op cannot take"),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Not an admin, or password change required"),
-        (status = 404, description = "Topology not found"),
         (status = 409, description = "Not active or degraded, or a version conflict"),
-        (status = 415, description = "Body is not JSON"),
         (status = 422, description = "Not a uuid, or an unknown op"),
+        AdminOnly, NotJson, TopologyNotFound,
     )
 )]
 pub async fn enqueue(
@@ -146,14 +144,12 @@ impl Validate for MutationsQuery {}
 
 /// The topology's mutations, newest first.
 #[utoipa::path(
-    get, path = "/api/v1/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
+    get, path = "/topologies/{id}/mutations", tag = "topologies", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "The topology"), MutationsQuery),
     responses(
         (status = 200, description = "The mutations", body = [Mutation]),
-        (status = 401, description = "Missing or invalid token"),
-        (status = 403, description = "Password change required"),
-        (status = 404, description = "Topology not found"),
         (status = 422, description = "Not a uuid, or an unknown state"),
+        ViewerOnly, TopologyNotFound,
     )
 )]
 pub async fn mutations(
