@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use common::logs::{LogWriter, at, bounty};
-use common::nats::Nats;
 use common::sse::EventStream;
 use common::{TestApi, TestDb, user_token};
 use reqwest::StatusCode;
@@ -16,6 +15,7 @@ use serde_json::{Value, json};
 use svc::db::{AttackerCommand, AttackerProfile, Db, ProfilerBatch, Role};
 use svc::observation::{Observation, Window};
 use svc::time::format_utc;
+use svc_test_support::processes::Nats;
 use uuid::Uuid;
 
 const PROFILER: &str = "test-profiler";
