@@ -3,7 +3,7 @@
 //! `succeeded` or `failed`); a teardown removes one decky and, with the last, the network. Each
 //! change is announced on the bus.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use chrono::Utc;
@@ -11,12 +11,12 @@ use futures::StreamExt;
 use uuid::Uuid;
 
 use super::ini::Ini;
-use super::{Accepted, DECKY_LABEL, DEFAULT_IMAGE, FLEET_LABEL, Fleet, FleetError, plan};
+use super::{Accepted, DEFAULT_IMAGE, DeckyContainer, Fleet, FleetError, plan};
 use crate::bus::{Event, topics};
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
-use crate::runtime::{ContainerSpec, NetworkSpec};
+use crate::runtime::NetworkSpec;
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
@@ -147,7 +147,7 @@ impl Fleet {
             subnet: run.network.subnet.clone(),
             gateway: run.network.gateway.clone(),
             internal: false,
-            labels: BTreeMap::from([(FLEET_LABEL.to_string(), self.settings.name.clone())]),
+            labels: self.owner().labels(None, None),
         };
         if let Err(err) = self.runtime.ensure_network(&spec).await {
             tracing::error!(error = %err, network = %spec.name, "Could not create the fleet network");
@@ -165,25 +165,18 @@ impl Fleet {
             Some(reference) if decky.base_image == DEFAULT_IMAGE => reference.clone(),
             _ => decky.base_image.clone(),
         };
-        let mut env =
-            vec![format!("NODE_NAME={}", decky.name), format!("SVC_DECKY_SERVICES={}", decky.services.join(","))];
-        if !decky.service_config.is_empty() {
-            env.push(format!("SVC_DECKY_INI_TEXT={}", service_sections(decky)));
-        }
-        let spec = ContainerSpec {
-            name: self.container_name(&decky.name),
+        let spec = self.owner().spec(&DeckyContainer {
+            container: self.container_name(&decky.name),
+            name: &decky.name,
+            hostname: &decky.hostname,
             image,
-            cmd: Vec::new(),
-            env,
-            hostname: decky.hostname.clone(),
+            services: &decky.services,
+            service_config: &decky.service_config,
             network: self.network_name(),
             ip: decky.ip.clone(),
-            labels: BTreeMap::from([
-                (FLEET_LABEL.to_string(), self.settings.name.clone()),
-                (DECKY_LABEL.to_string(), decky.name.clone()),
-            ]),
-            sysctls: BTreeMap::new(),
-        };
+            topology: None,
+            forwards: false,
+        });
         match self.runtime.run(&spec).await {
             Ok(id) => {
                 tracing::info!(decky = %decky.name, container = %id, ip = %decky.ip, "Decky started");
@@ -268,17 +261,4 @@ fn check_collisions(stored: &StoredFleet, deckies: &[DeckyConfig]) -> Result<(),
         }
     }
     Ok(())
-}
-
-/// The decky's `[<decky>.<service>]` sections, as `svc decky --ini-text` reads them.
-fn service_sections(decky: &DeckyConfig) -> String {
-    let mut text = String::new();
-    for (service, settings) in &decky.service_config {
-        text.push_str(&format!("[{}.{service}]\n", decky.name));
-        for (key, value) in settings {
-            // A multi-line value keeps its continuation lines indented.
-            text.push_str(&format!("{key} = {}\n", value.replace('\n', "\n  ")));
-        }
-    }
-    text
 }

@@ -9,6 +9,7 @@
 
 pub mod catalog;
 mod containers;
+pub mod decky_container;
 mod deploy;
 mod image;
 pub mod ini;
@@ -29,18 +30,12 @@ use crate::db::Db;
 use crate::db::{DbError, DeckyConfig};
 use crate::runtime::{Runtime, RuntimeError};
 pub(crate) use containers::by_decky;
+pub use decky_container::{ContainerOwner, DECKY_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
 use image::CachedImage;
 use recent::Recent;
 
 /// `base_image` of a decky that runs the default image, built locally from the svc binary.
 pub const DEFAULT_IMAGE: &str = crate::runtime::image::REPOSITORY;
-
-/// The label that marks a fleet's containers and network, valued with the fleet's name.
-pub const FLEET_LABEL: &str = "svc.fleet";
-/// The label naming the decky a container is.
-pub const DECKY_LABEL: &str = "svc.decky";
-/// The label naming the topology a container or network belongs to (absent on the flat fleet's).
-pub const TOPOLOGY_LABEL: &str = "svc.topology";
 
 /// What a fleet operation tells its caller.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +107,11 @@ impl Fleet {
 
     pub fn settings(&self) -> &FleetConfig {
         &self.settings
+    }
+
+    /// Who the containers and networks this fleet makes belong to: every label comes from it.
+    pub fn owner(&self) -> ContainerOwner {
+        ContainerOwner { fleet: self.settings.name.clone() }
     }
 
     fn network_name(&self) -> String {

@@ -16,8 +16,9 @@ use super::{TEARDOWNABLE, Topologies, TopologyError, nat, not_found, ops, routes
 use crate::db::{
     DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
 };
-use crate::fleet::{DECKY_LABEL, FLEET_LABEL, TOPOLOGY_LABEL};
-use crate::runtime::{ContainerSpec, NetworkSpec};
+use crate::fleet::decky_container::service_settings_of;
+use crate::fleet::{DeckyContainer, TOPOLOGY_LABEL};
+use crate::runtime::NetworkSpec;
 
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
@@ -40,17 +41,6 @@ impl Topologies {
 
     pub fn container_name(&self, decky: &TopologyDecky) -> String {
         format!("{}-{}", self.prefix(decky.topology_id), decky.name)
-    }
-
-    fn labels(&self, topology: Uuid, decky: Option<&str>) -> BTreeMap<String, String> {
-        let mut labels = BTreeMap::from([
-            (FLEET_LABEL.to_string(), self.fleet.settings().name.clone()),
-            (TOPOLOGY_LABEL.to_string(), topology.to_string()),
-        ]);
-        if let Some(decky) = decky {
-            labels.insert(DECKY_LABEL.to_string(), decky.to_string());
-        }
-        labels
     }
 
     /// `pending` → `deploying`, then the deploy in the background.
@@ -189,7 +179,7 @@ impl Topologies {
                 subnet: lan.subnet.clone(),
                 gateway: lan_gateway(&lan.subnet),
                 internal: !lan.is_dmz,
-                labels: self.labels(lan.topology_id, None),
+                labels: self.fleet.owner().labels(Some(lan.topology_id), None),
             };
             if let Err(err) = runtime.ensure_network(&spec).await {
                 tracing::error!(network = %spec.name, error = %err, "Could not create a LAN's network");
@@ -312,21 +302,19 @@ impl Topologies {
         let lan_of = |id: Uuid| detail.lans.iter().find(|l| l.id == id);
         let Some(home_lan) = lan_of(home.lan_id) else { return Err(()) };
         let forwards = edges.iter().any(|e| e.forwards_l3);
-        let spec = ContainerSpec {
-            name: self.container_name(decky),
+        let service_config = service_settings_of(decky.decky_config.as_ref());
+        let spec = self.fleet.owner().spec(&DeckyContainer {
+            container: self.container_name(decky),
+            name: &decky.name,
+            hostname: &decky.name,
             image: image.to_string(),
-            cmd: Vec::new(),
-            env: vec![format!("NODE_NAME={}", decky.name), format!("SVC_DECKY_SERVICES={}", decky.services.join(","))],
-            hostname: decky.name.clone(),
+            services: &decky.services,
+            service_config: &service_config,
             network: self.network_name(home_lan),
             ip: home.ip.clone().unwrap_or_default(),
-            labels: self.labels(decky.topology_id, Some(&decky.name)),
-            sysctls: if forwards && rest.iter().any(|_| true) {
-                BTreeMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())])
-            } else {
-                BTreeMap::new()
-            },
-        };
+            topology: Some(decky.topology_id),
+            forwards: forwards && !rest.is_empty(),
+        });
         if let Err(err) = runtime.run(&spec).await {
             tracing::error!(decky = %decky.name, error = %err, "Could not start a topology decky");
             return Err(());
