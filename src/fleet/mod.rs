@@ -28,7 +28,7 @@ use crate::bus::Bus;
 use crate::config::FleetConfig;
 use crate::db::Db;
 use crate::db::{DbError, DeckyConfig};
-use crate::runtime::{Runtime, RuntimeError};
+use crate::runtime::{Engine, Runtime, RuntimeError};
 pub(crate) use containers::by_decky;
 pub use decky_container::{ContainerOwner, DECKY_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
 use image::CachedImage;
@@ -88,11 +88,14 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(db: Db, runtime: Runtime, settings: FleetConfig, bus: Bus) -> Fleet {
+    /// The fleet `settings` describe, on the engine at their `docker_host` (contacted on first
+    /// use), stored in `db`, announcing its changes on `bus` (`Bus::absent()` where nothing
+    /// listens).
+    pub fn new(db: Db, bus: Bus, settings: FleetConfig) -> Fleet {
         Fleet {
             db,
             bus,
-            runtime,
+            runtime: Arc::new(Engine::new(&settings.docker_host)),
             settings: Arc::new(settings),
             deciding: Arc::default(),
             health: Arc::default(),
