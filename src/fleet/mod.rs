@@ -8,6 +8,7 @@
 //! for an operator.
 
 pub mod catalog;
+mod config;
 mod containers;
 pub mod decky_container;
 mod deploy;
@@ -25,10 +26,10 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::bus::Bus;
-use crate::config::FleetConfig;
 use crate::db::Db;
 use crate::db::{DbError, DeckyConfig};
 use crate::runtime::{Engine, Runtime, RuntimeError};
+pub use config::FleetConfig;
 pub(crate) use containers::by_decky;
 pub use decky_container::{ContainerOwner, DECKY_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
 use image::CachedImage;
