@@ -11,7 +11,7 @@ use futures::StreamExt;
 use uuid::Uuid;
 
 use super::ini::Ini;
-use super::{Accepted, DEFAULT_IMAGE, DeckyContainer, Fleet, FleetError, plan};
+use super::{Accepted, DEFAULT_IMAGE, DeckyContainer, DeployFailure, Fleet, FleetError, plan};
 use crate::bus::{Event, topics};
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
@@ -20,10 +20,6 @@ use crate::runtime::NetworkSpec;
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
-
-/// The generic texts a failed lifecycle record carries; the engine's own words are in the log.
-const NETWORK_FAILED: &str = "the fleet network could not be created";
-const CONTAINER_FAILED: &str = "the decky's container could not be started";
 
 impl Fleet {
     /// Checks and stores a deploy of `ini_text`, then starts it in the background. Additive unless
@@ -110,8 +106,9 @@ impl Fleet {
                     let at = Utc::now();
                     let (status, state, error) = match result {
                         Ok(()) => (LifecycleStatus::Succeeded, DeployState::Running, None),
-                        Err(reason) => (LifecycleStatus::Failed, DeployState::Failed, Some(reason)),
+                        Err(reason) => (LifecycleStatus::Failed, DeployState::Failed, Some(reason.to_string())),
                     };
+                    let error = error.as_deref();
                     if let Err(err) = self.db.set_deploy_state(&decky.name, state, error, at).await {
                         tracing::error!(decky = %decky.name, error = %err, "Could not record the decky's deploy state");
                     }
@@ -125,9 +122,8 @@ impl Fleet {
         tracing::info!(deckies = count, "Deploy finished");
     }
 
-    /// The image (when a decky runs the default one) and the network; a generic reason when either
-    /// fails.
-    pub(super) async fn prepare(&self, run: &Run) -> Result<Option<String>, &'static str> {
+    /// The image (when a decky runs the default one) and the network; why not when either fails.
+    pub(super) async fn prepare(&self, run: &Run) -> Result<Option<String>, DeployFailure> {
         let image = if run.deckies.iter().any(|d| d.base_image == DEFAULT_IMAGE) {
             Some(self.default_image().await?)
         } else {
@@ -151,7 +147,7 @@ impl Fleet {
         };
         if let Err(err) = self.runtime.ensure_network(&spec).await {
             tracing::error!(error = %err, network = %spec.name, "Could not create the fleet network");
-            return Err(NETWORK_FAILED);
+            return Err(DeployFailure::Network);
         }
         Ok(image)
     }
@@ -160,7 +156,7 @@ impl Fleet {
         &self,
         decky: &DeckyConfig,
         default_image: &Option<String>,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), DeployFailure> {
         let image = match default_image {
             Some(reference) if decky.base_image == DEFAULT_IMAGE => reference.clone(),
             _ => decky.base_image.clone(),
@@ -184,7 +180,7 @@ impl Fleet {
             }
             Err(err) => {
                 tracing::error!(decky = %decky.name, error = %err, "Could not start the decky's container");
-                Err(CONTAINER_FAILED)
+                Err(DeployFailure::Container)
             }
         }
     }

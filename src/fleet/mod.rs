@@ -53,6 +53,18 @@ pub enum FleetError {
     Store(#[from] DbError),
 }
 
+/// Why a decky could not be made to run. Its text is what the decky's lifecycle record and
+/// `last_error` say, fit for an operator; the engine's own words are in the server log.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeployFailure {
+    #[error("the decky image could not be built")]
+    Image,
+    #[error("the fleet network could not be created")]
+    Network,
+    #[error("the decky's container could not be started")]
+    Container,
+}
+
 /// A deploy the fleet accepted and runs in the background.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accepted {
