@@ -332,3 +332,46 @@ async fn a_decky_mutates_on_request_and_on_schedule_and_each_change_reaches_the_
     }
     assert!(decky(fleet.deckies().await, "steady")["last_mutated"].as_f64().unwrap() > 0.0);
 }
+
+/// Issue 28, bug 2.2: a deploy whose network cannot be made says what to do, not only that it
+/// failed: its subnet is taken (here by another network; a host interface reads the same), or a
+/// network of the fleet's name is left on another subnet. The decky's image is one this engine
+/// lacks, so no image is built and a network that could be made shows as the container failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_whose_network_cannot_be_made_says_why_and_what_to_do() {
+    let podman = Podman::start("hof-net", 200);
+    let fleet = api_on(&podman, false).await;
+    let subnet = podman.subnet.clone();
+    let other = subnet.replace(".200.0/", ".201.0/");
+    let label = format!("svc.fleet={}", podman.fleet);
+    let ini = format!("[general]\nnet = {subnet}\n[lone]\nimage = localhost/svc-missing:none\n");
+
+    let squatter = format!("{}-squatter", podman.fleet);
+    podman.run(&["network", "create", "--label", &label, "--subnet", &subnet, &squatter]);
+    let (status, error) = status_of(&fleet.deploy(&ini, true).await, "lone");
+    assert_eq!(status, "failed");
+    assert_eq!(
+        error,
+        format!(
+            "the fleet network could not be created: subnet {subnet} is in use (on the host or by another network); \
+             choose another"
+        ),
+        "{}",
+        fleet.api.output()
+    );
+    assert!(fleet.api.output().contains("is already used on the host"), "the engine's own words are in the log");
+    podman.run(&["network", "rm", &squatter]);
+
+    let leftover = format!("{}-fleet", podman.fleet);
+    podman.run(&["network", "create", "--label", &label, "--subnet", &other, &leftover]);
+    let (status, error) = status_of(&fleet.deploy(&ini, true).await, "lone");
+    assert_eq!(status, "failed");
+    assert_eq!(error, format!("the fleet network exists with another subnet ({other}): tear down or choose another"));
+    let (_, body) = fleet.call(reqwest::Method::GET, "/deckies", None).await;
+    assert_eq!(body[0]["last_error"], error, "the decky says it too");
+
+    // Without the leftover the network is made; only the missing image is left to fail.
+    podman.run(&["network", "rm", &leftover]);
+    let (status, error) = status_of(&fleet.deploy(&ini, true).await, "lone");
+    assert_eq!((status.as_str(), error), ("failed", Value::from("the decky's container could not be started")));
+}

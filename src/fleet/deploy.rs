@@ -16,7 +16,7 @@ use crate::bus::{Event, topics};
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
-use crate::runtime::NetworkSpec;
+use crate::runtime::{NetworkSpec, RuntimeError};
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
@@ -147,7 +147,13 @@ impl Fleet {
         };
         if let Err(err) = self.runtime.ensure_network(&spec).await {
             tracing::error!(error = %err, network = %spec.name, "Could not create the fleet network");
-            return Err(DeployFailure::Network);
+            return Err(match err {
+                RuntimeError::SubnetInUse(_) => DeployFailure::SubnetInUse(spec.subnet),
+                RuntimeError::NetworkOnAnotherSubnet { existing, .. } => {
+                    DeployFailure::NetworkOnAnotherSubnet(existing)
+                }
+                _ => DeployFailure::Network,
+            });
         }
         Ok(image)
     }

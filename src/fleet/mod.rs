@@ -61,6 +61,14 @@ pub enum DeployFailure {
     Image,
     #[error("the fleet network could not be created")]
     Network,
+    /// The subnet is the host's or another network's.
+    #[error(
+        "the fleet network could not be created: subnet {0} is in use (on the host or by another network); choose another"
+    )]
+    SubnetInUse(String),
+    /// A network of the fleet's name is left on another subnet (a changed `net`, or a leftover).
+    #[error("the fleet network exists with another subnet ({0}): tear down or choose another")]
+    NetworkOnAnotherSubnet(String),
     #[error("the decky's container could not be started")]
     Container,
 }

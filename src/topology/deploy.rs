@@ -18,7 +18,7 @@ use crate::db::{
 };
 use crate::fleet::decky_container::service_settings_of;
 use crate::fleet::{DeckyContainer, TOPOLOGY_LABEL};
-use crate::runtime::NetworkSpec;
+use crate::runtime::{NetworkSpec, RuntimeError};
 
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
@@ -183,7 +183,18 @@ impl Topologies {
             };
             if let Err(err) = runtime.ensure_network(&spec).await {
                 tracing::error!(network = %spec.name, error = %err, "Could not create a LAN's network");
-                return Err(NETWORK_FAILED.into());
+                return Err(match err {
+                    RuntimeError::SubnetInUse(_) => {
+                        format!(
+                            "{NETWORK_FAILED}: subnet {} is in use (on the host or by another network)",
+                            spec.subnet
+                        )
+                    }
+                    RuntimeError::NetworkOnAnotherSubnet { existing, .. } => {
+                        format!("{NETWORK_FAILED}: it exists with another subnet ({existing}); tear it down first")
+                    }
+                    _ => NETWORK_FAILED.into(),
+                });
             }
             let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
         }
