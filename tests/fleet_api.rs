@@ -330,3 +330,29 @@ async fn stats_ask_the_engine_at_most_once_a_second_and_a_deploy_counts_again_at
     assert_eq!(stats["deployed_deckies"].as_u64(), Some(3), "a deploy here is counted at once");
     api.api.stop().await;
 }
+
+/// The deployment's identity (issue 28, bug 2.3) is made once and kept: every call, from any
+/// process and after a reopen, gives the same one; racing first calls agree; another database
+/// has another.
+#[tokio::test]
+async fn the_deployment_identity_is_made_once_and_kept() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        let racing = futures::future::join_all((0..4).map(|_| db.deployment_id())).await;
+        let first = racing[0].as_ref().unwrap();
+        assert!(racing.iter().all(|id| id.as_ref().unwrap() == first), "{}: {racing:?}", backend.name);
+        db.close().await;
+        let again = backend.open().await;
+        assert_eq!(again.deployment_id().await.unwrap(), *first, "{}: kept across a reopen", backend.name);
+        again.close().await;
+        let others = TestDb::all();
+        let other = others.iter().find(|b| b.name == backend.name).unwrap().open().await;
+        assert_ne!(
+            other.deployment_id().await.unwrap(),
+            *first,
+            "{}: another database, another identity",
+            backend.name
+        );
+        other.close().await;
+    }
+}

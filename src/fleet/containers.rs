@@ -1,11 +1,21 @@
 //! This fleet's containers on the engine: found by the fleet's label (the flat fleet's without a
-//! topology's), by decky, located for their network namespace, and removed when the store no
-//! longer names them.
+//! topology's), told apart by the deployment that made them (only this deployment's are ever
+//! changed: `decky_container`), by decky, located for their network namespace, and removed when
+//! the store no longer names them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{DECKY_LABEL, FLEET_LABEL, Fleet, FleetError, TOPOLOGY_LABEL};
+use super::{ContainerOwner, DECKY_LABEL, FLEET_LABEL, Fleet, FleetError, TOPOLOGY_LABEL};
+use crate::db::StoredFleet;
 use crate::runtime::{ContainerInfo, RuntimeError, RuntimeResult};
+
+/// The flat fleet's containers on the engine, by who made them.
+pub(super) struct FleetContainers {
+    /// This deployment's (and adopted ones made before identities: see `decky_container`).
+    pub ours: Vec<ContainerInfo>,
+    /// Of this fleet's name but another deployment's: reported, never touched.
+    pub others: Vec<ContainerInfo>,
+}
 
 impl Fleet {
     /// The host process id of decky `name`'s container, for reaching its network namespace:
@@ -29,36 +39,55 @@ impl Fleet {
         Ok(by_decky(self.runtime.list(FLEET_LABEL, &self.settings.name).await?))
     }
 
-    /// The flat fleet's containers: a topology's deckies carry the fleet label too (the collector
-    /// follows them), but they are the topology's to manage.
-    pub(super) async fn own_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+    /// The flat fleet's containers, by who made them (`stored` names the deckies an unmarked
+    /// container may be adopted for). A topology's deckies carry the fleet label too (the
+    /// collector follows them), but they are the topology's to manage.
+    pub(super) async fn own_containers(
+        &self,
+        owner: &ContainerOwner,
+        stored: &StoredFleet,
+    ) -> Result<FleetContainers, RuntimeError> {
         let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
-        Ok(containers.into_iter().filter(|c| !c.labels.contains_key(TOPOLOGY_LABEL)).collect())
+        let named: BTreeSet<&str> = stored.deckies.iter().map(|d| d.config.name.as_str()).collect();
+        let (ours, others) = containers
+            .into_iter()
+            .filter(|c| !c.labels.contains_key(TOPOLOGY_LABEL))
+            .partition(|c| owner.owns(&c.labels, |decky| named.contains(decky)));
+        Ok(FleetContainers { ours, others })
+    }
+
+    /// Whether the container `name` is another deployment's (never replaced nor removed here).
+    pub(super) async fn held_by_another(&self, owner: &ContainerOwner, name: &str) -> RuntimeResult<bool> {
+        let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
+        Ok(containers.iter().any(|c| c.name == name && owner.made_by_another(&c.labels)))
     }
 
     /// Removes this fleet's containers that the store no longer names (a replaced fleet's).
     pub(super) async fn remove_strays(&self) {
-        let names: BTreeSet<String> = match self.db.fleet().await {
-            Ok(stored) => stored.deckies.into_iter().map(|d| d.config.name).collect(),
-            Err(err) => {
-                tracing::warn!(error = %err, "Cannot read the fleet to remove stray containers");
+        self.remove_containers(|names, decky| !names.contains(decky)).await;
+    }
+
+    /// Removes this deployment's containers whose decky `remove` picks, given the names the store
+    /// holds.
+    pub(super) async fn remove_containers(&self, remove: impl Fn(&BTreeSet<&str>, &str) -> bool) {
+        let (stored, owner) = match (self.db.fleet().await, self.owner().await) {
+            (Ok(stored), Ok(owner)) => (stored, owner),
+            (Err(err), _) | (_, Err(err)) => {
+                tracing::warn!(error = %err, "Cannot read the fleet to remove its containers");
                 return;
             }
         };
-        self.remove_containers(|decky| !names.contains(decky)).await;
-    }
-
-    pub(super) async fn remove_containers(&self, remove: impl Fn(&str) -> bool) {
-        let containers = match self.own_containers().await {
-            Ok(containers) => containers,
+        let containers = match self.own_containers(&owner, &stored).await {
+            Ok(containers) => containers.ours,
             Err(err) => {
                 tracing::warn!(error = %err, "Cannot list the fleet's containers");
                 return;
             }
         };
+        let names: BTreeSet<&str> = stored.deckies.iter().map(|d| d.config.name.as_str()).collect();
         for container in containers {
             let decky = container.labels.get(DECKY_LABEL).map(String::as_str).unwrap_or_default();
-            if remove(decky)
+            if remove(&names, decky)
                 && let Err(err) = self.runtime.remove(&container.id).await
             {
                 tracing::warn!(container = %container.name, error = %err, "Could not remove a container");

@@ -3,6 +3,12 @@
 //! and the [`ContainerSpec`] handed to the runtime. The fleet's deploy, its reconcile and mutation,
 //! and a topology's deploy all build their deckies here; `svc decky`, inside the container, reads
 //! the same environment names.
+//!
+//! Ownership: everything carries the fleet's name and this deployment's identity (a UUID made
+//! once and kept in its database). Two deployments may share an engine and even a fleet name; each
+//! only ever removes or replaces what carries its own identity. A container made before
+//! identities existed carries none: it is this deployment's when this database's fleet names its
+//! decky (it is adopted, and recreated with the label when it must be), else another's.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +22,8 @@ pub const FLEET_LABEL: &str = "svc.fleet";
 pub const DECKY_LABEL: &str = "svc.decky";
 /// The label naming the topology a container or network belongs to (absent on the flat fleet's).
 pub const TOPOLOGY_LABEL: &str = "svc.topology";
+/// The label naming the deployment (its identity, a UUID) that made a container or network.
+pub const DEPLOYMENT_LABEL: &str = "svc.deployment";
 
 /// The decky's name: every log line's HOSTNAME, and the INI sections it reads.
 pub const NODE_NAME_ENV: &str = "NODE_NAME";
@@ -27,18 +35,36 @@ pub const INI_TEXT_ENV: &str = "SVC_DECKY_INI_TEXT";
 /// Per-service settings, service → key → value: the INI's `[<decky>.<service>]` sections.
 pub type ServiceSettings = BTreeMap<String, BTreeMap<String, String>>;
 
-/// Who made a container or network: the fleet (by name). Every label this deployment writes comes
-/// from here.
+/// Who makes a container or network: the fleet (by name) of one deployment (by identity). Every
+/// label this deployment writes comes from here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContainerOwner {
     pub fleet: String,
+    pub deployment: Uuid,
 }
 
 impl ContainerOwner {
+    /// Whether `labels` say another deployment made it; one without an identity says nothing.
+    pub fn made_by_another(&self, labels: &BTreeMap<String, String>) -> bool {
+        labels.get(DEPLOYMENT_LABEL).is_some_and(|id| *id != self.deployment.to_string())
+    }
+
+    /// Whether a container of this fleet is this deployment's to change: it carries this
+    /// deployment's identity, or none and `named_here` (this database's fleet names its decky).
+    pub fn owns(&self, labels: &BTreeMap<String, String>, named_here: impl Fn(&str) -> bool) -> bool {
+        match labels.get(DEPLOYMENT_LABEL) {
+            Some(id) => *id == self.deployment.to_string(),
+            None => labels.get(DECKY_LABEL).is_some_and(|decky| named_here(decky)),
+        }
+    }
+
     /// The labels of something this owner makes: a network (`decky` is `None`) or a decky's
     /// container, of the flat fleet or of `topology`.
     pub fn labels(&self, topology: Option<Uuid>, decky: Option<&str>) -> BTreeMap<String, String> {
-        let mut labels = BTreeMap::from([(FLEET_LABEL.to_string(), self.fleet.clone())]);
+        let mut labels = BTreeMap::from([
+            (FLEET_LABEL.to_string(), self.fleet.clone()),
+            (DEPLOYMENT_LABEL.to_string(), self.deployment.to_string()),
+        ]);
         if let Some(topology) = topology {
             labels.insert(TOPOLOGY_LABEL.to_string(), topology.to_string());
         }
@@ -178,8 +204,8 @@ mod tests {
     }
 
     #[test]
-    fn labels_say_whose_fleet_topology_and_decky() {
-        let owner = ContainerOwner { fleet: "svc".into() };
+    fn labels_say_whose_fleet_deployment_topology_and_decky() {
+        let owner = ContainerOwner { fleet: "svc".into(), deployment: Uuid::new_v4() };
         let topology = Uuid::new_v4();
         let (services, config) = (vec!["http".to_string()], ServiceSettings::new());
         let spec = owner.spec(&decky(&services, &config, Some(topology)));
@@ -187,11 +213,34 @@ mod tests {
             spec.labels,
             BTreeMap::from([
                 (FLEET_LABEL.to_string(), "svc".to_string()),
+                (DEPLOYMENT_LABEL.to_string(), owner.deployment.to_string()),
                 (TOPOLOGY_LABEL.to_string(), topology.to_string()),
                 (DECKY_LABEL.to_string(), "web".to_string()),
             ])
         );
-        assert_eq!(owner.labels(None, None), BTreeMap::from([(FLEET_LABEL.to_string(), "svc".to_string())]));
+        assert_eq!(owner.labels(None, None).len(), 2, "a network: fleet and deployment");
+    }
+
+    #[test]
+    fn a_deployment_owns_what_carries_its_identity_and_adopts_unmarked_deckies_it_names() {
+        let owner = ContainerOwner { fleet: "svc".into(), deployment: Uuid::new_v4() };
+        let other = ContainerOwner { fleet: "svc".into(), deployment: Uuid::new_v4() };
+        let named = |decky: &str| decky == "web";
+        let ours = owner.labels(None, Some("db"));
+        let theirs = other.labels(None, Some("web"));
+        let unmarked = BTreeMap::from([
+            (FLEET_LABEL.to_string(), "svc".to_string()),
+            (DECKY_LABEL.to_string(), "web".to_string()),
+        ]);
+        let unmarked_unnamed = BTreeMap::from([
+            (FLEET_LABEL.to_string(), "svc".to_string()),
+            (DECKY_LABEL.to_string(), "mail".to_string()),
+        ]);
+        assert!(owner.owns(&ours, named), "its own, named here or not");
+        assert!(!owner.owns(&theirs, named), "another deployment's, even of a decky named here");
+        assert!(owner.owns(&unmarked, named), "made before identities, and named here: adopted");
+        assert!(!owner.owns(&unmarked_unnamed, named), "made before identities, named elsewhere");
+        assert!(owner.made_by_another(&theirs) && !owner.made_by_another(&ours) && !owner.made_by_another(&unmarked));
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Fleet {
         };
         if run.moved {
             // A network moved to another subnet cannot keep its containers.
-            self.remove_containers(|_| true).await;
+            self.remove_containers(|_, _| true).await;
             if let Err(err) = self.runtime.remove_network(&self.network_name()).await {
                 tracing::warn!(error = %err, "Could not remove the fleet's old network");
             }
@@ -143,7 +143,7 @@ impl Fleet {
             subnet: run.network.subnet.clone(),
             gateway: run.network.gateway.clone(),
             internal: false,
-            labels: self.owner().labels(None, None),
+            labels: self.owner_for_deploy().await?.labels(None, None),
         };
         if let Err(err) = self.runtime.ensure_network(&spec).await {
             tracing::error!(error = %err, network = %spec.name, "Could not create the fleet network");
@@ -158,6 +158,14 @@ impl Fleet {
         Ok(image)
     }
 
+    /// This deployment's [`ContainerOwner`](super::ContainerOwner), or why a deploy cannot go on.
+    async fn owner_for_deploy(&self) -> Result<super::ContainerOwner, DeployFailure> {
+        self.owner().await.map_err(|err| {
+            tracing::error!(error = %err, "Cannot read the deployment's identity");
+            DeployFailure::Identity
+        })
+    }
+
     pub(super) async fn start_decky(
         &self,
         decky: &DeckyConfig,
@@ -167,7 +175,8 @@ impl Fleet {
             Some(reference) if decky.base_image == DEFAULT_IMAGE => reference.clone(),
             _ => decky.base_image.clone(),
         };
-        let spec = self.owner().spec(&DeckyContainer {
+        let owner = self.owner_for_deploy().await?;
+        let spec = owner.spec(&DeckyContainer {
             container: self.container_name(&decky.name),
             name: &decky.name,
             hostname: &decky.hostname,
@@ -179,6 +188,17 @@ impl Fleet {
             topology: None,
             forwards: false,
         });
+        match self.held_by_another(&owner, &spec.name).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::warn!(decky = %decky.name, container = %spec.name, "Another deployment's container holds the decky's name; left alone");
+                return Err(DeployFailure::NameTaken);
+            }
+            Err(err) => {
+                tracing::error!(decky = %decky.name, error = %err, "Cannot list the fleet's containers");
+                return Err(DeployFailure::Container);
+            }
+        }
         match self.runtime.run(&spec).await {
             Ok(id) => {
                 tracing::info!(decky = %decky.name, container = %id, ip = %decky.ip, "Decky started");
@@ -226,7 +246,12 @@ impl Fleet {
         if !stored.deckies.iter().any(|d| d.config.name == name) {
             return Err(FleetError::NotFound(format!("Decky {name} not found")));
         }
-        if let Err(err) = self.runtime.remove(&self.container_name(name)).await {
+        let owner = self.owner().await?;
+        let container = self.container_name(name);
+        if self.held_by_another(&owner, &container).await? {
+            // The store's decky goes; the container of that name is another deployment's.
+            tracing::warn!(decky = name, %container, "Another deployment's container holds the decky's name; left alone");
+        } else if let Err(err) = self.runtime.remove(&container).await {
             tracing::error!(decky = name, error = %err, "Could not remove the decky's container");
             return Err(FleetError::Runtime);
         }

@@ -31,7 +31,7 @@ use crate::db::{DbError, DeckyConfig};
 use crate::runtime::{Engine, Runtime, RuntimeError};
 pub use config::FleetConfig;
 pub(crate) use containers::by_decky;
-pub use decky_container::{ContainerOwner, DECKY_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
+pub use decky_container::{ContainerOwner, DECKY_LABEL, DEPLOYMENT_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
 use image::CachedImage;
 use recent::Recent;
 
@@ -69,6 +69,13 @@ pub enum DeployFailure {
     /// A network of the fleet's name is left on another subnet (a changed `net`, or a leftover).
     #[error("the fleet network exists with another subnet ({0}): tear down or choose another")]
     NetworkOnAnotherSubnet(String),
+    /// The container's name is held by another deployment's container (the same fleet name on
+    /// one engine), which is never replaced.
+    #[error("another deployment on this engine holds the decky's container name: choose another fleet name")]
+    NameTaken,
+    /// This deployment's identity could not be read from the store.
+    #[error("the deployment's identity could not be read")]
+    Identity,
     #[error("the decky's container could not be started")]
     Container,
 }
@@ -106,6 +113,11 @@ pub struct Fleet {
     /// The last [`Fleet::counts`] answer.
     counted: Arc<Recent<(u64, u64)>>,
     image: Arc<std::sync::Mutex<Option<CachedImage>>>,
+    /// This deployment's identity, read (or made) once.
+    deployment: Arc<tokio::sync::OnceCell<Uuid>>,
+    /// Containers of this fleet's name that another deployment made, as the last reconcile found
+    /// them: reported, never touched.
+    others: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Fleet {
@@ -122,6 +134,8 @@ impl Fleet {
             health: Arc::default(),
             counted: Arc::default(),
             image: Arc::default(),
+            deployment: Arc::default(),
+            others: Arc::default(),
         }
     }
 
@@ -134,8 +148,9 @@ impl Fleet {
     }
 
     /// Who the containers and networks this fleet makes belong to: every label comes from it.
-    pub fn owner(&self) -> ContainerOwner {
-        ContainerOwner { fleet: self.settings.name.clone() }
+    pub async fn owner(&self) -> Result<ContainerOwner, DbError> {
+        let deployment = *self.deployment.get_or_try_init(|| self.db.deployment_id()).await?;
+        Ok(ContainerOwner { fleet: self.settings.name.clone(), deployment })
     }
 
     fn network_name(&self) -> String {

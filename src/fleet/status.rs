@@ -21,8 +21,9 @@ impl Fleet {
             // Nothing to ask the engine about (and no warning each `/stats` where there is none).
             return Ok(Vec::new());
         }
-        let containers = match self.own_containers().await {
-            Ok(containers) => Some(by_decky(containers)),
+        let owner = self.owner().await?;
+        let containers = match self.own_containers(&owner, &stored).await {
+            Ok(containers) => Some(by_decky(containers.ours)),
             Err(err) => {
                 tracing::warn!(error = %err, "Cannot list the fleet's containers");
                 None

@@ -25,6 +25,7 @@ const NETWORK_FAILED: &str = "a LAN's network could not be created";
 pub(super) const CONTAINER_FAILED: &str = "its container could not be started or attached";
 pub(super) const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
 const IMAGE_FAILED: &str = "the decky image could not be built";
+const IDENTITY_FAILED: &str = "the deployment's identity could not be read";
 const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
 
 impl Topologies {
@@ -169,6 +170,10 @@ impl Topologies {
     /// not be made.
     pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<Shortfalls, String> {
         let runtime = self.fleet.runtime();
+        let owner = self.fleet.owner().await.map_err(|err| {
+            tracing::error!(error = %err, "Cannot read the deployment's identity");
+            IDENTITY_FAILED.to_string()
+        })?;
         let old_lans: BTreeSet<Uuid> = before.lans.iter().map(|l| l.id).collect();
         let new_lans: BTreeSet<Uuid> = after.lans.iter().map(|l| l.id).collect();
         for lan in after.lans.iter().filter(|l| !old_lans.contains(&l.id)) {
@@ -179,7 +184,7 @@ impl Topologies {
                 subnet: lan.subnet.clone(),
                 gateway: lan_gateway(&lan.subnet),
                 internal: !lan.is_dmz,
-                labels: self.fleet.owner().labels(Some(lan.topology_id), None),
+                labels: owner.labels(Some(lan.topology_id), None),
             };
             if let Err(err) = runtime.ensure_network(&spec).await {
                 tracing::error!(network = %spec.name, error = %err, "Could not create a LAN's network");
@@ -314,7 +319,10 @@ impl Topologies {
         let Some(home_lan) = lan_of(home.lan_id) else { return Err(()) };
         let forwards = edges.iter().any(|e| e.forwards_l3);
         let service_config = service_settings_of(decky.decky_config.as_ref());
-        let spec = self.fleet.owner().spec(&DeckyContainer {
+        let owner = self.fleet.owner().await.map_err(|err| {
+            tracing::error!(error = %err, "Cannot read the deployment's identity");
+        })?;
+        let spec = owner.spec(&DeckyContainer {
             container: self.container_name(decky),
             name: &decky.name,
             hostname: &decky.name,
