@@ -21,7 +21,6 @@ use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, DbError, NewUser, Role};
 use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, HotReads, LogTail, RateLimits, SseSlots};
-use crate::runtime::Engine;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
 use crate::tarpit::Tarpit;
@@ -64,8 +63,7 @@ impl Lifespan {
         // in the background (step 9 only needs the handle).
         let bus = Bus::connect(config.bus.nats_url.as_deref(), "svc-api").await;
         let cancel = CancellationToken::new();
-        let fleet =
-            Fleet::new(db.clone(), Arc::new(Engine::new(&config.fleet.docker_host)), config.fleet.clone(), bus.clone());
+        let fleet = Fleet::new(db.clone(), bus.clone(), config.fleet.clone());
         let topologies = Topologies::new(db.clone(), bus.clone(), fleet.clone());
         let log_tail = LogTail::default();
         let lifespan = Lifespan {

@@ -416,3 +416,29 @@ async fn a_stored_row_that_does_not_decode_is_a_data_consistency_error() {
     assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY, "an unknown lifecycle status");
     api.api.stop().await;
 }
+
+/// The deployment's identity (issue 28, bug 2.3) is made once and kept: every call, from any
+/// process and after a reopen, gives the same one; racing first calls agree; another database
+/// has another.
+#[tokio::test]
+async fn the_deployment_identity_is_made_once_and_kept() {
+    for backend in TestDb::all() {
+        let db = backend.open().await;
+        let racing = futures::future::join_all((0..4).map(|_| db.deployment_id())).await;
+        let first = racing[0].as_ref().unwrap();
+        assert!(racing.iter().all(|id| id.as_ref().unwrap() == first), "{}: {racing:?}", backend.name);
+        db.close().await;
+        let again = backend.open().await;
+        assert_eq!(again.deployment_id().await.unwrap(), *first, "{}: kept across a reopen", backend.name);
+        again.close().await;
+        let others = TestDb::all();
+        let other = others.iter().find(|b| b.name == backend.name).unwrap().open().await;
+        assert_ne!(
+            other.deployment_id().await.unwrap(),
+            *first,
+            "{}: another database, another identity",
+            backend.name
+        );
+        other.close().await;
+    }
+}

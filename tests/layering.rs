@@ -158,11 +158,6 @@ fn nothing_below_startup_and_http_imports_them() {
     assert!(found.is_empty(), "these files sit below startup and http but import them: {found:?}");
 }
 
-/// Files that import the configuration only until the fleet's settings move beside the fleet
-/// (`src/fleet/config.rs`, issue 28 §1.2, branch h-fleet). Once that lands this list must be
-/// emptied: the test fails while it names a file that no longer needs it.
-const AWAITING_FLEET_CONFIG_MOVE: &[&str] = &["src/fleet/mod.rs"];
-
 #[test]
 fn no_domain_module_imports_the_configuration() {
     // `src/config/` reads the environment into settings types and may name those that live beside
@@ -175,13 +170,7 @@ fn no_domain_module_imports_the_configuration() {
             .any(|allowed| path.starts_with(allowed))
     };
     let found = offenders("src", &["crate::config"], composition);
-    let pending: Vec<&String> = found.iter().filter(|f| !AWAITING_FLEET_CONFIG_MOVE.contains(&f.as_str())).collect();
-    assert!(pending.is_empty(), "these domain modules import the configuration: {pending:?}");
-    let moved: Vec<&&str> = AWAITING_FLEET_CONFIG_MOVE.iter().filter(|f| !found.iter().any(|o| o == **f)).collect();
-    assert!(
-        moved.is_empty(),
-        "no longer import the configuration, remove them from AWAITING_FLEET_CONFIG_MOVE: {moved:?}"
-    );
+    assert!(found.is_empty(), "these domain modules import the configuration: {found:?}");
 }
 
 /// The production sources (tests, benches and the dev-only test support may use anything) that name

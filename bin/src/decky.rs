@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use svc::fleet::decky_container;
 use svc_decoy::Decky;
 use svc_decoy::emit::Emitter;
 use svc_decoy::session::{Limits, Shared};
@@ -11,16 +12,17 @@ use svc_decoy::settings::{apply_ini, apply_ini_file, default_bind, parse_service
 #[derive(clap::Args)]
 pub struct DeckyArgs {
     /// The services to run, each with an optional port: `ssh,http:8080,https,telnet,ftp,smtp`.
-    #[arg(long, env = "SVC_DECKY_SERVICES")]
+    #[arg(long, env = decky_container::SERVICES_ENV)]
     services: String,
     /// The decky's name: every line's HOSTNAME, and the `[<name>.<service>]` INI sections read.
-    #[arg(long, env = "NODE_NAME", default_value = "decky")]
+    #[arg(long, env = decky_container::NODE_NAME_ENV, default_value = "decky")]
     name: String,
     /// The deployment INI whose `[<name>.<service>]` sections set banners, hostnames and users.
     #[arg(long, env = "SVC_DECKY_INI")]
     ini: Option<PathBuf>,
-    /// The same sections as text (how a deployed decky's container receives them).
-    #[arg(long, env = "SVC_DECKY_INI_TEXT", conflicts_with = "ini")]
+    /// The same sections as text (how a deployed decky's container receives them: the contract is
+    /// `svc::fleet::decky_container`).
+    #[arg(long, env = decky_container::INI_TEXT_ENV, conflicts_with = "ini")]
     ini_text: Option<String>,
     /// The address to listen on.
     #[arg(long, env = "SVC_DECKY_BIND", default_value_t = default_bind())]

@@ -2,14 +2,12 @@
 //! does, and waits until every decky has started or failed. `scripts/start` deploys its default
 //! fleet this way.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use svc::config::Config;
 use svc::db::LifecycleStatus;
 use svc::fleet::Fleet;
-use svc::runtime::Engine;
 
 /// How long a deploy may take (the first builds the decky image).
 const DEPLOY_DEADLINE: Duration = Duration::from_secs(600);
@@ -33,12 +31,7 @@ pub async fn run(args: DeployArgs, config: Config) -> anyhow::Result<()> {
         println!("a fleet is already deployed; nothing to do");
         return Ok(());
     }
-    let fleet = Fleet::new(
-        db.clone(),
-        Arc::new(Engine::new(&config.fleet.docker_host)),
-        config.fleet.clone(),
-        svc::bus::Bus::absent(),
-    );
+    let fleet = Fleet::new(db.clone(), svc::bus::Bus::absent(), config.fleet.clone());
     let accepted = fleet.deploy(&ini, args.replace).await.map_err(|e| anyhow::anyhow!("deploy refused: {e}"))?;
     println!("deploying {} decky/ies", accepted.lifecycle_ids.len());
     let deadline = Instant::now() + DEPLOY_DEADLINE;

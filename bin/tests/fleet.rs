@@ -29,13 +29,17 @@ struct Fleet {
 /// `svc api` on `podman`'s engine, its fleet and ingest file the test's own; the collector
 /// embedded when `collector`.
 async fn api_on(podman: &Podman, collector: bool) -> Fleet {
+    api_with(podman, &[("SVC_EMBED_COLLECTOR", &collector.to_string())]).await
+}
+
+/// `svc api` on `podman`'s engine with its own database (in its own directory), configured
+/// further by `settings`.
+async fn api_with(podman: &Podman, settings: &[(&str, &str)]) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
     let ingest = dir.path().join("ingest.log");
     let (mut command, port) = api_command(dir.path(), None);
-    podman
-        .configure(&mut command, &ingest)
-        .env("SVC_EMBED_COLLECTOR", collector.to_string())
-        .env("SVC_COLLECTOR_RECONCILE_S", "1");
+    podman.configure(&mut command, &ingest).env("SVC_COLLECTOR_RECONCILE_S", "1");
+    command.envs(settings.iter().copied());
     let api = start_api(command, port).await;
     let token = admin_token(port).await;
     Fleet { api, port, token, ingest, _dir: dir }
@@ -331,4 +335,88 @@ async fn a_decky_mutates_on_request_and_on_schedule_and_each_change_reaches_the_
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(decky(fleet.deckies().await, "steady")["last_mutated"].as_f64().unwrap() > 0.0);
+}
+
+/// Issue 28, bug 2.2: a deploy whose network cannot be made says what to do, not only that it
+/// failed: its subnet is taken (here by another network; a host interface reads the same), or a
+/// network of the fleet's name is left on another subnet. The decky's image is one this engine
+/// lacks, so no image is built and a network that could be made shows as the container failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_whose_network_cannot_be_made_says_why_and_what_to_do() {
+    let podman = Podman::start("hof-net", 200);
+    let fleet = api_on(&podman, false).await;
+    let subnet = podman.subnet.clone();
+    let other = subnet.replace(".200.0/", ".201.0/");
+    let label = format!("svc.fleet={}", podman.fleet);
+    let ini = format!("[general]\nnet = {subnet}\n[lone]\nimage = localhost/svc-missing:none\n");
+
+    let squatter = format!("{}-squatter", podman.fleet);
+    podman.run(&["network", "create", "--label", &label, "--subnet", &subnet, &squatter]);
+    let (status, error) = status_of(&fleet.deploy(&ini, true).await, "lone");
+    assert_eq!(status, "failed");
+    assert_eq!(
+        error,
+        format!(
+            "the fleet network could not be created: subnet {subnet} is in use (on the host or by another network); \
+             choose another"
+        ),
+        "{}",
+        fleet.api.output()
+    );
+    assert!(fleet.api.output().contains("is already used on the host"), "the engine's own words are in the log");
+    podman.run(&["network", "rm", &squatter]);
+
+    let leftover = format!("{}-fleet", podman.fleet);
+    podman.run(&["network", "create", "--label", &label, "--subnet", &other, &leftover]);
+    let (status, error) = status_of(&fleet.deploy(&ini, true).await, "lone");
+    assert_eq!(status, "failed");
+    assert_eq!(error, format!("the fleet network exists with another subnet ({other}): tear down or choose another"));
+    let (_, body) = fleet.call(reqwest::Method::GET, "/deckies", None).await;
+    assert_eq!(body[0]["last_error"], error, "the decky says it too");
+
+    // Without the leftover the network is made; only the missing image is left to fail.
+    podman.run(&["network", "rm", &leftover]);
+    let (status, error) = status_of(&fleet.deploy(&ini, true).await, "lone");
+    assert_eq!((status.as_str(), error), ("failed", Value::from("the decky's container could not be started")));
+}
+
+/// Issue 28, bug 2.3: a second API with an empty database, on the engine a running fleet uses and
+/// with its fleet name, removed every decky of the first within a reconcile. Each deployment now
+/// only changes what carries its identity: the second reports the first's deckies in its health
+/// and leaves them running; the first keeps reconciling its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_deployment_on_the_engine_leaves_the_first_ones_deckies_alone() {
+    let podman = Podman::start("hof-two", 202);
+    let first = api_with(&podman, &[("SVC_RECONCILE_S", "1")]).await;
+    let ini = format!("[general]\nnet = {}\n[keep]\nservices = http\n", podman.subnet);
+    let rows = first.deploy(&ini, false).await;
+    assert_eq!(status_of(&rows, "keep").0, "succeeded", "{rows:?}\n{}", first.api.output());
+    let container = format!("{}-keep", podman.fleet);
+    let labels = podman.run(&["inspect", "--format", "{{json .Config.Labels}}", &container]);
+    assert!(labels.contains("svc.deployment"), "the container carries its deployment's identity: {labels}");
+
+    let second = api_with(&podman, &[("SVC_RECONCILE_S", "1")]).await;
+    let health = |port: u16| async move {
+        let response = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/health")).await.unwrap();
+        response.json::<Value>().await.unwrap()
+    };
+    eventually("the second deployment's health reports the first's decky", || async {
+        let body = health(second.port).await;
+        body["components"]["fleet"]["status"] == "failing"
+            && body["components"]["fleet"]["detail"].as_str().is_some_and(|d| d.contains(&container))
+    })
+    .await;
+    assert_eq!(health(second.port).await["status"], "degraded", "optional: the second still serves");
+    assert_eq!(podman.state(&container).as_deref(), Some("running"), "{}", second.api.output());
+    assert!(!second.api.output().contains("Removing a container"), "{}", second.api.output());
+    assert!(second.deckies().await.is_empty());
+    assert!(health(first.port).await["components"].get("fleet").is_none(), "the first sees only its own");
+
+    // The first still brings its own decky back; the second still leaves it alone.
+    podman.run(&["stop", "-t", "1", &container]);
+    eventually("the first deployment restarts its stopped decky", || async {
+        podman.state(&container).as_deref() == Some("running")
+    })
+    .await;
+    assert!(!second.api.output().contains("Removing a container"), "{}", second.api.output());
 }

@@ -497,7 +497,7 @@ async fn without_a_bus_the_mutators_poll_applies_mutations() {
     assert_eq!(lans.as_array().unwrap().len(), 2);
 
     // A deploy that fails half way (its second LAN's subnet is the first topology's) leaves
-    // nothing behind, and says why.
+    // nothing behind, and says why: the subnet is in use.
     let clash = topo.post("/topologies/blank", json!({"name": "clash"})).await;
     let clash = clash["id"].as_str().unwrap().to_string();
     topo.post(&format!("/topologies/{clash}/lans"), json!({"name": "a-fine", "subnet": "10.214.40.0/24"})).await;
@@ -506,7 +506,11 @@ async fn without_a_bus_the_mutators_poll_applies_mutations() {
     topo.post(&format!("/topologies/{clash}/deploy"), json!({})).await;
     topo.wait_status(&clash, "failed", DEPLOY_DEADLINE).await;
     let events = topo.get(&format!("/topologies/{clash}/status-events")).await;
-    assert_eq!(events[0]["reason"], "a LAN's network could not be created");
+    assert_eq!(
+        events[0]["reason"],
+        "a LAN's network could not be created: subnet 10.214.32.0/24 is in use (on the host or by another network)",
+        "what failed, and why (issue 28, bug 2.2)"
+    );
     assert_eq!(podman.networks().len(), networks_before, "the first LAN's network was removed again");
 
     topo.post(&format!("/topologies/{id}/teardown"), json!({})).await;

@@ -20,9 +20,10 @@ mod webhook;
 use std::fmt;
 use std::path::PathBuf;
 
+pub use crate::fleet::FleetConfig;
 pub use api::ApiConfig;
 pub use bus::BusConfig;
-pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST, FleetConfig};
+pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST};
 pub use ingest::IngestConfig;
 pub use profiler::ProfilerConfig;
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};

@@ -146,9 +146,9 @@ impl Fleet {
         };
         let (status, error) = match started {
             Ok(()) => (LifecycleStatus::Succeeded, None),
-            Err(reason) => (LifecycleStatus::Failed, Some(reason)),
+            Err(reason) => (LifecycleStatus::Failed, Some(reason.to_string())),
         };
-        if let Err(err) = self.db.set_lifecycle_status(id, status, error, Utc::now()).await {
+        if let Err(err) = self.db.set_lifecycle_status(id, status, error.as_deref(), Utc::now()).await {
             tracing::error!(lifecycle = %id, error = %err, "Could not update a lifecycle record");
         }
         if status != LifecycleStatus::Succeeded {

@@ -121,6 +121,10 @@ async fn components(state: &AppState) -> Vec<Component> {
             failure: (!runtime_ok).then(|| "container runtime unavailable".into()),
         });
     }
+    // Another deployment's containers of this fleet's name are left alone; health says so.
+    if let Some(detail) = state.fleet.other_deployments() {
+        components.push(Component { name: "fleet", required: false, failure: Some(detail) });
+    }
     if database_ok && let Some(tarpit) = tarpit_component(state).await {
         components.push(tarpit);
     }

@@ -64,9 +64,19 @@ impl Engine {
     }
 }
 
+/// What the engines say when a new network's subnet overlaps one in use: podman (on the host or
+/// by another network), Docker (an address pool, older and newer wording).
+const SUBNET_IN_USE: [&str; 3] =
+    ["is already used on the host or by another config", "Pool overlaps with other one", "overlapping IPv4"];
+
 fn classify(err: BollardError) -> RuntimeError {
     match err {
         BollardError::DockerResponseServerError { status_code: 404, message } => RuntimeError::NotFound(message),
+        BollardError::DockerResponseServerError { message, .. }
+            if SUBNET_IN_USE.iter().any(|text| message.contains(text)) =>
+        {
+            RuntimeError::SubnetInUse(message)
+        }
         BollardError::DockerResponseServerError { status_code, message } => {
             RuntimeError::Engine(format!("{status_code}: {message}"))
         }
@@ -138,7 +148,23 @@ impl ContainerRuntime for Engine {
 
     async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()> {
         match self.docker()?.inspect_network::<String>(&spec.name, None).await.map_err(classify) {
-            Ok(_) => return Ok(()),
+            Ok(network) => {
+                let subnets: Vec<String> = network
+                    .ipam
+                    .and_then(|ipam| ipam.config)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|config| config.subnet)
+                    .collect();
+                if subnets.is_empty() || subnets.contains(&spec.subnet) {
+                    return Ok(());
+                }
+                return Err(RuntimeError::NetworkOnAnotherSubnet {
+                    name: spec.name.clone(),
+                    existing: subnets.join(","),
+                    wanted: spec.subnet.clone(),
+                });
+            }
             Err(RuntimeError::NotFound(_)) => {}
             Err(err) => return Err(err),
         }

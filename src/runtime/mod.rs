@@ -19,13 +19,21 @@ pub use engine::Engine;
 /// A shared handle to the runtime.
 pub type Runtime = Arc<dyn ContainerRuntime>;
 
-/// What went wrong talking to the engine, with its raw text (for the log only).
+/// What went wrong talking to the engine, with its raw text (for the log only). The failures an
+/// operator can act on are recognised here, where the engine's words are seen, so callers can
+/// say what to do without repeating them.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
     #[error("container engine unreachable: {0}")]
     Unavailable(String),
     #[error("not found: {0}")]
     NotFound(String),
+    /// A network cannot be made on its subnet: the host or another network already uses it.
+    #[error("subnet in use: {0}")]
+    SubnetInUse(String),
+    /// A network of that name already exists, on another subnet.
+    #[error("network {name} exists with subnet {existing}, not {wanted}")]
+    NetworkOnAnotherSubnet { name: String, existing: String, wanted: String },
     #[error("container engine error: {0}")]
     Engine(String),
 }
@@ -101,7 +109,9 @@ pub trait ContainerRuntime: Send + Sync {
     /// Removes an image; one in use by a container, or already gone, is left as it is.
     async fn remove_image(&self, reference: &str) -> RuntimeResult<()>;
 
-    /// Creates the network unless one of that name exists.
+    /// Creates the network unless one of that name exists; one that exists on another subnet is
+    /// [`RuntimeError::NetworkOnAnotherSubnet`] (it cannot hold the spec's addresses), a subnet
+    /// the host or another network holds is [`RuntimeError::SubnetInUse`].
     async fn ensure_network(&self, spec: &NetworkSpec) -> RuntimeResult<()>;
 
     /// Removes the network; one that does not exist is already removed.

@@ -16,14 +16,16 @@ use super::{TEARDOWNABLE, Topologies, TopologyError, nat, not_found, ops, routes
 use crate::db::{
     DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
 };
-use crate::fleet::{DECKY_LABEL, FLEET_LABEL, TOPOLOGY_LABEL};
-use crate::runtime::{ContainerSpec, NetworkSpec};
+use crate::fleet::decky_container::service_settings_of;
+use crate::fleet::{DeckyContainer, TOPOLOGY_LABEL};
+use crate::runtime::{NetworkSpec, RuntimeError};
 
 /// The generic reasons a topology or decky is left with; the engine's words are in the log.
 const NETWORK_FAILED: &str = "a LAN's network could not be created";
 pub(super) const CONTAINER_FAILED: &str = "its container could not be started or attached";
 pub(super) const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
 const IMAGE_FAILED: &str = "the decky image could not be built";
+const IDENTITY_FAILED: &str = "the deployment's identity could not be read";
 const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
 
 impl Topologies {
@@ -40,17 +42,6 @@ impl Topologies {
 
     pub fn container_name(&self, decky: &TopologyDecky) -> String {
         format!("{}-{}", self.prefix(decky.topology_id), decky.name)
-    }
-
-    fn labels(&self, topology: Uuid, decky: Option<&str>) -> BTreeMap<String, String> {
-        let mut labels = BTreeMap::from([
-            (FLEET_LABEL.to_string(), self.fleet.settings().name.clone()),
-            (TOPOLOGY_LABEL.to_string(), topology.to_string()),
-        ]);
-        if let Some(decky) = decky {
-            labels.insert(DECKY_LABEL.to_string(), decky.to_string());
-        }
-        labels
     }
 
     /// `pending` → `deploying`, then the deploy in the background.
@@ -179,6 +170,10 @@ impl Topologies {
     /// not be made.
     pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<Shortfalls, String> {
         let runtime = self.fleet.runtime();
+        let owner = self.fleet.owner().await.map_err(|err| {
+            tracing::error!(error = %err, "Cannot read the deployment's identity");
+            IDENTITY_FAILED.to_string()
+        })?;
         let old_lans: BTreeSet<Uuid> = before.lans.iter().map(|l| l.id).collect();
         let new_lans: BTreeSet<Uuid> = after.lans.iter().map(|l| l.id).collect();
         for lan in after.lans.iter().filter(|l| !old_lans.contains(&l.id)) {
@@ -189,11 +184,22 @@ impl Topologies {
                 subnet: lan.subnet.clone(),
                 gateway: lan_gateway(&lan.subnet),
                 internal: !lan.is_dmz,
-                labels: self.labels(lan.topology_id, None),
+                labels: owner.labels(Some(lan.topology_id), None),
             };
             if let Err(err) = runtime.ensure_network(&spec).await {
                 tracing::error!(network = %spec.name, error = %err, "Could not create a LAN's network");
-                return Err(NETWORK_FAILED.into());
+                return Err(match err {
+                    RuntimeError::SubnetInUse(_) => {
+                        format!(
+                            "{NETWORK_FAILED}: subnet {} is in use (on the host or by another network)",
+                            spec.subnet
+                        )
+                    }
+                    RuntimeError::NetworkOnAnotherSubnet { existing, .. } => {
+                        format!("{NETWORK_FAILED}: it exists with another subnet ({existing}); tear it down first")
+                    }
+                    _ => NETWORK_FAILED.into(),
+                });
             }
             let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
         }
@@ -312,21 +318,22 @@ impl Topologies {
         let lan_of = |id: Uuid| detail.lans.iter().find(|l| l.id == id);
         let Some(home_lan) = lan_of(home.lan_id) else { return Err(()) };
         let forwards = edges.iter().any(|e| e.forwards_l3);
-        let spec = ContainerSpec {
-            name: self.container_name(decky),
+        let service_config = service_settings_of(decky.decky_config.as_ref());
+        let owner = self.fleet.owner().await.map_err(|err| {
+            tracing::error!(error = %err, "Cannot read the deployment's identity");
+        })?;
+        let spec = owner.spec(&DeckyContainer {
+            container: self.container_name(decky),
+            name: &decky.name,
+            hostname: &decky.name,
             image: image.to_string(),
-            cmd: Vec::new(),
-            env: vec![format!("NODE_NAME={}", decky.name), format!("SVC_DECKY_SERVICES={}", decky.services.join(","))],
-            hostname: decky.name.clone(),
+            services: &decky.services,
+            service_config: &service_config,
             network: self.network_name(home_lan),
             ip: home.ip.clone().unwrap_or_default(),
-            labels: self.labels(decky.topology_id, Some(&decky.name)),
-            sysctls: if forwards && rest.iter().any(|_| true) {
-                BTreeMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())])
-            } else {
-                BTreeMap::new()
-            },
-        };
+            topology: Some(decky.topology_id),
+            forwards: forwards && !rest.is_empty(),
+        });
         if let Err(err) = runtime.run(&spec).await {
             tracing::error!(decky = %decky.name, error = %err, "Could not start a topology decky");
             return Err(());

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::DbResult;
 use super::lifecycle::DeckyLifecycle;
@@ -131,4 +132,9 @@ pub trait FleetStore {
 
     /// Removes a decky; `false` when there was none of that name. The last one takes the network.
     async fn remove_decky(&self, name: &str) -> DbResult<bool>;
+
+    /// This deployment's identity: made on the first call and the same ever after, whichever
+    /// process asks (two racing first calls agree on the one stored). The fleet labels what it
+    /// makes with it, and only ever removes what carries it.
+    async fn deployment_id(&self) -> DbResult<Uuid>;
 }

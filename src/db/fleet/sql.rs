@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use super::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
 use crate::db::codec::{json_text, millis, time};
@@ -37,6 +38,10 @@ impl TryFrom<DeckyRow> for FleetDecky {
             updated_at: time(row.updated_at)?,
         })
     }
+}
+
+fn stored_uuid(text: &str) -> DbResult<Uuid> {
+    text.parse().map_err(|e| DbError::Other(anyhow::anyhow!("stored deployment id: {e}")))
 }
 
 fn network_driver(network: &FleetNetwork) -> &'static str {
@@ -147,6 +152,25 @@ both_backends! {
             }
             tx.commit().await?;
             Ok(removed.rows_affected() > 0)
+        }
+
+        async fn deployment_id(&self) -> DbResult<Uuid> {
+            let read = || sqlx::query_as::<_, (String,)>("select deployment_id from deployment_identity where id = 1");
+            if let Some((id,)) = read().fetch_optional(&self.pool).await? {
+                return stored_uuid(&id);
+            }
+            let made = sqlx::query("insert into deployment_identity (id, deployment_id, created_at) values (1, ?, ?)")
+                .bind(Uuid::new_v4().to_string())
+                .bind(millis(Utc::now()))
+                .execute(&self.pool)
+                .await;
+            match made.map_err(DbError::from) {
+                // Another process made it first: its identity is the one.
+                Ok(_) | Err(DbError::Conflict) => {}
+                Err(err) => return Err(err),
+            }
+            let (id,) = read().fetch_one(&self.pool).await?;
+            stored_uuid(&id)
         }
     }
 }

@@ -9,14 +9,11 @@
 //! lets the mutation in hand finish. Each round also gives the flat fleet's deckies whose
 //! `mutate_interval` has passed new services (`svc::fleet::mutate`).
 
-use std::sync::Arc;
-
 use chrono::Utc;
 use futures::StreamExt;
 use svc::bus::topics;
 use svc::db::{MutationState, TopologyStatus};
 use svc::fleet::Fleet;
-use svc::runtime::Engine;
 use svc::topology::Topologies;
 use svc::worker::{WorkerBody, WorkerContext};
 use uuid::Uuid;
@@ -29,12 +26,7 @@ pub fn body() -> WorkerBody {
 }
 
 async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
-    let fleet = Fleet::new(
-        ctx.db.clone(),
-        Arc::new(Engine::new(&ctx.config.fleet.docker_host)),
-        ctx.config.fleet.clone(),
-        ctx.bus.clone(),
-    );
+    let fleet = Fleet::new(ctx.db.clone(), ctx.bus.clone(), ctx.config.fleet.clone());
     let topologies = Topologies::new(ctx.db.clone(), ctx.bus.clone(), fleet.clone());
     // Names this process in the claims it makes (for operators reading the table).
     let holder = format!("{NAME}-{}-{}", std::process::id(), &Uuid::new_v4().simple().to_string()[..8]);

@@ -10,14 +10,13 @@
 pub mod sessions;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use anyhow::Context;
 use chrono::Utc;
 use svc::db::{Db, StoredRule, TarpitSession};
 use svc::fleet::Fleet;
 use svc::netns::{self, conntable};
-use svc::runtime::{ContainerInfo, Engine};
+use svc::runtime::ContainerInfo;
 use svc::tarpit::Tarpit;
 use svc::tarpit::events::{self, TarpitEvent};
 use svc::worker::{WorkerBody, WorkerContext};
@@ -33,12 +32,7 @@ pub fn body() -> WorkerBody {
 /// Polls until the worker is stopped; a poll under way is finished first.
 pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     let config = &ctx.config;
-    let fleet = Fleet::new(
-        ctx.db.clone(),
-        Arc::new(Engine::new(&config.fleet.docker_host)),
-        config.fleet.clone(),
-        ctx.bus.clone(),
-    );
+    let fleet = Fleet::new(ctx.db.clone(), ctx.bus.clone(), config.fleet.clone());
     let mut watcher = Watcher::new(ctx.db.clone(), Tarpit::new(ctx.db.clone(), fleet, config.ingest.log_file.clone()));
     let mut every = tokio::time::interval(config.tarpit.poll_interval);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
