@@ -9,6 +9,9 @@ use super::env::Env;
 use super::rules;
 use crate::secret::Secret;
 
+/// How long a session token lasts.
+const DEFAULT_JWT_EXP_MINUTES: u32 = 240;
+
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
     /// `SVC_API_HOST`, default `127.0.0.1`; loopback or not decides the public-binding rules.
@@ -66,24 +69,22 @@ impl ApiConfig {
         // The dashboard's port matters only as the default CORS origin.
         let web_port = env.port("SVC_WEB_PORT", 8080);
         let cors_origins = cors_origins(env, web_port);
-        let jwt_exp_minutes = match env.get("SVC_JWT_EXP_MINUTES") {
-            None => 240,
-            Some(v) => match v.trim().parse::<u32>() {
+        let jwt_exp_minutes =
+            match env.get_or("SVC_JWT_EXP_MINUTES", &DEFAULT_JWT_EXP_MINUTES.to_string()).trim().parse() {
                 Ok(n) if n > 0 => n,
                 _ => {
                     env.report("SVC_JWT_EXP_MINUTES", "must be a positive whole number of minutes");
-                    240
+                    DEFAULT_JWT_EXP_MINUTES
                 }
-            },
-        };
+            };
         ApiConfig {
             cors_origins,
             jwt_exp_minutes,
             disallow_master: env.flag("SVC_DISALLOW_MASTER", true),
             jwt_secret: env.secret("SVC_JWT_SECRET"),
-            admin_user: env.non_empty("SVC_ADMIN_USER").unwrap_or_else(|| "admin".into()),
+            admin_user: env.non_empty_or("SVC_ADMIN_USER", "admin"),
             admin_password: env.secret("SVC_ADMIN_PASSWORD"),
-            host: env.non_empty("SVC_API_HOST").unwrap_or_else(|| "127.0.0.1".into()),
+            host: env.non_empty_or("SVC_API_HOST", "127.0.0.1"),
             port: env.port("SVC_API_PORT", 8000),
             developer: env.flag("SVC_DEVELOPER", false),
             developer_tracing: env.flag("SVC_DEVELOPER_TRACING", false),
@@ -94,7 +95,7 @@ impl ApiConfig {
             contract_test: env.flag("SVC_CONTRACT_TEST", false),
             canary_http_base: env.non_empty("SVC_CANARY_HTTP_BASE"),
             profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
-            profile_dir: env.get("SVC_PROFILE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("profiles")),
+            profile_dir: PathBuf::from(env.get_or("SVC_PROFILE_DIR", &data_dir.join("profiles").to_string_lossy())),
             unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
             unit_dirs: env
                 .non_empty("SVC_UNIT_DIRS")
@@ -112,9 +113,7 @@ impl ApiConfig {
 
 /// The listed origins without a trailing `/`; a refused `*` is left out.
 fn cors_origins(env: &mut Env, web_port: u16) -> Vec<String> {
-    let Some(raw) = env.get("SVC_CORS_ORIGINS") else {
-        return vec![format!("http://localhost:{web_port}")];
-    };
+    let raw = env.get_or("SVC_CORS_ORIGINS", &format!("http://localhost:{web_port}"));
     let origins: Vec<String> =
         raw.split(',').map(|o| o.trim().trim_end_matches('/').to_string()).filter(|o| !o.is_empty()).collect();
     env.report_all(rules::cors_origins(&origins));

@@ -24,11 +24,8 @@ pub struct IngestConfig {
 
 impl IngestConfig {
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> IngestConfig {
-        let log_file = match env.get("SVC_INGEST_LOG_FILE") {
-            None => Some(data_dir.join("ingest.log")),
-            Some(v) if v.trim().is_empty() => None,
-            Some(v) => Some(PathBuf::from(v)),
-        };
+        let log_file = env.get_or("SVC_INGEST_LOG_FILE", &data_dir.join("ingest.log").to_string_lossy());
+        let log_file = (!log_file.trim().is_empty()).then(|| PathBuf::from(log_file));
         IngestConfig {
             log_file,
             batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),
