@@ -60,10 +60,16 @@ const MEANINGS: &[(&str, &str)] = &[
     ),
     ("SVC_API_HOST", "address the API listens on; not loopback turns on the public-binding rules"),
     ("SVC_API_PORT", "port the API listens on (1..65535)"),
-    ("SVC_DEVELOPER", "serves the interactive docs (`/docs`, `/redoc`) and puts exception details in 500 bodies"),
+    (
+        "SVC_DEVELOPER",
+        "serves the OpenAPI document and its viewers (`/openapi.json`, `/docs`, `/redoc`); exception details in 500 bodies",
+    ),
     ("SVC_DEVELOPER_TRACING", "logs a span for every request, with its status and latency"),
     ("SVC_EMBED_PROFILER", "runs the attacker profiler inside the API"),
-    ("SVC_EMBED_COLLECTOR", "runs the container-log collector inside the API"),
+    (
+        "SVC_EMBED_COLLECTOR",
+        "runs the container-log collector inside the API (not when `SVC_INGEST_LOG_FILE` is empty)",
+    ),
     ("SVC_EMBED_WEBHOOK", "runs webhook delivery inside the API"),
     ("SVC_LIMITER_ENABLED", "rate limiting; off on a public binding logs a critical warning"),
     ("SVC_CONTRACT_TEST", "the API starts no background worker"),
@@ -80,7 +86,7 @@ const MEANINGS: &[(&str, &str)] = &[
         "milliseconds identical `GET /logs` reads share one body at most (0..1000; 0 turns sharing off)",
     ),
     ("SVC_READ_CACHE_BYTES", "bytes of shared `/logs` bodies kept at most"),
-    ("SVC_SSE_MAX_PER_USER", "event streams one user may hold open at once; one more is a 429"),
+    ("SVC_SSE_MAX_PER_USER", "event streams one user may hold open at once, per replica; one more is a 429"),
     (
         "SVC_FLEET_NAME",
         "prefix of the fleet's container and network names and its `svc.fleet` label (a-z, 0-9, `-`; 1..32)",
