@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::CommandFactory;
-use svc::config::{Config, Setting, settings};
+use svc::config::{Config, settings};
 
 #[derive(clap::Args)]
 pub struct ConfigArgs {
@@ -45,15 +45,23 @@ fn check() -> ExitCode {
 /// A heading and its settings, in reading order.
 struct Section {
     title: String,
-    settings: Vec<Setting>,
+    settings: Vec<Row>,
+}
+
+/// One line of the printout, from the `Config` tree or from a command's options.
+struct Row {
+    var: String,
+    default: Option<String>,
+    meaning: String,
 }
 
 fn sections() -> Vec<Section> {
     let mut sections: Vec<Section> = Vec::new();
     for setting in settings() {
+        let row = Row { var: setting.var.to_string(), default: setting.default, meaning: setting.meaning.to_string() };
         match sections.last_mut() {
-            Some(last) if last.title == setting.section => last.settings.push(setting),
-            _ => sections.push(Section { title: setting.section.to_string(), settings: vec![setting] }),
+            Some(last) if last.title == setting.section => last.settings.push(row),
+            _ => sections.push(Section { title: setting.section.to_string(), settings: vec![row] }),
         }
     }
     sections.extend(command_sections());
@@ -66,18 +74,17 @@ fn command_sections() -> Vec<Section> {
     let cli = crate::Cli::command();
     let mut sections = Vec::new();
     for command in cli.get_subcommands() {
-        let settings: Vec<Setting> = command
+        let settings: Vec<Row> = command
             .get_arguments()
             .filter_map(|arg| {
                 let var = arg.get_env()?.to_str()?;
                 let default = arg.get_default_values().iter().map(|v| v.to_string_lossy()).collect::<Vec<_>>();
                 let help = arg.get_help().map(|h| h.to_string().replace('\n', " ")).unwrap_or_default();
                 let meaning = first_sentence(&help);
-                Some(Setting {
-                    section: "",
-                    var: leak(var),
+                Some(Row {
+                    var: var.to_string(),
                     default: (!default.is_empty()).then(|| default.join(",")),
-                    meaning: leak(&format!("`--{}`: {}", arg.get_long().unwrap_or_default(), meaning)),
+                    meaning: format!("`--{}`: {}", arg.get_long().unwrap_or_default(), meaning),
                 })
             })
             .collect();
@@ -92,11 +99,6 @@ fn command_sections() -> Vec<Section> {
 fn first_sentence(help: &str) -> &str {
     let ends = help.match_indices(". ").find(|(i, _)| help[i + 2..].starts_with(char::is_uppercase));
     ends.map_or(help, |(i, _)| &help[..i]).trim_end_matches('.')
-}
-
-/// `Setting` holds static text; a printout runs once per process.
-fn leak(text: &str) -> &'static str {
-    Box::leak(text.to_string().into_boxed_str())
 }
 
 fn plain(sections: &[Section]) -> String {
