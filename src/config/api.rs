@@ -14,21 +14,21 @@ const DEFAULT_JWT_EXP_MINUTES: u32 = 240;
 
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
-    /// `SVC_API_HOST`, default `127.0.0.1`; loopback or not decides the public-binding rules.
+    /// `SVC_API_HOST`; loopback or not decides the public-binding rules.
     pub host: String,
-    /// `SVC_API_PORT`, default 8000.
+    /// `SVC_API_PORT`.
     pub port: u16,
     /// `SVC_CORS_ORIGINS`; by default the dashboard on `http://localhost:$SVC_WEB_PORT`.
     pub cors_origins: Vec<String>,
     /// `SVC_JWT_SECRET`: required by the API, so `None` only until the rules refuse it.
     pub jwt_secret: Option<Secret>,
-    /// `SVC_JWT_EXP_MINUTES`, default 240.
+    /// `SVC_JWT_EXP_MINUTES`.
     pub jwt_exp_minutes: u32,
-    /// `SVC_ADMIN_USER`, default `admin`.
+    /// `SVC_ADMIN_USER`.
     pub admin_user: String,
     /// `SVC_ADMIN_PASSWORD`: required by the API, like the JWT secret.
     pub admin_password: Option<Secret>,
-    /// `SVC_DISALLOW_MASTER`, default true: the API refuses to start on an agent host.
+    /// `SVC_DISALLOW_MASTER`: the API refuses to start on an agent host.
     pub disallow_master: bool,
     /// `SVC_DEVELOPER`: interactive docs and exception details in 500 bodies.
     pub developer: bool,
@@ -40,7 +40,7 @@ pub struct ApiConfig {
     pub embed_collector: bool,
     /// `SVC_EMBED_WEBHOOK`: webhook delivery runs inside the API.
     pub embed_webhook: bool,
-    /// `SVC_LIMITER_ENABLED`, default true.
+    /// `SVC_LIMITER_ENABLED`.
     pub limiter_enabled: bool,
     /// `SVC_CONTRACT_TEST`: the API starts no background worker.
     pub contract_test: bool,
@@ -48,17 +48,16 @@ pub struct ApiConfig {
     pub canary_http_base: Option<String>,
     /// `SVC_PROFILE_REQUESTS`: one flamegraph page per request, written to `profile_dir`.
     pub profile_requests: bool,
-    /// `SVC_PROFILE_DIR`, default `$SVC_DATA_DIR/profiles`.
+    /// `SVC_PROFILE_DIR`.
     pub profile_dir: PathBuf,
-    /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`, default 5).
+    /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`).
     pub sse_max_per_user: u32,
-    /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`,
-    /// default 30).
+    /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`).
     pub unit_cache: Duration,
-    /// How long the body of a hot log read is shared at most (`SVC_READ_CACHE_MS`, default 500; 0
+    /// How long the body of a hot log read is shared at most (`SVC_READ_CACHE_MS`; 0
     /// turns sharing off).
     pub read_cache_reuse: Duration,
-    /// Bytes of shared bodies kept at most (`SVC_READ_CACHE_BYTES`, default 16 MiB).
+    /// Bytes of shared bodies kept at most (`SVC_READ_CACHE_BYTES`).
     pub read_cache_bytes: usize,
     /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
     pub unit_dirs: Option<Vec<PathBuf>>,

@@ -8,16 +8,16 @@ use super::env::Env;
 
 #[derive(Clone, Debug)]
 pub struct IngestConfig {
-    /// `SVC_INGEST_LOG_FILE`, default `$SVC_DATA_DIR/ingest.log`; `None` when set to the empty
+    /// `SVC_INGEST_LOG_FILE`; `None` when set to the empty
     /// string: ingestion is then off.
     pub log_file: Option<PathBuf>,
-    /// Lines stored per transaction at most (`SVC_INGEST_BATCH_SIZE`, default 20000).
+    /// Lines stored per transaction at most (`SVC_INGEST_BATCH_SIZE`).
     pub batch_size: usize,
     /// How long a started batch may wait for more lines while the file keeps growing
-    /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`, default 250).
+    /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`).
     pub batch_wait: Duration,
-    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`,
-    /// default 15): the longest a standby waits after the holder died. The profiler's lease lasts as
+    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`):
+    /// the longest a standby waits after the holder died. The profiler's lease lasts as
     /// long.
     pub lease: Duration,
 }

@@ -4,7 +4,8 @@
 //! the profiler did. Reading collects every problem instead of stopping at the first, so an operator
 //! fixes a bad configuration in one round; every rule beyond a value's type is in `rules.rs`, and no
 //! message ever contains the value of a secret. Reading also notes each variable and its default,
-//! which is what `svc config` prints (`settings.rs`): a default is written once, in its getter call.
+//! which is what `svc config` prints (`settings.rs`): a default is written once, in its getter call
+//! (the field docs name the variable, not its default).
 
 mod api;
 mod bus;
@@ -86,7 +87,7 @@ impl LogFormat {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub mode: Mode,
-    /// `SVC_DATA_DIR`, default `data`: where the default paths of the sections live.
+    /// `SVC_DATA_DIR`: where the default paths of the sections live.
     pub data_dir: PathBuf,
     pub log_format: LogFormat,
     /// `SVC_TESTING=1`: the only switch that relaxes secret strength and public-binding rules.
