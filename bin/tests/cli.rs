@@ -275,7 +275,7 @@ fn svc_config_lists_every_variable_the_code_reads() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
             if path.is_dir() {
-                if !["target", "tests", "benches", "test-support", ".git", "node_modules"].contains(&name.as_str()) {
+                if !name.starts_with('.') && !["target", "tests", "benches", "test-support"].contains(&name.as_str()) {
                     sources(&path, found);
                 }
             } else if name.ends_with(".rs") && name != "tests.rs" {
