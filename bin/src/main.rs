@@ -1,6 +1,7 @@
 //! `svc`: one binary for every part of the honeypot fleet's control plane.
 
 mod api;
+mod config;
 mod decky;
 mod deploy;
 mod exit_status;
@@ -21,8 +22,8 @@ use exit_status::EXIT_CONFIG;
 /// Control plane of a honeypot fleet: the master API for the operator's dashboard, and the tools
 /// that look after its database.
 ///
-/// Configuration comes from SVC_* environment variables (see the README); a bad configuration is
-/// reported in full, naming every variable at fault, and nothing starts.
+/// Configuration comes from SVC_* environment variables (`svc config` lists them all); a bad
+/// configuration is reported in full, naming every variable at fault, and nothing starts.
 #[derive(Parser)]
 #[command(name = "svc", version, propagate_version = true)]
 struct Cli {
@@ -79,6 +80,12 @@ enum Command {
     /// Install svc as systemd units.
     #[command(subcommand)]
     Systemd(systemd::SystemdCommand),
+    /// List every setting svc reads (SVC_* variable, default, meaning), or check the current ones.
+    ///
+    /// The list is printed from the code that reads the settings, so it is always this build's.
+    /// `--markdown` prints docs/configuration.md; `--check` validates the environment as `svc api`
+    /// would and reports every problem at once, never a secret's value.
+    Config(config::ConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +101,8 @@ fn main() -> ExitCode {
         Command::Api => Ok(()),
         // A decky needs nothing of the configuration: it runs alone in its container.
         Command::Decky(_) => Ok(()),
+        // Listing or checking the configuration must work when it is bad.
+        Command::Config(_) => Ok(()),
         // The supervisor checks the API's configuration up front rather than restart a child that
         // cannot start.
         Command::Supervise(_) => reading.check_for_api(),
@@ -122,6 +131,7 @@ fn main() -> ExitCode {
             Command::Supervise(args) => supervisor::run(args, reading.config).await,
             Command::Systemd(command) => systemd::run(command),
             Command::Decky(args) => decky::run(args).await,
+            Command::Config(args) => return Ok(config::run(args)),
         };
         done.map(|()| ExitCode::SUCCESS)
     });

@@ -247,3 +247,83 @@ fn migrate_and_user_commands_work_on_the_database_directly() {
         db.close().await;
     });
 }
+
+/// The workspace's root, where `docs/` and every crate's sources are.
+fn workspace_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn configuration_doc_is_what_svc_config_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, printed, err) = run(svc(dir.path(), &["config", "--markdown"]), "");
+    assert_eq!(code, 0, "{err}");
+    let doc = std::fs::read_to_string(workspace_root().join("docs/configuration.md")).unwrap();
+    assert!(
+        doc == printed,
+        "docs/configuration.md differs from `svc config --markdown`; regenerate it with\n  \
+         cargo run -q -p svc-cli -- config --markdown > docs/configuration.md"
+    );
+}
+
+/// Every `"SVC_…"` literal in the sources of the crates the service is built from (tests, benches
+/// and their own variables left out) must be listed by `svc config`, whichever code reads it.
+#[test]
+fn svc_config_lists_every_variable_the_code_reads() {
+    fn sources(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.') && !["target", "tests", "benches", "test-support"].contains(&name.as_str()) {
+                    sources(&path, found);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                found.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    sources(&workspace_root(), &mut files);
+    let mut read = std::collections::BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (at, _) in text.match_indices("\"SVC_") {
+            let name: String = text[at + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            // `"SVC_"` alone is the namespace itself (env.rs).
+            if name.len() > 4 && !name.starts_with("SVC_TEST_") && !name.starts_with("SVC_BENCH_") {
+                read.insert(name);
+            }
+        }
+    }
+    assert!(read.len() > 50, "the scan found too little: {read:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let (code, printed, err) = run(svc(dir.path(), &["config"]), "");
+    assert_eq!(code, 0, "{err}");
+    let listed: std::collections::BTreeSet<String> =
+        printed.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_string).collect();
+    let missing: Vec<_> = read.iter().filter(|var| !listed.contains(*var)).collect();
+    assert!(missing.is_empty(), "read by the code but not listed by `svc config`: {missing:?}\n{printed}");
+}
+
+#[test]
+fn svc_config_check_reports_every_problem_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = svc(dir.path(), &["config", "--check"]);
+    command.env("SVC_JWT_SECRET", "changeme").env("SVC_API_PORT", "70000").env("SVC_DB_TYPE", "oracle");
+    let (code, _, err) = run(command, "");
+    assert_eq!(code, 78, "{err}");
+    for var in ["SVC_JWT_SECRET", "SVC_ADMIN_PASSWORD", "SVC_API_PORT", "SVC_DB_TYPE"] {
+        assert!(err.contains(var), "{err}");
+    }
+    assert!(!err.contains("changeme"), "the secret was echoed: {err}");
+    assert!(!dir.path().join("data").exists(), "checking starts nothing");
+
+    let mut command = svc(dir.path(), &["config", "--check"]);
+    command.env("SVC_JWT_SECRET", JWT_SECRET).env("SVC_ADMIN_PASSWORD", "a-long-enough-Passw0rd");
+    let (code, out, err) = run(command, "");
+    assert_eq!((code, out.trim()), (0, "configuration ok"), "{err}");
+}

@@ -9,23 +9,26 @@ use super::env::Env;
 use super::rules;
 use crate::secret::Secret;
 
+/// How long a session token lasts.
+const DEFAULT_JWT_EXP_MINUTES: u32 = 240;
+
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
-    /// `SVC_API_HOST`, default `127.0.0.1`; loopback or not decides the public-binding rules.
+    /// `SVC_API_HOST`; loopback or not decides the public-binding rules.
     pub host: String,
-    /// `SVC_API_PORT`, default 8000.
+    /// `SVC_API_PORT`.
     pub port: u16,
     /// `SVC_CORS_ORIGINS`; by default the dashboard on `http://localhost:$SVC_WEB_PORT`.
     pub cors_origins: Vec<String>,
     /// `SVC_JWT_SECRET`: required by the API, so `None` only until the rules refuse it.
     pub jwt_secret: Option<Secret>,
-    /// `SVC_JWT_EXP_MINUTES`, default 240.
+    /// `SVC_JWT_EXP_MINUTES`.
     pub jwt_exp_minutes: u32,
-    /// `SVC_ADMIN_USER`, default `admin`.
+    /// `SVC_ADMIN_USER`.
     pub admin_user: String,
     /// `SVC_ADMIN_PASSWORD`: required by the API, like the JWT secret.
     pub admin_password: Option<Secret>,
-    /// `SVC_DISALLOW_MASTER`, default true: the API refuses to start on an agent host.
+    /// `SVC_DISALLOW_MASTER`: the API refuses to start on an agent host.
     pub disallow_master: bool,
     /// `SVC_DEVELOPER`: interactive docs and exception details in 500 bodies.
     pub developer: bool,
@@ -37,7 +40,7 @@ pub struct ApiConfig {
     pub embed_collector: bool,
     /// `SVC_EMBED_WEBHOOK`: webhook delivery runs inside the API.
     pub embed_webhook: bool,
-    /// `SVC_LIMITER_ENABLED`, default true.
+    /// `SVC_LIMITER_ENABLED`.
     pub limiter_enabled: bool,
     /// `SVC_CONTRACT_TEST`: the API starts no background worker.
     pub contract_test: bool,
@@ -45,17 +48,16 @@ pub struct ApiConfig {
     pub canary_http_base: Option<String>,
     /// `SVC_PROFILE_REQUESTS`: one flamegraph page per request, written to `profile_dir`.
     pub profile_requests: bool,
-    /// `SVC_PROFILE_DIR`, default `$SVC_DATA_DIR/profiles`.
+    /// `SVC_PROFILE_DIR`.
     pub profile_dir: PathBuf,
-    /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`, default 5).
+    /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`).
     pub sse_max_per_user: u32,
-    /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`,
-    /// default 30).
+    /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`).
     pub unit_cache: Duration,
-    /// How long the body of a hot log read is shared at most (`SVC_READ_CACHE_MS`, default 500; 0
+    /// How long the body of a hot log read is shared at most (`SVC_READ_CACHE_MS`; 0
     /// turns sharing off).
     pub read_cache_reuse: Duration,
-    /// Bytes of shared bodies kept at most (`SVC_READ_CACHE_BYTES`, default 16 MiB).
+    /// Bytes of shared bodies kept at most (`SVC_READ_CACHE_BYTES`).
     pub read_cache_bytes: usize,
     /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
     pub unit_dirs: Option<Vec<PathBuf>>,
@@ -66,24 +68,22 @@ impl ApiConfig {
         // The dashboard's port matters only as the default CORS origin.
         let web_port = env.port("SVC_WEB_PORT", 8080);
         let cors_origins = cors_origins(env, web_port);
-        let jwt_exp_minutes = match env.get("SVC_JWT_EXP_MINUTES") {
-            None => 240,
-            Some(v) => match v.trim().parse::<u32>() {
+        let jwt_exp_minutes =
+            match env.get_or("SVC_JWT_EXP_MINUTES", &DEFAULT_JWT_EXP_MINUTES.to_string()).trim().parse() {
                 Ok(n) if n > 0 => n,
                 _ => {
                     env.report("SVC_JWT_EXP_MINUTES", "must be a positive whole number of minutes");
-                    240
+                    DEFAULT_JWT_EXP_MINUTES
                 }
-            },
-        };
+            };
         ApiConfig {
             cors_origins,
             jwt_exp_minutes,
             disallow_master: env.flag("SVC_DISALLOW_MASTER", true),
             jwt_secret: env.secret("SVC_JWT_SECRET"),
-            admin_user: env.non_empty("SVC_ADMIN_USER").unwrap_or_else(|| "admin".into()),
+            admin_user: env.non_empty_or("SVC_ADMIN_USER", "admin"),
             admin_password: env.secret("SVC_ADMIN_PASSWORD"),
-            host: env.non_empty("SVC_API_HOST").unwrap_or_else(|| "127.0.0.1".into()),
+            host: env.non_empty_or("SVC_API_HOST", "127.0.0.1"),
             port: env.port("SVC_API_PORT", 8000),
             developer: env.flag("SVC_DEVELOPER", false),
             developer_tracing: env.flag("SVC_DEVELOPER_TRACING", false),
@@ -94,7 +94,7 @@ impl ApiConfig {
             contract_test: env.flag("SVC_CONTRACT_TEST", false),
             canary_http_base: env.non_empty("SVC_CANARY_HTTP_BASE"),
             profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
-            profile_dir: env.get("SVC_PROFILE_DIR").map(PathBuf::from).unwrap_or_else(|| data_dir.join("profiles")),
+            profile_dir: PathBuf::from(env.get_or("SVC_PROFILE_DIR", &data_dir.join("profiles").to_string_lossy())),
             unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
             unit_dirs: env
                 .non_empty("SVC_UNIT_DIRS")
@@ -112,9 +112,7 @@ impl ApiConfig {
 
 /// The listed origins without a trailing `/`; a refused `*` is left out.
 fn cors_origins(env: &mut Env, web_port: u16) -> Vec<String> {
-    let Some(raw) = env.get("SVC_CORS_ORIGINS") else {
-        return vec![format!("http://localhost:{web_port}")];
-    };
+    let raw = env.get_or("SVC_CORS_ORIGINS", &format!("http://localhost:{web_port}"));
     let origins: Vec<String> =
         raw.split(',').map(|o| o.trim().trim_end_matches('/').to_string()).filter(|o| !o.is_empty()).collect();
     env.report_all(rules::cors_origins(&origins));

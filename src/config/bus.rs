@@ -10,9 +10,9 @@ use super::env::Env;
 pub struct BusConfig {
     /// `SVC_NATS_URL`; `None`: no bus, and heartbeats and notices are no-ops.
     pub nats_url: Option<String>,
-    /// How often a process sends its heartbeat (`SVC_HEARTBEAT_SECS`, default 30).
+    /// How often a process sends its heartbeat (`SVC_HEARTBEAT_SECS`).
     pub heartbeat_interval: Duration,
-    /// A worker not heard from for this long is `stale` (`SVC_WORKER_STALE_SECS`, default 90).
+    /// A worker not heard from for this long is `stale` (`SVC_WORKER_STALE_SECS`).
     pub worker_stale_after: Duration,
 }
 

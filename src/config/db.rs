@@ -1,7 +1,7 @@
 //! The repository backend, from `SVC_DB_TYPE`, `SVC_DB_PATH` and `SVC_DB_URL`, as the db layer's own
 //! [`DatabaseConfig`]: the db layer knows what to open, not where that came from.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::env::Env;
 use super::rules;
@@ -13,18 +13,20 @@ use crate::secret::Secret;
 pub(super) const DEFAULT_WRITER_CACHE_MIB: usize = 256;
 
 pub(super) fn read(env: &mut Env, data_dir: &Path) -> DatabaseConfig {
-    let kind = env.get("SVC_DB_TYPE").map(|v| v.trim().to_ascii_lowercase());
-    match kind.as_deref() {
-        None | Some("") | Some("sqlite") => DatabaseConfig::Sqlite {
-            path: env.non_empty("SVC_DB_PATH").map(PathBuf::from).unwrap_or_else(|| data_dir.join("svc.db")),
+    let kind = env.get_or("SVC_DB_TYPE", "sqlite").trim().to_ascii_lowercase();
+    // Read whichever backend is chosen, so that `svc config` lists the other's variable too.
+    let url = env.non_empty("SVC_DB_URL");
+    match kind.as_str() {
+        "" | "sqlite" => DatabaseConfig::Sqlite {
+            path: env.path_or("SVC_DB_PATH", data_dir.join("svc.db")),
             writer_cache_mib: env.count("SVC_DB_CACHE_MB", DEFAULT_WRITER_CACHE_MIB, 2..=65_536),
         },
-        Some("mysql") => {
-            let url = env.non_empty("SVC_DB_URL").unwrap_or_default();
+        "mysql" => {
+            let url = url.unwrap_or_default();
             env.report_all(rules::mysql_url(&url));
             DatabaseConfig::Mysql { url: Secret::new(url) }
         }
-        Some(_) => {
+        _ => {
             env.report("SVC_DB_TYPE", "must be `sqlite` or `mysql`");
             DatabaseConfig::Sqlite { path: data_dir.join("svc.db"), writer_cache_mib: DEFAULT_WRITER_CACHE_MIB }
         }

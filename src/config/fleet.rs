@@ -14,11 +14,11 @@ pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
 impl FleetConfig {
     pub(super) fn read(env: &mut Env) -> FleetConfig {
-        let name = env.non_empty("SVC_FLEET_NAME").unwrap_or_else(|| "svc".into());
+        let name = env.non_empty_or("SVC_FLEET_NAME", "svc");
         if name.len() > 32 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
             env.report("SVC_FLEET_NAME", "must be 1 to 32 of a-z, 0-9 and '-'");
         }
-        let pool = env.non_empty("SVC_TOPOLOGY_SUBNET_POOL").unwrap_or_else(|| "172.16.0.0/12".into());
+        let pool = env.non_empty_or("SVC_TOPOLOGY_SUBNET_POOL", "172.16.0.0/12");
         let topology_subnet_pool = match pool.parse::<Subnet>() {
             Ok(subnet) if pool.rsplit_once('/').and_then(|(_, p)| p.parse::<u8>().ok()).is_some_and(|p| p <= 24) => {
                 subnet
@@ -33,7 +33,7 @@ impl FleetConfig {
             mutator_poll: env.seconds("SVC_MUTATOR_POLL_S", 10.0),
             mutator_claim_timeout: env.seconds("SVC_MUTATOR_CLAIM_TIMEOUT_S", 300.0),
             reconcile: env.seconds("SVC_RECONCILE_S", 60.0),
-            docker_host: env.non_empty("SVC_DOCKER_HOST").unwrap_or_else(|| DEFAULT_DOCKER_HOST.into()),
+            docker_host: env.non_empty_or("SVC_DOCKER_HOST", DEFAULT_DOCKER_HOST),
             name,
             deployment_limit: env.count("SVC_DEPLOYMENT_LIMIT", 10, 1..=1000),
             decky_binary: env.non_empty("SVC_DECKY_BINARY").map(PathBuf::from),
@@ -71,14 +71,10 @@ impl CollectorConfig {
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> CollectorConfig {
         CollectorConfig {
             reconcile: env.seconds("SVC_COLLECTOR_RECONCILE_S", 30.0),
-            drop_apps: list(env.get("SVC_COLLECTOR_DROP_APPS").unwrap_or_else(|| DROP_APPS.into())),
-            rate_limited_events: list(
-                env.get("SVC_COLLECTOR_RL_EVENT_TYPES").unwrap_or_else(|| RATE_LIMITED_EVENTS.into()),
-            ),
+            drop_apps: list(env.get_or("SVC_COLLECTOR_DROP_APPS", DROP_APPS)),
+            rate_limited_events: list(env.get_or("SVC_COLLECTOR_RL_EVENT_TYPES", RATE_LIMITED_EVENTS)),
             rate_limit_window: env.seconds("SVC_COLLECTOR_RL_WINDOW_SEC", 1.0),
-            state_file: env
-                .non_empty("SVC_COLLECTOR_STATE_FILE")
-                .map_or_else(|| data_dir.join("collector.state"), PathBuf::from),
+            state_file: env.path_or("SVC_COLLECTOR_STATE_FILE", data_dir.join("collector.state")),
         }
     }
 }

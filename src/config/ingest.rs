@@ -8,27 +8,24 @@ use super::env::Env;
 
 #[derive(Clone, Debug)]
 pub struct IngestConfig {
-    /// `SVC_INGEST_LOG_FILE`, default `$SVC_DATA_DIR/ingest.log`; `None` when set to the empty
+    /// `SVC_INGEST_LOG_FILE`; `None` when set to the empty
     /// string: ingestion is then off.
     pub log_file: Option<PathBuf>,
-    /// Lines stored per transaction at most (`SVC_INGEST_BATCH_SIZE`, default 20000).
+    /// Lines stored per transaction at most (`SVC_INGEST_BATCH_SIZE`).
     pub batch_size: usize,
     /// How long a started batch may wait for more lines while the file keeps growing
-    /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`, default 250).
+    /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`).
     pub batch_wait: Duration,
-    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`,
-    /// default 15): the longest a standby waits after the holder died. The profiler's lease lasts as
+    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`):
+    /// the longest a standby waits after the holder died. The profiler's lease lasts as
     /// long.
     pub lease: Duration,
 }
 
 impl IngestConfig {
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> IngestConfig {
-        let log_file = match env.get("SVC_INGEST_LOG_FILE") {
-            None => Some(data_dir.join("ingest.log")),
-            Some(v) if v.trim().is_empty() => None,
-            Some(v) => Some(PathBuf::from(v)),
-        };
+        let log_file = env.get_or("SVC_INGEST_LOG_FILE", &data_dir.join("ingest.log").to_string_lossy());
+        let log_file = (!log_file.trim().is_empty()).then(|| PathBuf::from(log_file));
         IngestConfig {
             log_file,
             batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),

@@ -3,7 +3,9 @@
 //! `fleet`, `ingest`, `profiler`, `collector`, `webhook`, `sniffer`, `tarpit`). A new worker adds its section here, named after it, as the ingester and
 //! the profiler did. Reading collects every problem instead of stopping at the first, so an operator
 //! fixes a bad configuration in one round; every rule beyond a value's type is in `rules.rs`, and no
-//! message ever contains the value of a secret.
+//! message ever contains the value of a secret. Reading also notes each variable and its default,
+//! which is what `svc config` prints (`settings.rs`): a default is written once, in its getter call
+//! (the field docs name the variable, not its default).
 
 mod api;
 mod bus;
@@ -13,6 +15,7 @@ mod fleet;
 mod ingest;
 mod profiler;
 mod rules;
+mod settings;
 mod sniffer;
 mod tarpit;
 mod webhook;
@@ -26,6 +29,7 @@ pub use bus::BusConfig;
 pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST};
 pub use ingest::IngestConfig;
 pub use profiler::ProfilerConfig;
+pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
 pub use webhook::WebhookConfig;
@@ -49,11 +53,10 @@ impl Mode {
     }
 
     fn read(env: &mut Env) -> Mode {
-        match env.get("SVC_MODE").map(|v| v.trim().to_ascii_lowercase()) {
-            None => Mode::Master,
-            Some(v) if v == "master" => Mode::Master,
-            Some(v) if v == "agent" => Mode::Agent,
-            Some(_) => {
+        match env.get_or("SVC_MODE", Mode::Master.as_str()).trim().to_ascii_lowercase().as_str() {
+            "master" => Mode::Master,
+            "agent" => Mode::Agent,
+            _ => {
                 env.report("SVC_MODE", "must be `master` or `agent`");
                 Mode::Master
             }
@@ -71,11 +74,10 @@ pub enum LogFormat {
 
 impl LogFormat {
     fn read(env: &mut Env) -> LogFormat {
-        match env.get("SVC_LOG_FORMAT").map(|v| v.trim().to_ascii_lowercase()) {
-            None => LogFormat::Text,
-            Some(v) if v == "text" => LogFormat::Text,
-            Some(v) if v == "json" => LogFormat::Json,
-            Some(_) => {
+        match env.get_or("SVC_LOG_FORMAT", "text").trim().to_ascii_lowercase().as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            _ => {
                 env.report("SVC_LOG_FORMAT", "must be `text` or `json`");
                 LogFormat::Text
             }
@@ -86,7 +88,7 @@ impl LogFormat {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub mode: Mode,
-    /// `SVC_DATA_DIR`, default `data`: where the default paths of the sections live.
+    /// `SVC_DATA_DIR`: where the default paths of the sections live.
     pub data_dir: PathBuf,
     pub log_format: LogFormat,
     /// `SVC_TESTING=1`: the only switch that relaxes secret strength and public-binding rules.
@@ -152,29 +154,58 @@ impl Config {
     /// Reads every variable, the shared settings first and then section by section, so problems
     /// are reported in that order.
     pub fn read(vars: impl IntoIterator<Item = (String, String)>) -> Reading {
+        let (reading, _) = Self::read_noting(vars);
+        reading
+    }
+
+    /// [`Config::read`], also returning every variable read with its section and default (what
+    /// `svc config` prints). Each `begin_section` names the heading the next variables stand under.
+    fn read_noting(vars: impl IntoIterator<Item = (String, String)>) -> (Reading, Vec<env::ReadVar>) {
         let mut env = Env::new(vars);
+        env.begin_section("Every process");
         let mode = Mode::read(&mut env);
-        let data_dir = PathBuf::from(env.get("SVC_DATA_DIR").unwrap_or_else(|| "data".into()));
+        let data_dir = PathBuf::from(env.get_or("SVC_DATA_DIR", "data"));
         let log_format = LogFormat::read(&mut env);
         // Exactly `1`: no other spelling and no other variable may relax validation.
         let testing = env.get("SVC_TESTING").is_some_and(|v| v.trim() == "1");
+        env.begin_section("Database");
+        let db = db::read(&mut env, &data_dir);
+        env.begin_section("Bus");
+        let bus = BusConfig::read(&mut env);
+        env.begin_section("API (`svc api`)");
+        let api = ApiConfig::read(&mut env, &data_dir);
+        env.begin_section("Fleet, topologies and the mutator");
+        let fleet = FleetConfig::read(&mut env);
+        env.begin_section("Ingest worker");
+        let ingest = IngestConfig::read(&mut env, &data_dir);
+        env.begin_section("Profiler worker");
+        let profiler = ProfilerConfig::read(&mut env);
+        env.begin_section("Collector worker");
+        let collector = CollectorConfig::read(&mut env, &data_dir);
+        env.begin_section("Webhook worker");
+        let webhook = WebhookConfig::read(&mut env);
+        env.begin_section("Sniffer worker");
+        let sniffer = SnifferConfig::read(&mut env);
+        env.begin_section("Tarpit watcher");
+        let tarpit = TarpitConfig::read(&mut env);
         let config = Config {
             mode,
             log_format,
             testing,
-            db: db::read(&mut env, &data_dir),
-            bus: BusConfig::read(&mut env),
-            api: ApiConfig::read(&mut env, &data_dir),
-            fleet: FleetConfig::read(&mut env),
-            ingest: IngestConfig::read(&mut env, &data_dir),
-            profiler: ProfilerConfig::read(&mut env),
-            collector: CollectorConfig::read(&mut env, &data_dir),
-            webhook: WebhookConfig::read(&mut env),
-            sniffer: SnifferConfig::read(&mut env),
-            tarpit: TarpitConfig::read(&mut env),
+            db,
+            bus,
+            api,
+            fleet,
+            ingest,
+            profiler,
+            collector,
+            webhook,
+            sniffer,
+            tarpit,
             data_dir,
         };
-        Reading { config, problems: env.into_problems() }
+        let (problems, read) = env.finish();
+        (Reading { config, problems }, read)
     }
 }
 

@@ -8,7 +8,7 @@ use super::env::Env;
 #[derive(Clone, Debug)]
 pub struct ProfilerConfig {
     /// How often a caught-up profiler looks for new log rows without a bus notice
-    /// (`SVC_PROFILER_POLL_MS`, default 2000); with a bus it wakes on every stored batch.
+    /// (`SVC_PROFILER_POLL_MS`); with a bus it wakes on every stored batch.
     pub poll: Duration,
 }
 

@@ -41,7 +41,7 @@ impl SnifferConfig {
         SnifferConfig {
             embed: env.flag("SVC_EMBED_SNIFFER", false),
             iface: env.non_empty("SVC_SNIFFER_IFACE"),
-            filter: env.non_empty("SVC_SNIFFER_FILTER").unwrap_or_else(|| "tcp".into()),
+            filter: env.non_empty_or("SVC_SNIFFER_FILTER", "tcp"),
             max_flows: env.count("SVC_SNIFFER_MAX_FLOWS", 200_000, 1..=10_000_000),
             flow_bytes: env.count("SVC_SNIFFER_FLOW_BYTES", 16_384, 512..=1_048_576),
             flow_idle: env.seconds("SVC_SNIFFER_FLOW_IDLE_SECS", 60.0),

@@ -7,7 +7,7 @@ use super::env::Env;
 
 #[derive(Clone, Debug)]
 pub struct TarpitConfig {
-    /// `SVC_TARPIT_POLL_SECS`, default 15 (the spec's poll): how often the deckies' connection
+    /// `SVC_TARPIT_POLL_SECS` (the spec's poll): how often the deckies' connection
     /// tables are read and their rules checked.
     pub poll_interval: Duration,
 }

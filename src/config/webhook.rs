@@ -8,15 +8,15 @@ use super::env::Env;
 #[derive(Clone, Debug)]
 pub struct WebhookConfig {
     /// `SVC_WEBHOOK_ALLOW_PRIVATE=true` turns the destination address rules off (scheme, host and
-    /// resolution are still checked); default off. The API and the worker warn at start when on.
+    /// resolution are still checked). The API and the worker warn at start when on.
     pub allow_private: bool,
-    /// One delivery, connection to answer (`SVC_WEBHOOK_TIMEOUT_SECS`, default 10, as DECNET).
+    /// One delivery, connection to answer (`SVC_WEBHOOK_TIMEOUT_SECS`, as DECNET).
     pub timeout: Duration,
     /// The first retry's delay, doubled at each further failure of the event up to
-    /// [`WebhookConfig::MAX_RETRY_DELAY`] (`SVC_WEBHOOK_RETRY_BASE_MS`, default 1000).
+    /// [`WebhookConfig::MAX_RETRY_DELAY`] (`SVC_WEBHOOK_RETRY_BASE_MS`).
     pub retry_base: Duration,
     /// Consecutive failed deliveries after which a webhook is turned off, with the reason
-    /// (`SVC_WEBHOOK_FAILURE_LIMIT`, default 5, DECNET's circuit threshold).
+    /// (`SVC_WEBHOOK_FAILURE_LIMIT`, DECNET's circuit threshold).
     pub failure_limit: u32,
 }
 
