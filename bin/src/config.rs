@@ -37,7 +37,7 @@ fn check() -> ExitCode {
         }
         Err(err) => {
             eprintln!("svc: {err}");
-            ExitCode::from(crate::EXIT_CONFIG)
+            ExitCode::from(crate::exit_status::EXIT_CONFIG)
         }
     }
 }
