@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use super::DEFAULT_IMAGE;
 use super::catalog::{self, NMAP_OS_FAMILIES};
 use super::ini::{Ini, Options};
-use super::subnet::Subnet;
+use super::subnet::{Subnet, SubnetError};
 use crate::db::{DeckyConfig, FleetNetwork};
 
 /// Why an INI cannot be deployed; the text is shown to the operator as is.
@@ -63,7 +63,10 @@ pub fn network(ini: &Ini, current: Option<&FleetNetwork>) -> Result<FleetNetwork
     }
     let subnet: Subnet = match net {
         Some(net) => net.parse().map_err(|e| PlanError(format!("[general] net: {e}")))?,
-        None => current.map_or(DEFAULT_SUBNET, |c| c.subnet.as_str()).parse().map_err(PlanError)?,
+        None => current
+            .map_or(DEFAULT_SUBNET, |c| c.subnet.as_str())
+            .parse()
+            .map_err(|e: SubnetError| PlanError(e.to_string()))?,
     };
     let gateway = match gw {
         Some(gw) => {
@@ -93,7 +96,7 @@ pub fn deckies(
     network: &FleetNetwork,
     reserved: &BTreeSet<Ipv4Addr>,
 ) -> Result<Vec<DeckyConfig>, PlanError> {
-    let subnet: Subnet = network.subnet.parse().map_err(PlanError)?;
+    let subnet: Subnet = network.subnet.parse().map_err(|e: SubnetError| PlanError(e.to_string()))?;
     let gateway: Ipv4Addr =
         network.gateway.parse().map_err(|_| PlanError(format!("gateway `{}` is not an address", network.gateway)))?;
     let default_interval = match ini.section("general") {

@@ -43,11 +43,20 @@ impl Subnet {
     }
 }
 
-impl FromStr for Subnet {
-    type Err = String;
+/// Why a text is not a subnet; the text says what was given and what is wanted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubnetError {
+    #[error("`{0}` is not an IPv4 subnet like 10.0.0.0/24 (prefix 8 to 29)")]
+    Malformed(String),
+    #[error("`{text}` has host bits set; the network is {network}")]
+    HostBitsSet { text: String, network: Subnet },
+}
 
-    fn from_str(text: &str) -> Result<Subnet, String> {
-        let bad = || format!("`{text}` is not an IPv4 subnet like 10.0.0.0/24 (prefix 8 to 29)");
+impl FromStr for Subnet {
+    type Err = SubnetError;
+
+    fn from_str(text: &str) -> Result<Subnet, SubnetError> {
+        let bad = || SubnetError::Malformed(text.to_string());
         let (addr, prefix) = text.trim().split_once('/').ok_or_else(bad)?;
         let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
         let prefix: u8 = prefix.parse().map_err(|_| bad())?;
@@ -57,7 +66,7 @@ impl FromStr for Subnet {
         let subnet = Subnet { network: 0, prefix };
         let network = u32::from(addr) & subnet.mask();
         if network != u32::from(addr) {
-            return Err(format!("`{text}` has host bits set; the network is {}/{prefix}", Ipv4Addr::from(network)));
+            return Err(SubnetError::HostBitsSet { text: text.to_string(), network: Subnet { network, prefix } });
         }
         Ok(Subnet { network, prefix })
     }

@@ -20,13 +20,45 @@ use crate::fleet::decky_container::service_settings_of;
 use crate::fleet::{DeckyContainer, TOPOLOGY_LABEL};
 use crate::runtime::{NetworkSpec, RuntimeError};
 
-/// The generic reasons a topology or decky is left with; the engine's words are in the log.
-const NETWORK_FAILED: &str = "a LAN's network could not be created";
+/// The generic reasons a decky or the topology as a whole is left with; the engine's words are in
+/// the log.
 pub(super) const CONTAINER_FAILED: &str = "its container could not be started or attached";
 pub(super) const NAT_FAILED: &str = "the host's NAT could not be kept off the traffic between its LANs";
-const IMAGE_FAILED: &str = "the decky image could not be built";
-const IDENTITY_FAILED: &str = "the deployment's identity could not be read";
-const TEARDOWN_FAILED: &str = "some of the topology's containers or networks could not be removed";
+
+/// Why a deploy, a converge or a teardown could not go on. Its text is the generic reason a
+/// topology is left with; the engine's and the store's words are in the log.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvergeFailure {
+    #[error("the topology could not be read")]
+    Unreadable,
+    #[error("the deployment's identity could not be read")]
+    Identity,
+    #[error("a LAN's network could not be created")]
+    Network,
+    #[error("a LAN's network could not be created: subnet {0} is in use (on the host or by another network)")]
+    SubnetInUse(String),
+    #[error("a LAN's network could not be created: it exists with another subnet ({0}); tear it down first")]
+    NetworkOnAnotherSubnet(String),
+    #[error("the decky image could not be built")]
+    Image,
+    #[error("{CONTAINER_FAILED}")]
+    Container,
+    #[error("some of the topology's containers or networks could not be removed")]
+    Teardown,
+}
+
+/// Why a claimed mutation failed; its text is the mutation's stored reason.
+#[derive(Debug, thiserror::Error)]
+enum MutationFailure {
+    /// The op itself was refused: the engine was not touched.
+    #[error("{0}")]
+    Refused(String),
+    #[error("store: {0}")]
+    Store(#[from] DbError),
+    /// The engine fell short (what converging reported): the topology is degraded.
+    #[error("engine: {0}")]
+    Engine(String),
+}
 
 impl Topologies {
     fn prefix(&self, topology: Uuid) -> String {
@@ -71,19 +103,19 @@ impl Topologies {
             Ok(detail) => self.converge(&empty(&detail), &detail).await,
             Err(err) => {
                 tracing::error!(topology = %id, error = %err, "Cannot read the topology to deploy");
-                Err("the topology could not be read".to_string())
+                Err(ConvergeFailure::Unreadable)
             }
         };
         if outcome.is_err() {
             // Nothing half-made stays behind a failed deploy: what it made so far goes again.
-            if let Err(reason) = self.remove_all(id).await {
-                tracing::warn!(topology = %id, %reason, "Could not remove all a failed deploy made");
+            if let Err(failure) = self.remove_all(id).await {
+                tracing::warn!(topology = %id, reason = %failure, "Could not remove all a failed deploy made");
             }
         }
         let (to, reason) = match &outcome {
             Ok(shortfalls) if shortfalls.is_empty() => (TopologyStatus::Active, None),
             Ok(shortfalls) => (TopologyStatus::Degraded, Some(shortfalls.reason())),
-            Err(reason) => (TopologyStatus::Failed, Some(reason.clone())),
+            Err(failure) => (TopologyStatus::Failed, Some(failure.to_string())),
         };
         if let Err(err) = self.move_status(id, Some(&[TopologyStatus::Deploying]), to, reason.as_deref()).await {
             tracing::warn!(topology = %id, error = %err, "Could not record the deploy's outcome");
@@ -116,18 +148,18 @@ impl Topologies {
         let outcome = self.remove_all(id).await;
         let (to, reason) = match outcome {
             Ok(()) => (TopologyStatus::TornDown, None),
-            Err(reason) => (TopologyStatus::Degraded, Some(reason)),
+            Err(failure) => (TopologyStatus::Degraded, Some(failure.to_string())),
         };
         if let Err(err) = self.move_status(id, Some(&[TopologyStatus::TearingDown]), to, reason.as_deref()).await {
             tracing::warn!(topology = %id, error = %err, "Could not record the teardown's outcome");
         }
     }
 
-    async fn remove_all(&self, id: Uuid) -> Result<(), String> {
+    async fn remove_all(&self, id: Uuid) -> Result<(), ConvergeFailure> {
         let runtime = self.fleet.runtime();
         let detail = self.db.topology_detail(id).await.map_err(|err| {
             tracing::error!(topology = %id, error = %err, "Cannot read the topology to tear down");
-            "the topology could not be read".to_string()
+            ConvergeFailure::Unreadable
         })?;
         let mut ok = true;
         match runtime.list(TOPOLOGY_LABEL, &id.to_string()).await {
@@ -141,7 +173,7 @@ impl Topologies {
             }
             Err(err) => {
                 tracing::error!(topology = %id, error = %err, "Cannot list the topology's containers");
-                return Err(TEARDOWN_FAILED.into());
+                return Err(ConvergeFailure::Teardown);
             }
         }
         for decky in &detail.deckies {
@@ -162,17 +194,21 @@ impl Topologies {
                 }
             }
         }
-        if ok { Ok(()) } else { Err(TEARDOWN_FAILED.into()) }
+        if ok { Ok(()) } else { Err(ConvergeFailure::Teardown) }
     }
 
     /// Makes the engine go from `before` to `after` (see the module's header). Returns what fell
-    /// short (the deckies that failed, and why); `Err` with a generic reason when a network could
-    /// not be made.
-    pub async fn converge(&self, before: &TopologyDetail, after: &TopologyDetail) -> Result<Shortfalls, String> {
+    /// short (the deckies that failed, and why); `Err` when it could not go on (a network could not
+    /// be made, …).
+    pub async fn converge(
+        &self,
+        before: &TopologyDetail,
+        after: &TopologyDetail,
+    ) -> Result<Shortfalls, ConvergeFailure> {
         let runtime = self.fleet.runtime();
         let owner = self.fleet.owner().await.map_err(|err| {
             tracing::error!(error = %err, "Cannot read the deployment's identity");
-            IDENTITY_FAILED.to_string()
+            ConvergeFailure::Identity
         })?;
         let old_lans: BTreeSet<Uuid> = before.lans.iter().map(|l| l.id).collect();
         let new_lans: BTreeSet<Uuid> = after.lans.iter().map(|l| l.id).collect();
@@ -189,16 +225,11 @@ impl Topologies {
             if let Err(err) = runtime.ensure_network(&spec).await {
                 tracing::error!(network = %spec.name, error = %err, "Could not create a LAN's network");
                 return Err(match err {
-                    RuntimeError::SubnetInUse(_) => {
-                        format!(
-                            "{NETWORK_FAILED}: subnet {} is in use (on the host or by another network)",
-                            spec.subnet
-                        )
-                    }
+                    RuntimeError::SubnetInUse(_) => ConvergeFailure::SubnetInUse(spec.subnet),
                     RuntimeError::NetworkOnAnotherSubnet { existing, .. } => {
-                        format!("{NETWORK_FAILED}: it exists with another subnet ({existing}); tear it down first")
+                        ConvergeFailure::NetworkOnAnotherSubnet(existing)
                     }
-                    _ => NETWORK_FAILED.into(),
+                    _ => ConvergeFailure::Network,
                 });
             }
             let _ = self.db.set_lan_network(lan.id, Some(&spec.name)).await;
@@ -214,7 +245,7 @@ impl Topologies {
         for decky in before.deckies.iter().filter(|d| !new.contains(&d.uuid)) {
             if let Err(err) = runtime.remove(&self.container_name(decky)).await {
                 tracing::error!(decky = %decky.name, error = %err, "Could not remove a decky's container");
-                return Err(CONTAINER_FAILED.into());
+                return Err(ConvergeFailure::Container);
             }
         }
         let mut image = None;
@@ -223,7 +254,7 @@ impl Topologies {
             let recreate = old.get(&decky.uuid).is_none_or(|was| needs_recreate(before, was, after, decky));
             let result = if recreate {
                 if image.is_none() {
-                    image = Some(self.fleet.default_image().await.map_err(|_| IMAGE_FAILED.to_string())?);
+                    image = Some(self.fleet.default_image().await.map_err(|_| ConvergeFailure::Image)?);
                 }
                 self.start_decky(after, decky, image.as_deref().unwrap_or_default()).await
             } else {
@@ -236,7 +267,7 @@ impl Topologies {
                     }
                     ("running", None)
                 }
-                Err(()) => {
+                Err(_) => {
                     shortfalls.deckies.push((decky.name.clone(), CONTAINER_FAILED.into()));
                     ("failed", Some(CONTAINER_FAILED))
                 }
@@ -251,7 +282,7 @@ impl Topologies {
         for lan in before.lans.iter().filter(|l| !new_lans.contains(&l.id)) {
             if let Err(err) = runtime.remove_network(&self.network_name(lan)).await {
                 tracing::error!(network = %self.network_name(lan), error = %err, "Could not remove a LAN's network");
-                return Err(TEARDOWN_FAILED.into());
+                return Err(ConvergeFailure::Teardown);
             }
         }
         Ok(shortfalls)
@@ -308,19 +339,20 @@ impl Topologies {
         detail: &TopologyDetail,
         decky: &TopologyDecky,
         image: &str,
-    ) -> Result<(), ()> {
+    ) -> Result<(), ConvergeFailure> {
         let runtime = self.fleet.runtime();
         let edges = detail.edges_of(decky);
         let Some((home, rest)) = edges.split_first() else {
             tracing::warn!(decky = %decky.name, "A decky on no LAN is not started");
-            return Err(());
+            return Err(ConvergeFailure::Container);
         };
         let lan_of = |id: Uuid| detail.lans.iter().find(|l| l.id == id);
-        let Some(home_lan) = lan_of(home.lan_id) else { return Err(()) };
+        let Some(home_lan) = lan_of(home.lan_id) else { return Err(ConvergeFailure::Container) };
         let forwards = edges.iter().any(|e| e.forwards_l3);
         let service_config = service_settings_of(decky.decky_config.as_ref());
         let owner = self.fleet.owner().await.map_err(|err| {
             tracing::error!(error = %err, "Cannot read the deployment's identity");
+            ConvergeFailure::Identity
         })?;
         let spec = owner.spec(&DeckyContainer {
             container: self.container_name(decky),
@@ -336,14 +368,14 @@ impl Topologies {
         });
         if let Err(err) = runtime.run(&spec).await {
             tracing::error!(decky = %decky.name, error = %err, "Could not start a topology decky");
-            return Err(());
+            return Err(ConvergeFailure::Container);
         }
         for edge in rest {
             let Some(lan) = lan_of(edge.lan_id) else { continue };
             let ip = edge.ip.clone().unwrap_or_default();
             if let Err(err) = runtime.connect(&self.network_name(lan), &spec.name, &ip).await {
                 tracing::error!(decky = %decky.name, lan = %lan.name, error = %err, "Could not attach a decky to a LAN");
-                return Err(());
+                return Err(ConvergeFailure::Container);
             }
         }
         tracing::info!(decky = %decky.name, container = %spec.name, "Topology decky started");
@@ -351,7 +383,12 @@ impl Topologies {
     }
 
     /// Connects and disconnects a kept decky as its attachments changed.
-    async fn reattach(&self, before: &TopologyDetail, after: &TopologyDetail, decky: &TopologyDecky) -> Result<(), ()> {
+    async fn reattach(
+        &self,
+        before: &TopologyDetail,
+        after: &TopologyDetail,
+        decky: &TopologyDecky,
+    ) -> Result<(), ConvergeFailure> {
         let runtime = self.fleet.runtime();
         let container = self.container_name(decky);
         let old: BTreeSet<(Uuid, Option<String>)> =
@@ -363,7 +400,7 @@ impl Topologies {
                 && let Err(err) = runtime.disconnect(&self.network_name(lan), &container).await
             {
                 tracing::error!(decky = %decky.name, error = %err, "Could not detach a decky from a LAN");
-                return Err(());
+                return Err(ConvergeFailure::Container);
             }
         }
         for (lan, ip) in new.difference(&old) {
@@ -372,7 +409,7 @@ impl Topologies {
                     runtime.connect(&self.network_name(lan), &container, ip.as_deref().unwrap_or_default()).await
             {
                 tracing::error!(decky = %decky.name, error = %err, "Could not attach a decky to a LAN");
-                return Err(());
+                return Err(ConvergeFailure::Container);
             }
         }
         Ok(())
@@ -384,11 +421,9 @@ impl Topologies {
     pub async fn apply(&self, mutation: &Mutation) -> MutationState {
         self.announce_mutation(mutation, "applying").await;
         let outcome = self.apply_inner(mutation).await;
-        let (state, reason) = match &outcome {
-            Ok(()) => (MutationState::Applied, None),
-            Err(reason) => (MutationState::Failed, Some(reason.as_str())),
-        };
-        match self.db.finish_mutation(mutation.id, state, reason, Utc::now()).await {
+        let reason = outcome.as_ref().err().map(MutationFailure::to_string);
+        let state = if outcome.is_ok() { MutationState::Applied } else { MutationState::Failed };
+        match self.db.finish_mutation(mutation.id, state, reason.as_deref(), Utc::now()).await {
             Ok(()) => {}
             Err(DbError::NotFound) => {
                 tracing::warn!(mutation = %mutation.id, "The mutation's claim went stale meanwhile")
@@ -397,34 +432,38 @@ impl Topologies {
         }
         let mut ended = mutation.clone();
         ended.state = state;
-        ended.reason = reason.map(str::to_string);
+        ended.reason = reason.clone();
         self.announce_mutation(&ended, state.as_str()).await;
-        if let Err(reason) = &outcome {
-            // A refused op leaves the engine as it was; only an engine failure degrades.
-            if reason.starts_with(ENGINE_PREFIX) {
-                let _ = self.move_status(mutation.topology_id, None, TopologyStatus::Degraded, Some(reason)).await;
-            }
+        // A refused op leaves the engine as it was; only an engine failure degrades.
+        if let Err(MutationFailure::Engine(_)) = &outcome {
+            let _ = self.move_status(mutation.topology_id, None, TopologyStatus::Degraded, reason.as_deref()).await;
         }
         state
     }
 
-    async fn apply_inner(&self, mutation: &Mutation) -> Result<(), String> {
-        let mut pool = self.subnet_pool().await.map_err(|e| format!("store: {e}"))?;
-        let before = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
+    async fn apply_inner(&self, mutation: &Mutation) -> Result<(), MutationFailure> {
+        let mut pool = self.subnet_pool().await.map_err(|err| match err {
+            TopologyError::Store(err) => MutationFailure::Store(err),
+            other => MutationFailure::Refused(other.to_string()),
+        })?;
+        let before = self.db.topology_detail(mutation.topology_id).await?;
         let live = before.topology.status.is_live();
-        let edits = ops::edits(&before, &mutation.op, &mutation.payload, &mut pool, live).map_err(|e| e.0)?;
+        let edits = ops::edits(&before, &mutation.op, &mutation.payload, &mut pool, live)
+            .map_err(|refused| MutationFailure::Refused(refused.0))?;
         let guard = EditGuard::queued(&[TopologyStatus::Active, TopologyStatus::Degraded]);
         match self.db.edit_topology(mutation.topology_id, guard, &edits).await {
             Ok(_) => {}
-            Err(DbError::Conflict) => return Err("a name, address or attachment is already taken".into()),
-            Err(DbError::NotFound) => return Err("a part the op names is gone".into()),
-            Err(err) => return Err(format!("store: {err}")),
+            Err(DbError::Conflict) => {
+                return Err(MutationFailure::Refused("a name, address or attachment is already taken".into()));
+            }
+            Err(DbError::NotFound) => return Err(MutationFailure::Refused("a part the op names is gone".into())),
+            Err(err) => return Err(err.into()),
         }
-        let after = self.db.topology_detail(mutation.topology_id).await.map_err(|e| format!("store: {e}"))?;
+        let after = self.db.topology_detail(mutation.topology_id).await?;
         match self.converge(&before, &after).await {
             Ok(shortfalls) if shortfalls.is_empty() => Ok(()),
-            Ok(shortfalls) => Err(format!("{ENGINE_PREFIX}{}", shortfalls.reason())),
-            Err(reason) => Err(format!("{ENGINE_PREFIX}{reason}")),
+            Ok(shortfalls) => Err(MutationFailure::Engine(shortfalls.reason())),
+            Err(failure) => Err(MutationFailure::Engine(failure.to_string())),
         }
     }
 
@@ -433,9 +472,6 @@ impl Topologies {
         self.subnet_pool().await
     }
 }
-
-/// Marks a mutation's reason as the engine's failure (not the op's refusal).
-const ENGINE_PREFIX: &str = "engine: ";
 
 /// What a converge that left the topology running fell short of: the deckies that failed (name,
 /// cause) and what failed for the topology as a whole.

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::generate::{SubnetPool, next_ip};
 use crate::db::{Edge, Lan, TopologyDecky, TopologyDetail, TopologyEdit};
 use crate::fleet::catalog;
-use crate::fleet::subnet::Subnet;
+use crate::fleet::subnet::{Subnet, SubnetError};
 
 /// The ops a mutation may name.
 pub const OPS: &[&str] = &[
@@ -144,7 +144,7 @@ fn check_services(services: &[String]) -> Result<(), OpError> {
 /// A /24 written as its network, `10.1.2.0/24` (no spaces, no leading zeros: it is stored and
 /// handed to the engine as written).
 pub fn check_subnet_format(subnet: &str) -> Result<(), OpError> {
-    let parsed: Subnet = subnet.parse().map_err(OpError)?;
+    let parsed: Subnet = subnet.parse().map_err(|e: SubnetError| OpError(e.to_string()))?;
     if !subnet.ends_with("/24") {
         return refuse(format!("subnet {subnet} is not a /24"));
     }
@@ -182,7 +182,7 @@ fn address(detail: &TopologyDetail, lan: &Lan, ip: Option<&str>) -> Result<Strin
     match ip {
         Some(ip) => {
             let addr: Ipv4Addr = ip.parse().map_err(|_| OpError(format!("'{ip}' is not an IPv4 address")))?;
-            let subnet: Subnet = lan.subnet.parse().map_err(OpError)?;
+            let subnet: Subnet = lan.subnet.parse().map_err(|e: SubnetError| OpError(e.to_string()))?;
             if !subnet.is_host(addr) || addr == subnet.first_host() {
                 return refuse(format!("{ip} is not a host address of {}", lan.subnet));
             }
