@@ -1,12 +1,13 @@
 //! The fleet healing itself on a real engine (podman's Docker-compatible service, started by the
 //! test): a decky killed with `podman kill` answers again within 5 s, brought back by the
-//! reconcile pass the engine's `die` event asks for (the periodic pass is an hour away here), and
-//! `/deckies` says it is down meanwhile; with the fleet's bridge gone, a packet for a decky's
+//! reconcile pass the engine's `die` event asks for (the periodic pass is an hour away here) and
+//! reached at its new hardware address, and `/deckies` says it is down meanwhile; with the fleet's bridge gone, a packet for a decky's
 //! address is refused on the host and nothing leaves by the outward interface (a capture says
 //! so), and the route that holds the subnet goes with the fleet.
 
 use svc_test_support::processes as common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,11 +45,15 @@ impl Api {
         common::api_call(self.port, &self.token, method, path, body).await
     }
 
-    /// Deploys one decky `name` running the HTTP decoy on `podman`'s subnet; its address once
-    /// `/deckies` says it runs.
-    async fn deploy_one(&self, podman: &Podman, name: &str) -> String {
+    /// Deploys `amount` deckies of section `name` running the HTTP decoy on `podman`'s subnet
+    /// (`name`, or `name-01`… when more than one); their addresses by name once `/deckies` says
+    /// they all run.
+    async fn deploy(&self, podman: &Podman, name: &str, amount: usize) -> BTreeMap<String, String> {
         let gateway = podman.subnet.replace(".0/24", ".1");
-        let ini = format!("[general]\nnet = {}\ngw = {gateway}\n\n[{name}]\nservices = http\n", podman.subnet);
+        let ini = format!(
+            "[general]\nnet = {}\ngw = {gateway}\n\n[{name}]\nservices = http\namount = {amount}\n",
+            podman.subnet
+        );
         let (status, body) = self
             .call(reqwest::Method::POST, "/deckies/deploy", Some(json!({"ini_content": ini, "replace_fleet": true})))
             .await;
@@ -56,10 +61,13 @@ impl Api {
         let deadline = Instant::now() + DEPLOY_DEADLINE;
         loop {
             let deckies = self.deckies().await;
-            if let Some(decky) = deckies.iter().find(|d| d["name"] == name && d["state"] == "running") {
-                return decky["ip"].as_str().unwrap().to_string();
+            if deckies.len() == amount && deckies.iter().all(|d| d["state"] == "running") {
+                return deckies
+                    .iter()
+                    .map(|d| (d["name"].as_str().unwrap().to_string(), d["ip"].as_str().unwrap().to_string()))
+                    .collect();
             }
-            assert!(Instant::now() < deadline, "the decky did not start: {deckies:?}\n{}", self.api.output());
+            assert!(Instant::now() < deadline, "the deckies did not start: {deckies:?}\n{}", self.api.output());
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
@@ -140,13 +148,16 @@ async fn a_killed_decky_answers_again_within_five_seconds_and_deckies_says_it_wa
     let podman = Podman::start("hev-kill", 230);
     let _routes = HostRoutes::guard(&podman.subnet);
     let api = api_on(&podman).await;
-    let address = api.deploy_one(&podman, "web").await;
+    // Two deckies: the other keeps the bridge, so the host's neighbour entry for the killed one's
+    // address outlives it (and names a hardware address that is gone once it is back).
+    let deckies = api.deploy(&podman, "web", 2).await;
+    let address = deckies["web-01"].clone();
     eventually("the decky answers", || answers(&address)).await;
 
-    podman.run(&["kill", &format!("{}-web", podman.fleet)]);
+    podman.run(&["kill", &format!("{}-web-01", podman.fleet)]);
     let killed = Instant::now();
     // `/deckies` follows the engine's `die` event: it says so before the decky is back.
-    while api.state_of("web").await == "running" {
+    while api.state_of("web-01").await == "running" {
         assert!(killed.elapsed() < Duration::from_secs(2), "/deckies still says running\n{}", api.api.output());
     }
     let reported_down = killed.elapsed();
@@ -159,7 +170,7 @@ async fn a_killed_decky_answers_again_within_five_seconds_and_deckies_says_it_wa
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let back = killed.elapsed();
-    eventually("/deckies says the decky runs again", || async { api.state_of("web").await == "running" }).await;
+    eventually("/deckies says the decky runs again", || async { api.state_of("web-01").await == "running" }).await;
     println!("killed decky: reported down after {reported_down:?}, answering again after {back:?}");
 }
 
@@ -168,7 +179,7 @@ async fn with_the_fleet_bridge_gone_a_packet_for_a_decky_is_refused_on_the_host_
     let mut podman = Podman::start("hev-route", 231);
     let _routes = HostRoutes::cleanup(&podman.subnet);
     let api = api_on(&podman).await;
-    let address = api.deploy_one(&podman, "edge").await;
+    let address = api.deploy(&podman, "edge", 1).await["edge"].clone();
     // Checked before any packet is sent: without the route the packet would leave the host.
     assert!(
         fleet_route_held(&podman.subnet),

@@ -5,6 +5,7 @@
 //! round: podman's API service applies no restart policy, so nothing else brings a killed decky
 //! back. The periodic pass stays the safety net for whatever happened while the engine was away.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,8 @@ use futures::StreamExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{FLEET_LABEL, Fleet};
+use super::host_routes::forget_neighbour;
+use super::{DECKY_LABEL, FLEET_LABEL, Fleet, TOPOLOGY_LABEL};
 use crate::runtime::{ContainerEvent, ContainerInfo};
 
 /// The first wait before following the engine again after it went away; doubled each failure.
@@ -151,6 +153,9 @@ impl Fleet {
                 event = events.next() => match event {
                     Some(Ok(event)) => {
                         tracing::debug!(?event, "Engine event");
+                        if let ContainerEvent::Started { attributes, .. } = &event {
+                            self.started(attributes).await;
+                        }
                         if self.observed.apply(event) {
                             self.observed.want_reconcile();
                         }
@@ -162,9 +167,69 @@ impl Fleet {
         }
     }
 
+    /// A container of the flat fleet started: the host forgets the decky address's old hardware
+    /// address (`host_routes`).
+    async fn started(&self, attributes: &BTreeMap<String, String>) {
+        if attributes.contains_key(TOPOLOGY_LABEL) || !self.bridge_on_this_host() {
+            return;
+        }
+        let Some(decky) = attributes.get(DECKY_LABEL) else { return };
+        if let Ok(stored) = self.db.fleet().await
+            && let Some(stored) = stored.deckies.iter().find(|d| d.config.name == *decky)
+        {
+            forget_neighbour(&stored.config.ip).await;
+        }
+    }
+
     /// Returns when an engine event asked for a reconcile pass (at once if one asked since the
     /// last call).
     pub async fn reconcile_wanted(&self) {
         self.observed.reconcile.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(id: &str, state: &str) -> ContainerInfo {
+        ContainerInfo { id: id.into(), name: format!("svc-{id}"), state: state.into(), labels: BTreeMap::new() }
+    }
+
+    fn states(observed: &Observed) -> Vec<(String, String)> {
+        let containers = observed.current().0.unwrap_or_default();
+        containers.into_iter().map(|c| (c.id, c.state)).collect()
+    }
+
+    #[test]
+    fn events_keep_the_listing_true_and_a_stop_or_removal_asks_for_a_reconcile_pass() {
+        let observed = Observed::default();
+        assert!(!observed.apply(ContainerEvent::Removed { id: "a".into() }), "nothing is kept before a listing");
+        observed.follow(vec![container("a", "running"), container("b", "running")]);
+
+        assert!(observed.apply(ContainerEvent::Stopped { id: "a".into() }));
+        assert!(observed.apply(ContainerEvent::Removed { id: "b".into() }));
+        let attributes = BTreeMap::from([("name".to_string(), "svc-c".to_string())]);
+        assert!(!observed.apply(ContainerEvent::Started { id: "c".into(), attributes }));
+        assert!(observed.apply(ContainerEvent::OutOfMemory { id: "c".into() }));
+        assert_eq!(states(&observed), [("a".into(), "exited".into()), ("c".into(), "running".into())]);
+        assert_eq!(observed.current().0.unwrap()[1].name, "svc-c", "a new container is named by its event");
+
+        observed.lost();
+        assert_eq!(observed.current().0, None, "not followed: the engine must be asked");
+    }
+
+    #[test]
+    fn a_listing_taken_across_an_event_is_not_kept() {
+        let observed = Observed::default();
+        observed.follow(vec![container("a", "running")]);
+        let (_, generation) = observed.current();
+        observed.apply(ContainerEvent::Stopped { id: "a".into() });
+        observed.listed(generation, vec![container("a", "running")]);
+        assert_eq!(states(&observed), [("a".into(), "exited".into())]);
+
+        let (_, generation) = observed.current();
+        observed.listed(generation, vec![container("a", "exited"), container("d", "running")]);
+        assert_eq!(states(&observed).len(), 2, "a listing with no event since is kept");
     }
 }

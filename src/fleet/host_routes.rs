@@ -5,6 +5,11 @@
 //! the bridge's own connected route (metric 0) wins while it exists, and without it the host
 //! refuses the packet. Only for a bridge on a local engine: a macvlan subnet is a real LAN the host
 //! may reach through its router, and a remote engine's bridge is not on this host.
+//!
+//! A decky started again comes back on a new interface with a new hardware address while the
+//! bridge (held by other deckies) lives on; the host's neighbour entry for its address still names
+//! the old one, and the host sends the decky's traffic nowhere until that entry ages out (about 45
+//! s). The entry is forgotten when the decky's container starts.
 
 use tokio::process::Command;
 
@@ -17,7 +22,7 @@ pub const HOST_ROUTE_METRIC: &str = "4040";
 
 impl Fleet {
     /// Whether this fleet's network has its bridge on this host.
-    fn bridge_on_this_host(&self) -> bool {
+    pub(super) fn bridge_on_this_host(&self) -> bool {
         self.settings.docker_host.starts_with("unix://")
     }
 
@@ -41,6 +46,14 @@ impl Fleet {
         if network.interface.is_none() && self.bridge_on_this_host() {
             route(&["del", "unreachable", &network.subnet, "metric", HOST_ROUTE_METRIC]).await;
         }
+    }
+}
+
+/// `ip neigh flush to ADDRESS`: forgets what the host knew of a decky's hardware address.
+pub(super) async fn forget_neighbour(address: &str) {
+    let output = Command::new("ip").args(["neigh", "flush", "to", address]).env("LC_ALL", "C").output().await;
+    if let Err(err) = output {
+        tracing::warn!(address, error = %err, "Could not run ip neigh");
     }
 }
 
