@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 /// than an API call.
 const DEPLOY_DEADLINE: Duration = Duration::from_secs(180);
 /// The route metric svc holds a fleet subnet on the host with (`fleet::host_routes`).
-const FLEET_ROUTE_METRIC: &str = "4040";
+const FLEET_ROUTE_METRIC: u64 = 4040;
 
 struct Api {
     api: Proc,
@@ -106,7 +106,7 @@ fn routes_for(subnet: &str) -> Vec<Value> {
 }
 
 fn fleet_route_held(subnet: &str) -> bool {
-    routes_for(subnet).iter().any(|r| r["type"] == "unreachable" && r["metric"].to_string() == FLEET_ROUTE_METRIC)
+    routes_for(subnet).iter().any(|r| r["type"] == "unreachable" && r["metric"].as_u64() == Some(FLEET_ROUTE_METRIC))
 }
 
 /// Routes of the test's own for its subnet, removed when dropped, with any route svc left for it
@@ -139,7 +139,7 @@ impl Drop for HostRoutes {
         if self.guard {
             del("4242");
         }
-        del(FLEET_ROUTE_METRIC);
+        del(&FLEET_ROUTE_METRIC.to_string());
     }
 }
 
