@@ -109,44 +109,28 @@ fn fleet_route_held(subnet: &str) -> bool {
     routes_for(subnet).iter().any(|r| r["type"] == "unreachable" && r["metric"].as_u64() == Some(FLEET_ROUTE_METRIC))
 }
 
-/// Routes of the test's own for its subnet, removed when dropped, with any route svc left for it
-/// (when the test failed before its teardown).
-struct HostRoutes {
-    subnet: String,
-    guard: bool,
-}
+/// A route of the test's own holding its subnet on the host (metric 4242, below svc's own) while
+/// a test whose subject is not that route restarts a decky: no packet of the test ever follows the
+/// default route, whatever svc does. Removed when dropped.
+struct SubnetGuard(String);
 
-impl HostRoutes {
-    /// Only cleans up after svc.
-    fn cleanup(subnet: &str) -> HostRoutes {
-        HostRoutes { subnet: subnet.to_string(), guard: false }
-    }
-
-    /// Also holds the subnet on the host itself (metric 4242, below svc's own) while a test whose
-    /// subject is not that route restarts the subnet's only container: no packet of the test ever
-    /// follows the default route, whatever svc does.
-    fn guard(subnet: &str) -> HostRoutes {
+impl SubnetGuard {
+    fn hold(subnet: &str) -> SubnetGuard {
         ip(&["route", "replace", "unreachable", subnet, "metric", "4242"]);
-        HostRoutes { subnet: subnet.to_string(), guard: true }
+        SubnetGuard(subnet.to_string())
     }
 }
 
-impl Drop for HostRoutes {
+impl Drop for SubnetGuard {
     fn drop(&mut self) {
-        let del = |metric: &str| {
-            let _ = Command::new("ip").args(["route", "del", "unreachable", &self.subnet, "metric", metric]).output();
-        };
-        if self.guard {
-            del("4242");
-        }
-        del(&FLEET_ROUTE_METRIC.to_string());
+        let _ = Command::new("ip").args(["route", "del", "unreachable", &self.0, "metric", "4242"]).output();
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_decky_answers_again_within_five_seconds_and_deckies_says_it_was_down() {
     let podman = Podman::start("hev-kill", 230);
-    let _routes = HostRoutes::guard(&podman.subnet);
+    let _guard = SubnetGuard::hold(&podman.subnet);
     let api = api_on(&podman).await;
     // Two deckies: the other keeps the bridge, so the host's neighbour entry for the killed one's
     // address outlives it (and names a hardware address that is gone once it is back).
@@ -177,7 +161,6 @@ async fn a_killed_decky_answers_again_within_five_seconds_and_deckies_says_it_wa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_fleet_bridge_gone_a_packet_for_a_decky_is_refused_on_the_host_and_the_route_goes_with_the_fleet() {
     let mut podman = Podman::start("hev-route", 231);
-    let _routes = HostRoutes::cleanup(&podman.subnet);
     let api = api_on(&podman).await;
     let address = api.deploy(&podman, "edge", 1).await["edge"].clone();
     // Checked before any packet is sent: without the route the packet would leave the host.
