@@ -119,7 +119,8 @@ impl Observed {
 
 impl Fleet {
     /// Follows the engine's events for this fleet's containers until `cancel`: lists them, then
-    /// follows from just before the listing, so nothing between the two is missed; after the
+    /// follows from just before the listing, so nothing between the two is missed (and lists them
+    /// again every `SVC_RECONCILE_S`, in case the engine let an event drop); after the
     /// engine went away, again with backoff (1 s doubling to 30 s), asking for a reconcile pass
     /// each time it is back, for what happened meanwhile.
     pub async fn follow_engine(&self, cancel: CancellationToken) {
@@ -147,9 +148,17 @@ impl Fleet {
         self.hold_host_route().await;
         self.observed.want_reconcile();
         tracing::info!(fleet = %name, "Following the engine's events");
+        // A listing now and then, as the reconcile pass's, in case the engine let an event drop.
+        let mut relist =
+            tokio::time::interval_at(tokio::time::Instant::now() + self.settings.reconcile, self.settings.reconcile);
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return Ok(()),
+                _ = relist.tick() => {
+                    let (_, generation) = self.observed.current();
+                    let listing = self.runtime.list(FLEET_LABEL, name).await.map_err(|e| e.to_string())?;
+                    self.observed.listed(generation, listing);
+                }
                 event = events.next() => match event {
                     Some(Ok(event)) => {
                         tracing::debug!(?event, "Engine event");
