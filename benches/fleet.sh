@@ -23,6 +23,8 @@ cleanup() {
     [ -n "${collector:-}" ] && kill "$collector" 2>/dev/null && wait "$collector" 2>/dev/null
     for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
     engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
+    # The route svc holds for the fleet's subnet (`fleet::host_routes`); the fleet was not torn down.
+    ip route del unreachable 10.214.0.0/24 metric 4040 2>/dev/null || true
     # The API service this run started, if it started one (by its pid, nothing else of that name).
     if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
     rm -rf "$work"

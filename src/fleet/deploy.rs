@@ -78,6 +78,9 @@ impl Fleet {
         }
         self.fleet_changed();
         let moved = stored.network.as_ref().is_some_and(|current| *current != network);
+        if let Some(old) = stored.network.as_ref().filter(|_| moved) {
+            self.release_host_route(old).await;
+        }
         let run = Run { deckies, lifecycles: lifecycles.iter().map(|l| l.id).collect(), network, moved };
         let fleet = self.clone();
         tokio::spawn(async move { fleet.carry_out(run).await });
@@ -155,6 +158,7 @@ impl Fleet {
                 _ => DeployFailure::Network,
             });
         }
+        self.hold_host_route().await;
         Ok(image)
     }
 
@@ -258,10 +262,13 @@ impl Fleet {
         self.db.remove_decky(name).await?;
         self.fleet_changed();
         self.announce_state(name, "removed", None).await;
-        if stored.deckies.len() == 1
-            && let Err(err) = self.runtime.remove_network(&self.network_name()).await
-        {
-            tracing::warn!(error = %err, "Could not remove the fleet network");
+        if stored.deckies.len() == 1 {
+            if let Err(err) = self.runtime.remove_network(&self.network_name()).await {
+                tracing::warn!(error = %err, "Could not remove the fleet network");
+            }
+            if let Some(network) = &stored.network {
+                self.release_host_route(network).await;
+            }
         }
         tracing::info!(decky = name, "Decky torn down");
         Ok(())

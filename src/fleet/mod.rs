@@ -2,8 +2,9 @@
 //! reads the INI's syntax, `plan` turns it into deckies with addresses, [`Fleet`] stores a deploy
 //! (one store, `db::fleet`) and carries it out in the background over the container runtime
 //! (`deploy`, with the decky image from `image`), tears deckies down, finds its containers
-//! (`containers`), says what runs (`status`) and keeps the engine's containers matching the store
-//! (`reconcile`).
+//! (`containers`), says what runs (`status`, from the engine's events: `events`), keeps the
+//! engine's containers matching the store (`reconcile`, at once when an event asks) and the fleet's
+//! subnet on the host (`host_routes`).
 //! Everything the engine says goes to the server log; callers get [`FleetError`]s with texts fit
 //! for an operator.
 
@@ -12,6 +13,8 @@ mod config;
 mod containers;
 pub mod decky_container;
 mod deploy;
+mod events;
+mod host_routes;
 mod image;
 pub mod ini;
 pub mod mutate;
@@ -117,6 +120,8 @@ pub struct Fleet {
     /// Containers of this fleet's name that another deployment made, as the last reconcile found
     /// them: reported, never touched.
     others: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The fleet's containers as the engine's events keep them, and the reconcile pass they ask for.
+    observed: Arc<events::Observed>,
 }
 
 impl Fleet {
@@ -135,6 +140,7 @@ impl Fleet {
             image: Arc::default(),
             deployment: Arc::default(),
             others: Arc::default(),
+            observed: Arc::default(),
         }
     }
 

@@ -297,10 +297,10 @@ impl ContainerRuntime for Engine {
             .boxed()
     }
 
-    fn events(&self, key: &str, value: &str) -> BoxStream<'static, RuntimeResult<ContainerEvent>> {
+    fn events(&self, key: &str, value: &str, since: Option<i64>) -> BoxStream<'static, RuntimeResult<ContainerEvent>> {
         let mut filters = label_filter(key, value);
         filters.insert("type".into(), vec!["container".into()]);
-        let options = EventsOptions::<String> { filters, ..Default::default() };
+        let options = EventsOptions::<String> { filters, since: since.map(|s| s.to_string()), ..Default::default() };
         let docker = match self.docker() {
             Ok(docker) => docker,
             Err(err) => return stream::once(async move { Err(err) }).boxed(),
@@ -309,10 +309,17 @@ impl ContainerRuntime for Engine {
             .events(Some(options))
             .map_err(classify)
             .try_filter_map(|event| async move {
-                let id = event.actor.and_then(|a| a.id).unwrap_or_default();
+                let actor = event.actor.unwrap_or_default();
+                let id = actor.id.unwrap_or_default();
                 Ok(match event.action.as_deref() {
-                    Some("start" | "restart") => Some(ContainerEvent::Started { id }),
-                    Some("die" | "stop" | "kill" | "destroy" | "remove") => Some(ContainerEvent::Stopped { id }),
+                    Some("start" | "restart") => {
+                        let attributes = actor.attributes.unwrap_or_default().into_iter().collect();
+                        Some(ContainerEvent::Started { id, attributes })
+                    }
+                    // A `kill` only sends a signal; the container may live on (`die` says it did not).
+                    Some("die" | "stop") => Some(ContainerEvent::Stopped { id }),
+                    Some("destroy" | "remove") => Some(ContainerEvent::Removed { id }),
+                    Some("oom") => Some(ContainerEvent::OutOfMemory { id }),
                     _ => None,
                 })
             })

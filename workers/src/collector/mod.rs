@@ -84,7 +84,7 @@ async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Li
     let mut followers: JoinSet<String> = JoinSet::new();
     let mut reconcile = tokio::time::interval(ctx.config.collector.reconcile);
     loop {
-        let mut events = runtime.events(FLEET_LABEL, &fleet);
+        let mut events = runtime.events(FLEET_LABEL, &fleet, None);
         loop {
             tokio::select! {
                 _ = ctx.cancel.cancelled() => {
@@ -107,10 +107,10 @@ async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Li
                     Err(err) => tracing::warn!(error = %err, "Collector: cannot list the fleet's containers"),
                 },
                 event = events.next() => match event {
-                    Some(Ok(ContainerEvent::Started { id })) => {
+                    Some(Ok(ContainerEvent::Started { id, .. })) => {
                         follow(ctx, runtime, &lines, positions, &mut following, &mut followers, id);
                     }
-                    Some(Ok(ContainerEvent::Stopped { .. })) => {}
+                    Some(Ok(_)) => {}
                     Some(Err(err)) => {
                         tracing::warn!(error = %err, "Collector: the engine's event stream failed");
                         break;
