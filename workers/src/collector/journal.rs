@@ -99,25 +99,57 @@ impl Journal {
     }
 
     /// Writes `bytes` to the ingest file and records `positions` as reached, exactly once whenever
-    /// the process dies.
+    /// the process dies. After a failure (the disk full) the same batch is committed again: a
+    /// batch still pending is the one being retried, and is appended only if it is not in the
+    /// file yet.
     pub fn commit(&mut self, bytes: &[u8], positions: &BTreeMap<String, Position>) -> io::Result<()> {
-        for (container, position) in positions {
-            self.state.positions.insert(container.clone(), *position);
+        if self.state.pending.is_none() {
+            for (container, position) in positions {
+                self.state.positions.insert(container.clone(), *position);
+            }
+            if !bytes.is_empty() {
+                let offset = fs::metadata(&self.ingest).map(|m| m.len()).unwrap_or(0);
+                self.state.pending = Some(Pending { offset, bytes: STANDARD.encode(bytes) });
+                self.save()?;
+            }
         }
-        if !bytes.is_empty() {
-            let offset = fs::metadata(&self.ingest).map(|m| m.len()).unwrap_or(0);
-            self.state.pending = Some(Pending { offset, bytes: STANDARD.encode(bytes) });
-            self.save()?;
-            self.append(bytes)?;
+        if let Some(pending) = &self.state.pending {
+            if !self.written_since(pending.offset, bytes)? {
+                self.append(bytes)?;
+            }
             self.state.pending = None;
         }
         self.save()
     }
 
+    /// Appends `bytes` whole or not at all: a write the disk cut short is taken back, so that
+    /// the retry does not leave half a line (and half a batch twice) in the file.
     fn append(&self, bytes: &[u8]) -> io::Result<()> {
         let mut file = OpenOptions::new().create(true).append(true).open(&self.ingest)?;
-        file.write_all(bytes)?;
+        let before = file.metadata()?.len();
+        if let Err(err) = file.write_all(bytes) {
+            self.take_back(&mut file, before, bytes);
+            return Err(err);
+        }
+        // Not synced: the bytes are in the file all the same, and the retry finds them there.
         file.sync_data()
+    }
+
+    /// Cuts the file back to `before` when all it holds past there is a beginning of `bytes`
+    /// (ours alone: another writer's line after it is left as it is).
+    fn take_back(&self, file: &mut File, before: u64, bytes: &[u8]) {
+        let Ok(len) = file.metadata().map(|m| m.len()) else { return };
+        if len <= before || len - before > bytes.len() as u64 {
+            return;
+        }
+        let mut tail = Vec::new();
+        let read = File::open(&self.ingest).and_then(|mut f| {
+            f.seek(SeekFrom::Start(before))?;
+            f.read_to_end(&mut tail)
+        });
+        if read.is_ok() && bytes.starts_with(&tail) && file.set_len(before).is_ok() {
+            tracing::warn!(bytes = tail.len(), "Collector: took back a batch the disk cut short");
+        }
     }
 
     /// Whether `bytes` appear in the ingest file at or after `offset`. A file now shorter than
