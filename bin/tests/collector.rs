@@ -97,25 +97,32 @@ impl Fleet {
     /// Waits until every one of `count` requests `/<tag>/<n>/end` is in the ingest file, then
     /// checks each is there exactly once and whole (its line ends with the fields written last).
     async fn expect_each_once(&self, tag: &str, count: usize, deadline: Instant, collector: &dyn Fn() -> String) {
-        loop {
-            let text = self.ingested();
-            let seen = (0..count).filter(|n| text.contains(&format!("/{tag}/{n}/end\""))).count();
+        let by_request = loop {
+            let by_request = self.requests_in_file(tag, count);
+            let seen = by_request.iter().filter(|c| **c > 0).count();
             if seen == count {
-                break;
+                break by_request;
             }
             assert!(Instant::now() < deadline, "{seen} of {count} requests reached the file; collector:\n{}", collector());
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let repeated: Vec<_> = by_request.iter().enumerate().filter(|(_, c)| **c != 1).take(10).collect();
+        assert!(repeated.is_empty(), "requests not in the file exactly once (request, times): {repeated:?}");
+    }
+
+    /// How many times each request `/<tag>/<n>/end` (`n` below `count`) is in the ingest file;
+    /// panics on a line that is not whole.
+    fn requests_in_file(&self, tag: &str, count: usize) -> Vec<usize> {
         let text = self.ingested();
+        let marker = format!("/{tag}/");
         let mut by_request = vec![0usize; count];
-        for line in text.lines().filter(|l| l.contains(&format!("/{tag}/"))) {
+        for line in text.lines().filter(|l| l.contains(&marker)) {
             assert!(line.starts_with('<') && line.contains("src_port=") && line.ends_with(']'), "a cut line: {line}");
-            let n = line.split(&format!("/{tag}/")).nth(1).and_then(|rest| rest.split('/').next());
+            let n = line.split(&marker).nth(1).and_then(|rest| rest.split('/').next());
             let n: usize = n.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("a line without its number: {line}"));
             by_request[n] += 1;
         }
-        let repeated: Vec<_> = by_request.iter().enumerate().filter(|(_, c)| **c != 1).take(10).collect();
-        assert!(repeated.is_empty(), "requests not in the file exactly once (request, times): {repeated:?}");
+        by_request
     }
 }
 
