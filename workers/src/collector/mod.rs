@@ -186,7 +186,8 @@ impl Followers {
         }
         tracing::info!(container = %id, "Collector: following a container");
         let since = positions.lock().expect("positions lock").get(&id).map_or(0, Position::since_secs);
-        let (runtime, lines, cancel, counters) = (runtime.clone(), lines.clone(), ctx.cancel.clone(), ctx.counters.clone());
+        let (runtime, lines, cancel, counters) =
+            (runtime.clone(), lines.clone(), ctx.cancel.clone(), ctx.counters.clone());
         let handle = self.tasks.spawn({
             let id = id.clone();
             async move {
