@@ -69,13 +69,14 @@ while :; do
     sleep 0.05
 done
 written=$(wc -l <"$work/ingest.log")
+logged=$(grep -c 'bench/partial/records' "$work/ingest.log" || true)
 whole=$(grep -c 'bench/partial/records.*src_port="[0-9]*"\]$' "$work/ingest.log" || true)
-python3 - "$requests" "$lines" "$pieces" "$written" "$whole" "$start" "$last_growth" "$seconds" <<'PY'
+python3 - "$requests" "$lines" "$pieces" "$written" "$logged" "$whole" "$start" "$last_growth" "$seconds" <<'PY'
 import sys
-requests, lines, pieces, written, whole = map(int, sys.argv[1:6])
-start, end, secs = map(float, sys.argv[6:])
+requests, lines, pieces, written, logged, whole = map(int, sys.argv[1:7])
+start, end, secs = map(float, sys.argv[7:])
 took = end - start
 print(f"load: {requests} requests in {secs:.0f} s; the engine stored {lines} lines, {pieces} partial pieces")
 print(f"collector: {written} lines written in {took:.2f} s = {written / took:.0f} lines/s; "
-      f"{whole} of {requests} request lines whole")
+      f"{whole} of its {logged} request lines whole (wrk counts only the requests it saw answered)")
 PY
