@@ -61,6 +61,16 @@ struct Pending {
     bytes: String,
 }
 
+/// What an ingest file shorter than where a pending batch began says of the batch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shorter {
+    /// At a start after a kill: the batch went in and the file was rotated since.
+    WrittenThenRotated,
+    /// On a retry in the same process: the batch is known not written, the file was rotated
+    /// while it waited.
+    NotWritten,
+}
+
 pub struct Journal {
     path: PathBuf,
     ingest: PathBuf,
@@ -79,7 +89,7 @@ impl Journal {
         let mut journal = Journal { path: path.to_path_buf(), ingest: ingest.to_path_buf(), state };
         if let Some(pending) = journal.state.pending.take() {
             let bytes = STANDARD.decode(&pending.bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            if journal.written_since(pending.offset, &bytes)? {
+            if journal.written_since(pending.offset, &bytes, Shorter::WrittenThenRotated)? {
                 tracing::info!(bytes = bytes.len(), "Collector: the last batch before the restart was written");
             } else {
                 tracing::info!(bytes = bytes.len(), "Collector: writing the batch a restart interrupted");
@@ -114,7 +124,9 @@ impl Journal {
             }
         }
         if let Some(pending) = &self.state.pending {
-            if !self.written_since(pending.offset, bytes)? {
+            // Retried in this process: a file now shorter than where the batch began (rotated
+            // meanwhile) does not hold it.
+            if !self.written_since(pending.offset, bytes, Shorter::NotWritten)? {
                 self.append(bytes)?;
             }
             self.state.pending = None;
@@ -152,16 +164,16 @@ impl Journal {
         }
     }
 
-    /// Whether `bytes` appear in the ingest file at or after `offset`. A file now shorter than
-    /// `offset` was rotated or truncated after the batch went in.
-    fn written_since(&self, offset: u64, bytes: &[u8]) -> io::Result<bool> {
+    /// Whether `bytes` appear in the ingest file at or after `offset`; a file now shorter than
+    /// `offset` was rotated or truncated, and `shorter` says what that means.
+    fn written_since(&self, offset: u64, bytes: &[u8], shorter: Shorter) -> io::Result<bool> {
         let mut file = match File::open(&self.ingest) {
             Ok(file) => file,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(err) => return Err(err),
         };
         if file.metadata()?.len() < offset {
-            return Ok(true);
+            return Ok(shorter == Shorter::WrittenThenRotated);
         }
         file.seek(SeekFrom::Start(offset))?;
         let mut tail = Vec::new();
@@ -224,5 +236,41 @@ mod tests {
         fs::OpenOptions::new().append(true).open(&ingest).unwrap().write_all(b"sniffer\nthree\n").unwrap();
         Journal::open(&state, &ingest).unwrap();
         assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\ntwo\nsniffer\nthree\n");
+    }
+
+    #[test]
+    fn a_batch_that_failed_is_written_once_when_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, ingest) = (dir.path().join("state"), dir.path().join("ingest.log"));
+        let mut journal = Journal::open(&state, &ingest).unwrap();
+        journal.commit(b"one\n", &positions("c", 1, 1)).unwrap();
+
+        // The ingest file cannot be written (here: a directory stands in its place for a moment).
+        fs::rename(&ingest, dir.path().join("aside")).unwrap();
+        fs::create_dir(&ingest).unwrap();
+        assert!(journal.commit(b"two\n", &positions("c", 2, 1)).is_err());
+        assert!(journal.commit(b"two\n", &positions("c", 2, 1)).is_err(), "still failing");
+        fs::remove_dir(&ingest).unwrap();
+        fs::rename(dir.path().join("aside"), &ingest).unwrap();
+
+        journal.commit(b"two\n", &positions("c", 2, 1)).unwrap();
+        journal.commit(b"three\n", &positions("c", 3, 1)).unwrap();
+        assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\ntwo\nthree\n");
+        assert_eq!(Journal::open(&state, &ingest).unwrap().position("c"), Position { ts_nanos: 3, at_ts: 1 });
+    }
+
+    #[test]
+    fn a_write_the_disk_cut_short_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, ingest) = (dir.path().join("state"), dir.path().join("ingest.log"));
+        let journal = Journal::open(&state, &ingest).unwrap();
+        fs::write(&ingest, "one\ntw").unwrap();
+        let mut file = OpenOptions::new().append(true).open(&ingest).unwrap();
+        journal.take_back(&mut file, 4, b"two\nthree\n");
+        assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\n");
+        // Another writer's line after ours: nothing is taken back.
+        fs::write(&ingest, "one\ntw").unwrap();
+        journal.take_back(&mut file, 4, b"xy\n");
+        assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\ntw");
     }
 }
