@@ -77,6 +77,22 @@ pub enum DeployFailure {
     Identity,
     #[error("the decky's container could not be started")]
     Container,
+    /// The engine did not answer: the deploy is retried (`reconcile`) once it does.
+    #[error("the container engine could not be reached; the deploy is retried when it answers")]
+    EngineAway,
+}
+
+impl DeployFailure {
+    /// Whether the failure passes by itself (the engine comes back), so the fleet retries it;
+    /// every other one waits for the operator.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DeployFailure::EngineAway)
+    }
+
+    /// The failure a runtime error is, when it is the engine being away; else `otherwise`.
+    pub(crate) fn unless_away(err: &RuntimeError, otherwise: DeployFailure) -> DeployFailure {
+        if matches!(err, RuntimeError::Unavailable(_)) { DeployFailure::EngineAway } else { otherwise }
+    }
 }
 
 /// A deploy the fleet accepted and runs in the background.
@@ -117,6 +133,8 @@ pub struct Fleet {
     /// Containers of this fleet's name that another deployment made, as the last reconcile found
     /// them: reported, never touched.
     others: Arc<std::sync::Mutex<Vec<String>>>,
+    /// What reconcile leaves alone and when it retries: see `reconcile`.
+    convergence: Arc<reconcile::Convergence>,
 }
 
 impl Fleet {
@@ -135,6 +153,7 @@ impl Fleet {
             image: Arc::default(),
             deployment: Arc::default(),
             others: Arc::default(),
+            convergence: Arc::default(),
         }
     }
 

@@ -1,11 +1,13 @@
 //! What the fleet is now: each stored decky with its container's state, the running and deployed
 //! counts, and whether the engine answers (health); the last two reused for a while.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::containers::by_decky;
 use super::{DeckyStatus, Fleet, FleetError};
 use crate::db::{DbError, DeployState};
+use crate::runtime::ContainerInfo;
 
 /// How long the runtime's health (is a fleet deployed, does the engine answer) is believed.
 const HEALTH_CACHE: Duration = Duration::from_secs(5);
@@ -33,7 +35,10 @@ impl Fleet {
             .deckies
             .into_iter()
             .map(|d| {
+                let runs = |c: &BTreeMap<String, ContainerInfo>| c.get(&d.config.name).is_some_and(|c| c.is_running());
                 let state = match (d.state, &containers) {
+                    // A running container is the truth even before a deploy (or reconcile) records it.
+                    (_, Some(containers)) if runs(containers) => "running".to_string(),
                     (DeployState::Pending, _) => "pending".to_string(),
                     (DeployState::Failed, _) => "failed".to_string(),
                     (DeployState::Running, None) => "unknown".to_string(),
