@@ -82,6 +82,8 @@ fn classify(err: BollardError) -> RuntimeError {
         }
         BollardError::SocketNotFoundError(_)
         | BollardError::HyperResponseError { .. }
+        // The connection refused or cut (the engine's service stopped): bollard's hyper client.
+        | BollardError::HyperLegacyError { .. }
         | BollardError::RequestTimeoutError
         | BollardError::IOError { .. } => RuntimeError::Unavailable(err.to_string()),
         other => RuntimeError::Engine(other.to_string()),
