@@ -224,15 +224,44 @@ impl Fleet {
                 return Err(DeployFailure::unless_away(&err, DeployFailure::Container));
             }
         }
-        match self.runtime.run(&spec).await {
+        let mut result = self.runtime.run(&spec).await;
+        if let Err(RuntimeError::AddressHeld { holder, message }) = &result {
+            tracing::warn!(decky = %decky.name, %holder, error = %message, "The decky's address is held");
+            self.free_address(&owner, holder).await?;
+            result = self.runtime.run(&spec).await;
+        }
+        match result {
             Ok(id) => {
                 tracing::info!(decky = %decky.name, container = %id, ip = %decky.ip, "Decky started");
                 Ok(())
             }
+            Err(RuntimeError::AddressHeld { .. }) => Err(DeployFailure::AddressLeaked),
             Err(err) => {
                 tracing::error!(decky = %decky.name, error = %err, "Could not start the decky's container");
                 Err(DeployFailure::unless_away(&err, DeployFailure::Container))
             }
+        }
+    }
+
+    /// Frees an address `holder` holds when the holder is this deployment's leftover (removed);
+    /// one that is gone leaves the address to the engine ([`DeployFailure::AddressLeaked`]:
+    /// reconcile renews the network), one of another's is left alone.
+    async fn free_address(&self, owner: &super::ContainerOwner, holder: &str) -> Result<(), DeployFailure> {
+        let away = |err: RuntimeError| DeployFailure::unless_away(&err, DeployFailure::Container);
+        let containers = self.runtime.list(super::FLEET_LABEL, &self.settings.name).await.map_err(away)?;
+        let held_by = containers.iter().find(|c| !holder.is_empty() && c.id.starts_with(holder));
+        match held_by {
+            Some(container) if !owner.made_by_another(&container.labels) => {
+                tracing::info!(container = %container.name, "Removing a leftover container that holds a decky's address");
+                self.runtime.remove(&container.id).await.map_err(away)
+            }
+            Some(_) => Err(DeployFailure::Container),
+            None => match self.runtime.pid(holder).await {
+                Err(RuntimeError::NotFound(_)) => Err(DeployFailure::AddressLeaked),
+                Err(err) => Err(away(err)),
+                // Someone else's container, outside this fleet: not ours to touch.
+                Ok(_) => Err(DeployFailure::Container),
+            },
         }
     }
 

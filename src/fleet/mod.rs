@@ -80,13 +80,17 @@ pub enum DeployFailure {
     /// The engine did not answer: the deploy is retried (`reconcile`) once it does.
     #[error("the container engine could not be reached; the deploy is retried when it answers")]
     EngineAway,
+    /// The engine holds the decky's address for a container that is gone (its start cut short
+    /// by an engine crash): the fleet's network is made again, and the decky retried.
+    #[error("the engine holds the decky's address for a container that is gone; the fleet network is renewed")]
+    AddressLeaked,
 }
 
 impl DeployFailure {
     /// Whether the failure passes by itself (the engine comes back), so the fleet retries it;
     /// every other one waits for the operator.
     pub fn is_transient(&self) -> bool {
-        matches!(self, DeployFailure::EngineAway)
+        matches!(self, DeployFailure::EngineAway | DeployFailure::AddressLeaked)
     }
 
     /// The failure a runtime error is, when it is the engine being away; else `otherwise`.

@@ -90,8 +90,9 @@ fn wanted(decky: &FleetDecky) -> bool {
 }
 
 fn failed_transiently(decky: &FleetDecky) -> bool {
+    let transient = [DeployFailure::EngineAway, DeployFailure::AddressLeaked];
     decky.state == DeployState::Failed
-        && decky.last_error.as_deref() == Some(DeployFailure::EngineAway.to_string().as_str())
+        && transient.iter().any(|failure| decky.last_error.as_deref() == Some(failure.to_string().as_str()))
 }
 
 impl Fleet {
@@ -169,6 +170,7 @@ impl Fleet {
         let containers = by_decky(containers);
         let mut prepared: Option<Result<Option<String>, DeployFailure>> = None;
         let mut settled = true;
+        let mut leaked = false;
         let now = Instant::now();
         for decky in stored.deckies.iter().filter(|d| !busy.contains(&d.config.name)) {
             let name = decky.config.name.as_str();
@@ -211,7 +213,11 @@ impl Fleet {
             if result.as_ref().is_err_and(DeployFailure::is_transient) {
                 settled = false;
             }
+            leaked |= result == Err(DeployFailure::AddressLeaked);
             self.settle(decky, result).await;
+        }
+        if leaked {
+            self.renew_network().await;
         }
         self.resolve_lifecycles(&busy).await?;
         Ok(settled)
@@ -231,6 +237,20 @@ impl Fleet {
             Ok(Some(self.default_image().await?))
         } else {
             Ok(None)
+        }
+    }
+
+    /// Makes the fleet's network again, its containers with it: the only way to free an address
+    /// the engine keeps for a container that is gone (podman keeps it until the network goes).
+    /// The next pass makes every decky again.
+    async fn renew_network(&self) {
+        tracing::warn!(
+            network = %self.network_name(),
+            "The engine holds a decky's address for a container that is gone; renewing the fleet network"
+        );
+        self.remove_containers(|_, _| true).await;
+        if let Err(err) = self.runtime.remove_network(&self.network_name()).await {
+            tracing::warn!(error = %err, "Could not remove the fleet network");
         }
     }
 
