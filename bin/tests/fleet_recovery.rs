@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::podman::Podman;
-use common::{Proc, admin_token, api_command, api_call, path, start_api};
+use common::{Proc, admin_token, api_call, api_command, path, start_api};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
@@ -45,7 +45,8 @@ fn route(args: &[&str]) -> bool {
         .args(args)
         .env("PATH", path())
         .stderr(std::process::Stdio::null())
-        .status().is_ok_and(|s| s.success())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// `svc api` on `podman`'s engine, its database in `dir` (the same one across restarts).
@@ -76,7 +77,8 @@ async fn deploy(port: u16, ini: &str, replace: bool) -> Vec<String> {
 
 async fn records(port: u16, ids: &[String]) -> Vec<Value> {
     let query: Vec<String> = ids.iter().map(|id| format!("ids={id}")).collect();
-    let (status, body) = call(port, reqwest::Method::GET, &format!("/deckies/lifecycle?{}", query.join("&")), None).await;
+    let (status, body) =
+        call(port, reqwest::Method::GET, &format!("/deckies/lifecycle?{}", query.join("&")), None).await;
     assert_eq!(status, 200, "{body}");
     body["rows"].as_array().unwrap().clone()
 }
