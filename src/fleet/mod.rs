@@ -80,6 +80,26 @@ pub enum DeployFailure {
     Identity,
     #[error("the decky's container could not be started")]
     Container,
+    /// The engine did not answer: the deploy is retried (`reconcile`) once it does.
+    #[error("the container engine could not be reached; the deploy is retried when it answers")]
+    EngineAway,
+    /// The engine holds the decky's address for a container that is gone (its start cut short
+    /// by an engine crash): the fleet's network is made again, and the decky retried.
+    #[error("the engine holds the decky's address for a container that is gone; the fleet network is renewed")]
+    AddressLeaked,
+}
+
+impl DeployFailure {
+    /// Whether the failure passes by itself (the engine comes back), so the fleet retries it;
+    /// every other one waits for the operator.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DeployFailure::EngineAway | DeployFailure::AddressLeaked)
+    }
+
+    /// The failure a runtime error is, when it is the engine being away; else `otherwise`.
+    pub(crate) fn unless_away(err: &RuntimeError, otherwise: DeployFailure) -> DeployFailure {
+        if matches!(err, RuntimeError::Unavailable(_)) { DeployFailure::EngineAway } else { otherwise }
+    }
 }
 
 /// A deploy the fleet accepted and runs in the background.
@@ -122,6 +142,8 @@ pub struct Fleet {
     others: Arc<std::sync::Mutex<Vec<String>>>,
     /// The fleet's containers as the engine's events keep them, and the reconcile pass they ask for.
     observed: Arc<events::Observed>,
+    /// What reconcile leaves alone and when it retries: see `reconcile`.
+    convergence: Arc<reconcile::Convergence>,
 }
 
 impl Fleet {
@@ -141,6 +163,7 @@ impl Fleet {
             deployment: Arc::default(),
             others: Arc::default(),
             observed: Arc::default(),
+            convergence: Arc::default(),
         }
     }
 

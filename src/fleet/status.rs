@@ -3,6 +3,7 @@
 //! containers' states come from what the engine's events keep (`events`) while they are followed,
 //! so `/deckies` costs a store read and no engine call; otherwise from a listing.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::containers::{by_decky, split_by_owner};
@@ -48,7 +49,10 @@ impl Fleet {
             .deckies
             .into_iter()
             .map(|d| {
+                let runs = |c: &BTreeMap<String, ContainerInfo>| c.get(&d.config.name).is_some_and(|c| c.is_running());
                 let state = match (d.state, &containers) {
+                    // A running container is the truth even before a deploy (or reconcile) records it.
+                    (_, Some(containers)) if runs(containers) => "running".to_string(),
                     (DeployState::Pending, _) => "pending".to_string(),
                     (DeployState::Failed, _) => "failed".to_string(),
                     (DeployState::Running, None) => "unknown".to_string(),

@@ -69,6 +69,10 @@ impl Engine {
 const SUBNET_IN_USE: [&str; 3] =
     ["is already used on the host or by another config", "Pool overlaps with other one", "overlapping IPv4"];
 
+/// What podman (netavark's address management) says when a container's address is taken,
+/// followed by the holder's id.
+const ADDRESS_HELD: &str = "is already allocated to container ID ";
+
 fn classify(err: BollardError) -> RuntimeError {
     match err {
         BollardError::DockerResponseServerError { status_code: 404, message } => RuntimeError::NotFound(message),
@@ -77,11 +81,17 @@ fn classify(err: BollardError) -> RuntimeError {
         {
             RuntimeError::SubnetInUse(message)
         }
+        BollardError::DockerResponseServerError { message, .. } if message.contains(ADDRESS_HELD) => {
+            let holder = message.rsplit(ADDRESS_HELD).next().unwrap_or_default().trim().to_string();
+            RuntimeError::AddressHeld { holder, message }
+        }
         BollardError::DockerResponseServerError { status_code, message } => {
             RuntimeError::Engine(format!("{status_code}: {message}"))
         }
         BollardError::SocketNotFoundError(_)
         | BollardError::HyperResponseError { .. }
+        // The connection refused or cut (the engine's service stopped): bollard's hyper client.
+        | BollardError::HyperLegacyError { .. }
         | BollardError::RequestTimeoutError
         | BollardError::IOError { .. } => RuntimeError::Unavailable(err.to_string()),
         other => RuntimeError::Engine(other.to_string()),

@@ -34,6 +34,10 @@ pub enum RuntimeError {
     /// A network of that name already exists, on another subnet.
     #[error("network {name} exists with subnet {existing}, not {wanted}")]
     NetworkOnAnotherSubnet { name: String, existing: String, wanted: String },
+    /// A container's address is held by another container, `holder` (its id as the engine
+    /// says): often one whose start an engine crash cut short, gone but for its address.
+    #[error("address held by container {holder}: {message}")]
+    AddressHeld { holder: String, message: String },
     #[error("container engine error: {0}")]
     Engine(String),
 }
