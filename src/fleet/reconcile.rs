@@ -251,6 +251,15 @@ impl Fleet {
         self.remove_containers(|_, _| true).await;
         if let Err(err) = self.runtime.remove_network(&self.network_name()).await {
             tracing::warn!(error = %err, "Could not remove the fleet network");
+            return;
+        }
+        // What the crashed start left on the host keeps the subnet taken; it goes too.
+        if let Ok(stored) = self.db.fleet().await
+            && let Some(network) = stored.network
+            && network.interface.is_none()
+        {
+            let gateway = network.gateway.clone();
+            let _ = tokio::task::spawn_blocking(move || crate::runtime::leftovers::remove_stale_bridge(&gateway)).await;
         }
     }
 
