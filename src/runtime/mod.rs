@@ -6,7 +6,6 @@
 
 pub mod engine;
 pub mod image;
-pub mod leftovers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
