@@ -248,8 +248,8 @@ impl Fleet {
     }
 
     /// Frees an address `holder` holds when the holder is this deployment's leftover (removed);
-    /// one that is gone leaves the address to the engine ([`DeployFailure::AddressLeaked`]:
-    /// reconcile renews the network), one of another's is left alone.
+    /// one that is gone leaves the address to the engine ([`DeployFailure::AddressLeaked`]), one
+    /// of another's is left alone.
     async fn free_address(&self, owner: &super::ContainerOwner, holder: &str) -> Result<(), DeployFailure> {
         let away = |err: RuntimeError| DeployFailure::unless_away(&err, DeployFailure::Container);
         let containers = self.runtime.list(super::FLEET_LABEL, &self.settings.name).await.map_err(away)?;

@@ -83,9 +83,12 @@ pub enum DeployFailure {
     /// The engine did not answer: the deploy is retried (`reconcile`) once it does.
     #[error("the container engine could not be reached; the deploy is retried when it answers")]
     EngineAway,
-    /// The engine holds the decky's address for a container that is gone (its start cut short
-    /// by an engine crash): the fleet's network is made again, and the decky retried.
-    #[error("the engine holds the decky's address for a container that is gone; the fleet network is renewed")]
+    /// The engine holds the decky's address for a container that is gone (its start cut short by
+    /// an engine crash). Podman keeps such an address even across a new network of the same
+    /// name, so no retry frees it: the operator must.
+    #[error(
+        "the engine holds the decky's address for a container that is gone (an engine crash); free it on the engine, then redeploy"
+    )]
     AddressLeaked,
 }
 
@@ -93,7 +96,7 @@ impl DeployFailure {
     /// Whether the failure passes by itself (the engine comes back), so the fleet retries it;
     /// every other one waits for the operator.
     pub fn is_transient(&self) -> bool {
-        matches!(self, DeployFailure::EngineAway | DeployFailure::AddressLeaked)
+        matches!(self, DeployFailure::EngineAway)
     }
 
     /// The failure a runtime error is, when it is the engine being away; else `otherwise`.

@@ -90,9 +90,8 @@ fn wanted(decky: &FleetDecky) -> bool {
 }
 
 fn failed_transiently(decky: &FleetDecky) -> bool {
-    let transient = [DeployFailure::EngineAway, DeployFailure::AddressLeaked];
     decky.state == DeployState::Failed
-        && transient.iter().any(|failure| decky.last_error.as_deref() == Some(failure.to_string().as_str()))
+        && decky.last_error.as_deref() == Some(DeployFailure::EngineAway.to_string().as_str())
 }
 
 impl Fleet {
@@ -170,7 +169,6 @@ impl Fleet {
         let containers = by_decky(containers);
         let mut prepared: Option<Result<Option<String>, DeployFailure>> = None;
         let mut settled = true;
-        let mut leaked = false;
         let now = Instant::now();
         for decky in stored.deckies.iter().filter(|d| !busy.contains(&d.config.name)) {
             let name = decky.config.name.as_str();
@@ -213,11 +211,7 @@ impl Fleet {
             if result.as_ref().is_err_and(DeployFailure::is_transient) {
                 settled = false;
             }
-            leaked |= result == Err(DeployFailure::AddressLeaked);
             self.settle(decky, result).await;
-        }
-        if leaked {
-            self.renew_network().await;
         }
         self.resolve_lifecycles(&busy).await?;
         Ok(settled)
@@ -237,20 +231,6 @@ impl Fleet {
             Ok(Some(self.default_image().await?))
         } else {
             Ok(None)
-        }
-    }
-
-    /// Makes the fleet's network again, its containers with it: the only way to free an address
-    /// the engine keeps for a container that is gone (podman keeps it until the network goes).
-    /// The next pass makes every decky again.
-    async fn renew_network(&self) {
-        tracing::warn!(
-            network = %self.network_name(),
-            "The engine holds a decky's address for a container that is gone; renewing the fleet network"
-        );
-        self.remove_containers(|_, _| true).await;
-        if let Err(err) = self.runtime.remove_network(&self.network_name()).await {
-            tracing::warn!(error = %err, "Could not remove the fleet network");
         }
     }
 
