@@ -12,12 +12,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 apt_install_missing wrk curl python3 iproute2
 
-if [ -z "${SVC_BIN:-}" ]; then
-    ensure_rust
-    cargo build --release --locked -p svc-cli
-    SVC_BIN="${CARGO_TARGET_DIR:-target}/release/svc"
-fi
-SVC_BIN=$(realpath "$SVC_BIN")
+ensure_svc_bin
 
 seconds=${1:-15}
 subnet=${BENCH_SUBNET:-10.213.228.0/24}

@@ -11,12 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 apt_install_missing curl python3
-if [ -z "${SVC_BIN:-}" ]; then
-    ensure_rust
-    cargo build --release --locked -p svc-cli
-    SVC_BIN=target/release/svc
-fi
-SVC_BIN=$(realpath "$SVC_BIN")
+ensure_svc_bin
 seconds=${1:-10}
 kills=${2:-5}
 subnet=10.213.232.0/24

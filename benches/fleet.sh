@@ -13,12 +13,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 apt_install_missing wrk curl python3
 # SVC_BIN: another build of svc (a debug one, say); by default the release build, made here.
-if [ -z "${SVC_BIN:-}" ]; then
-    ensure_rust
-    cargo build --release --locked -p svc-cli
-    SVC_BIN=target/release/svc
-fi
-SVC_BIN=$(realpath "$SVC_BIN")
+ensure_svc_bin
 
 seconds=${1:-15}
 # FLEET_NET: the first three octets of the fleet's /24 (another run on the engine needs its own).
@@ -56,7 +51,7 @@ collector=$!
 sleep 2
 before_lines=$(wc -l <"$work/ingest.log" 2>/dev/null || echo 0)
 before_ticks=$(awk '{print $14 + $15}' "/proc/$collector/stat")
-wrk -t1 -c16 -d"${seconds}s" http://$net.2/bench >/dev/null
+wrk -t1 -c16 -d"${seconds}s" "http://$net.2/bench" >/dev/null
 # Let the collector drain what the decoy printed.
 for _ in $(seq 1 50); do
     now=$(wc -l <"$work/ingest.log")
@@ -74,7 +69,7 @@ print(f"collector: {lines:.0f} lines in {secs:.0f} s = {lines / secs:.0f} lines/
       f"CPU {cpu:.2f} s = {cpu / secs * 100:.1f}% of a core, {cpu / secs * 100 / (lines / secs / 1000):.1f}% per 1,000 lines/s")
 PY
 
-kill "$collector" && wait "$collector" 2>/dev/null || true
+if kill "$collector" 2>/dev/null; then wait "$collector" 2>/dev/null || true; fi
 collector=
 for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
 engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
@@ -86,7 +81,8 @@ password="fleet bench admin password"
     SVC_JWT_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" SVC_ADMIN_PASSWORD="$password" \
     "$SVC_BIN" api >"$work/api.log" 2>&1 &
 api=$!
-python3 - "$port" "$password" "$net" ${FLEET_SIZES:-10 60 200} <<'PY'
+read -ra sizes <<<"${FLEET_SIZES:-10 60 200}"
+python3 - "$port" "$password" "$net" "${sizes[@]}" <<'PY'
 import json, sys, time, urllib.request
 
 port, password, net, sizes = int(sys.argv[1]), sys.argv[2], sys.argv[3], [int(n) for n in sys.argv[4:]]
