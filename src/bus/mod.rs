@@ -140,12 +140,7 @@ impl Bus {
     /// Publishes `event` and waits until the server has it, for intents a caller is told were sent.
     pub async fn publish_confirmed(&self, event: &Event) -> Result<(), BusError> {
         self.publish(event).await?;
-        let client = self.connected()?;
-        match tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.flush()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => Err(BusError::Publish(err.to_string())),
-            Err(_) => Err(BusError::Unavailable),
-        }
+        round_trip(self.connected()?).await
     }
 
     /// Sends `body` to whoever answers on `subject` and waits at most `timeout` for the answer;
@@ -175,7 +170,7 @@ impl Bus {
         match client.subscribe(subject.clone()).await {
             Ok(subscriber) => {
                 if self.is_connected() {
-                    let _ = tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.flush()).await;
+                    let _ = round_trip(client).await;
                 }
                 Some(subscriber)
             }
@@ -206,4 +201,22 @@ impl Bus {
             _ => Err(BusError::Unavailable),
         }
     }
+}
+
+/// Returns once the server has processed everything `client` sent before the call: a message to a
+/// fresh inbox of our own comes back only after the server has read what preceded it. (A flush only
+/// empties the client's buffer into the socket, which leaves a subscription racing other
+/// connections' publishes.) Bounded, as the server may be gone.
+async fn round_trip(client: &async_nats::Client) -> Result<(), BusError> {
+    use futures::StreamExt;
+    let inbox = client.new_inbox();
+    let echo = async {
+        let mut echo = client.subscribe(inbox.clone()).await.map_err(|err| BusError::Publish(err.to_string()))?;
+        client.publish(inbox, bytes::Bytes::new()).await.map_err(|err| BusError::Publish(err.to_string()))?;
+        client.flush().await.map_err(|err| BusError::Publish(err.to_string()))?;
+        echo.next().await.ok_or(BusError::Unavailable)?;
+        let _ = echo.unsubscribe().await;
+        Ok(())
+    };
+    tokio::time::timeout(ROUND_TRIP_TIMEOUT, echo).await.unwrap_or(Err(BusError::Unavailable))
 }
