@@ -22,6 +22,7 @@ pub mod runtime;
 pub mod secret;
 pub mod signals;
 pub mod startup;
+pub mod swarm;
 pub mod systemd;
 pub mod tarpit;
 pub mod topology;
