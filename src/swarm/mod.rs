@@ -2,5 +2,6 @@
 //! here: the private CA and its certificates (`pki`), the mutual-TLS configurations with pinning
 //! (`tls`). The master's records of its hosts live in `db::swarm`; its dashboard routes in `http`.
 
+pub mod bundle;
 pub mod pki;
 pub mod tls;
