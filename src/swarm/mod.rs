@@ -4,4 +4,5 @@
 
 pub mod bundle;
 pub mod pki;
+pub mod sweep;
 pub mod tls;
