@@ -1,6 +1,14 @@
 //! The swarm: many sensor hosts, one master. Everything that crosses the wire between them lives
 //! here: the private CA and its certificates (`pki`), the mutual-TLS configurations with pinning
-//! (`tls`). The master's records of its hosts live in `db::swarm`; its dashboard routes in `http`.
+//! (`tls`), the connection loop that serves over them (`serve`), the bodies both sides exchange
+//! (`wire`), the master's pinned client (`client`), `svc agent` (`agent`) and the master's
+//! heartbeat listener (`listener`). The master's records of its hosts live in `db::swarm`.
 
+pub mod agent;
+pub mod client;
+pub mod config;
+pub mod listener;
 pub mod pki;
+pub mod serve;
 pub mod tls;
+pub mod wire;
