@@ -1,5 +1,5 @@
 //! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
-//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`), each with its trait of domain verbs and its types in `mod.rs`,
+//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -22,6 +22,7 @@ pub mod observations;
 pub mod sessions;
 mod sqlite;
 mod statement;
+pub mod swarm;
 pub mod tarpit;
 pub mod topology;
 pub mod users;
@@ -49,6 +50,7 @@ pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};
 pub use sessions::{RevokedToken, SessionStore};
 pub use sqlite::SqliteDb;
+pub use swarm::{DeckyShard, Enrollment, HostStatus, ShardFilter, ShardState, SwarmHost, SwarmStore};
 pub use tarpit::{Enforced, Enforcement, StoredRule, TarpitRule, TarpitSession, TarpitStore};
 pub use topology::{
     ABANDONED_MUTATION, Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky,
@@ -145,6 +147,7 @@ pub trait Database:
     + WebhookStore
     + TopologyStore
     + TarpitStore
+    + SwarmStore
     + Send
     + Sync
     + 'static
