@@ -2,13 +2,14 @@
 //! here: the private CA and its certificates (`pki`), the mutual-TLS configurations with pinning
 //! (`tls`), the connection loop that serves over them (`serve`), the bodies both sides exchange
 //! (`wire`), the master's pinned client (`client`), `svc agent` (`agent`) and the master's
-//! heartbeat listener (`listener`). The master's records of its hosts live in `db::swarm`.
+//! heartbeat listener (`listener`) with what a heartbeat writes (`record`). The master's records of its hosts live in `db::swarm`.
 
 pub mod agent;
 pub mod client;
 pub mod config;
 pub mod listener;
 pub mod pki;
+pub mod record;
 pub mod serve;
 pub mod tls;
 pub mod wire;
