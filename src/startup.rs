@@ -21,6 +21,8 @@ use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, DbError, NewUser, Role};
 use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, HotReads, LogTail, RateLimits, SseSlots};
+use crate::swarm::listener::SwarmListener;
+use crate::swarm::record::StoredHeartbeats;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
 use crate::tarpit::Tarpit;
@@ -103,6 +105,7 @@ impl Lifespan {
         lifespan.start_worker_registry().await;
         lifespan.start_log_tail();
         lifespan.start_fleet_reconciler();
+        lifespan.start_swarm_listener().await?;
         Ok(lifespan)
     }
 
@@ -297,6 +300,20 @@ impl Lifespan {
 
     /// With the worker registry, in contract-test mode too: the newest committed log id, which the
     /// log streams wait on, followed on the bus (or polled without one) until shutdown.
+    /// With `SVC_SWARM_ENABLED`: the heartbeat listener agents report to, over mutual TLS (the
+    /// CA and the master's certificate are made on first use). A listener that cannot start
+    /// stops the API: the operator asked for a swarm.
+    async fn start_swarm_listener(&self) -> anyhow::Result<()> {
+        let config = &self.state.config.swarm;
+        if !config.enabled {
+            return Ok(());
+        }
+        let listener = SwarmListener::bind(config).await.context("starting the swarm listener")?;
+        let store = Arc::new(StoredHeartbeats(self.state.db.clone()));
+        self.tasks.spawn(listener.run(store, self.cancel.clone()));
+        Ok(())
+    }
+
     fn start_log_tail(&self) {
         let (tail, db, bus, cancel) =
             (self.state.log_tail.clone(), self.state.db.clone(), self.state.bus.clone(), self.cancel.clone());

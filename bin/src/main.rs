@@ -1,5 +1,6 @@
 //! `svc`: one binary for every part of the honeypot fleet's control plane.
 
+mod agent;
 mod api;
 mod config;
 mod decky;
@@ -38,6 +39,13 @@ enum Command {
     /// Requires SVC_JWT_SECRET and SVC_ADMIN_PASSWORD. Applies migrations, creates the admin user
     /// (SVC_ADMIN_USER, default `admin`) on first start, and stops cleanly on SIGTERM or SIGINT.
     Api,
+    /// Run a worker host's agent (SVC_MODE=agent): the master's mutual-TLS control API on
+    /// SVC_AGENT_PORT (default 8765) and heartbeats to SVC_MASTER_HOST, until SIGTERM or SIGINT.
+    ///
+    /// Needs the certificate, key and CA the enrollment bundle installed (SVC_AGENT_CERT,
+    /// SVC_AGENT_KEY, SVC_AGENT_CA). Its deckies run on this host's engine, stored in its own
+    /// database.
+    Agent,
     /// Apply every pending database migration and exit.
     Migrate,
     /// Deploy deckies from a deployment INI on the container engine (SVC_DOCKER_HOST) and wait
@@ -107,6 +115,7 @@ fn main() -> ExitCode {
         // cannot start.
         Command::Supervise(_) => reading.check_for_api(),
         Command::Migrate
+        | Command::Agent
         | Command::Deploy(_)
         | Command::User(_)
         | Command::Worker { .. }
@@ -123,6 +132,7 @@ fn main() -> ExitCode {
         let done = match cli.command {
             Command::Observation(command) => return observation::run(command, reading.config).await,
             Command::Api => api::run(reading).await,
+            Command::Agent => agent::run(reading.config).await,
             Command::Migrate => user::migrate(&reading.config).await,
             Command::Deploy(args) => deploy::run(args, reading.config).await,
             Command::User(command) => user::run(command, &reading.config).await,

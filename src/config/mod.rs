@@ -17,6 +17,7 @@ mod profiler;
 mod rules;
 mod settings;
 mod sniffer;
+mod swarm;
 mod tarpit;
 mod webhook;
 
@@ -32,6 +33,7 @@ pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
+pub use crate::swarm::config::SwarmConfig;
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;
@@ -104,6 +106,7 @@ pub struct Config {
     pub webhook: WebhookConfig,
     pub sniffer: SnifferConfig,
     pub tarpit: TarpitConfig,
+    pub swarm: SwarmConfig,
 }
 
 /// The environment as read, before anything is refused: the `Config`, with the default standing in
@@ -188,6 +191,8 @@ impl Config {
         let sniffer = SnifferConfig::read(&mut env);
         env.begin_section("Tarpit watcher");
         let tarpit = TarpitConfig::read(&mut env);
+        env.begin_section("Swarm (`svc agent`, the master's heartbeat listener)");
+        let swarm = SwarmConfig::read(&mut env, &data_dir);
         let config = Config {
             mode,
             log_format,
@@ -202,6 +207,7 @@ impl Config {
             webhook,
             sniffer,
             tarpit,
+            swarm,
             data_dir,
         };
         let (problems, read) = env.finish();

@@ -136,6 +136,22 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_SNIFFER_REFRESH_SECS", "seconds between reads of the decky addresses and the fleet network"),
     ("SVC_SNIFFER_DECKIES", "`name=address,…`: decky addresses listed by hand instead of the fleet store's"),
     ("SVC_TARPIT_POLL_SECS", "seconds between reads of the ruled deckies' connection tables"),
+    ("SVC_SWARM_ENABLED", "`true`: `svc api` runs the swarm's heartbeat listener and dispatches deploys to usable hosts"),
+    ("SVC_SWARM_DIR", "the swarm CA (`ca/`, key 0600) and the master's certificate (`master/`); never leaves this host"),
+    ("SVC_SWARM_HOST", "where the heartbeat listener binds (mutual TLS, client certificate required)"),
+    ("SVC_SWARM_PORT", "the heartbeat listener's port; agents post to `https://<master>:<it>/swarm/heartbeat`"),
+    ("SVC_VERIFY_HOSTNAME", "the master checks an agent's certificate names the address it dials (besides CA and pin)"),
+    ("SVC_AGENT_CONNECT_TIMEOUT_S", "seconds the master waits to connect to an agent"),
+    ("SVC_AGENT_READ_TIMEOUT_S", "seconds the master waits for an agent's answer"),
+    ("SVC_AGENT_HOST", "`svc agent`: where its mutual-TLS API binds"),
+    ("SVC_AGENT_PORT", "`svc agent`: its API's port"),
+    ("SVC_AGENT_CERT", "`svc agent`: its certificate (PEM), issued by the master's CA at enrollment"),
+    ("SVC_AGENT_KEY", "`svc agent`: its private key (PEM, 0600)"),
+    ("SVC_AGENT_CA", "`svc agent`: the swarm CA's certificate; peers must present one it signed"),
+    ("SVC_MASTER_HOST", "`svc agent`: the master's address for heartbeats; unset: none are sent"),
+    ("SVC_HOST_UUID", "`svc agent`: the master's id for this host, sent with each heartbeat"),
+    ("SVC_AGENT_HEARTBEAT_S", "`svc agent`: seconds between heartbeats (one is also sent when a deploy ends)"),
+    ("SVC_INSTALL_ROOT", "`svc agent`: the root its files were installed under; self-destruct removes them there"),
 ];
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use rustls::pki_types::pem::PemObject;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
@@ -132,6 +133,31 @@ impl Ca {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Leaf { cert_pem: cert.pem(), key_pem: key.serialize_pem(), fingerprint: fingerprint(cert.der()) })
+    }
+}
+
+impl Ca {
+    /// The master's identity (CN `svc-master`), kept in `dir` (`master.crt`, `master.key` 0600)
+    /// and issued there on first use.
+    pub fn master_leaf(&self, dir: &Path) -> Result<Leaf, PkiError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| PkiError::Io { path, source }
+        };
+        let (cert_path, key_path) = (dir.join("master.crt"), dir.join("master.key"));
+        if cert_path.exists() && key_path.exists() {
+            let cert_pem = std::fs::read_to_string(&cert_path).map_err(io(&cert_path))?;
+            let key_pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+            let der = rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes())
+                .map_err(|err| PkiError::Io { path: cert_path.clone(), source: std::io::Error::other(err) })?;
+            return Ok(Leaf { fingerprint: fingerprint(&der), cert_pem, key_pem });
+        }
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        let leaf = self.issue(MASTER_CN, &["127.0.0.1".to_string(), "localhost".to_string()])?;
+        write_private(&key_path, &leaf.key_pem).map_err(io(&key_path))?;
+        std::fs::write(&cert_path, &leaf.cert_pem).map_err(io(&cert_path))?;
+        Ok(leaf)
     }
 }
 

@@ -77,6 +77,10 @@ pub trait LifecycleStore {
         at: DateTime<Utc>,
     ) -> DbResult<()>;
 
+    /// The newest record of `operation` on `decky` on swarm host `host_uuid` that is not yet
+    /// terminal: what a heartbeat's outcome moves. `None` when there is none.
+    async fn open_lifecycle(&self, decky: &str, operation: &str, host_uuid: &str) -> DbResult<Option<Uuid>>;
+
     /// The records with these ids; unknown ids are left out.
     async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>>;
 

@@ -106,6 +106,21 @@ both_backends! {
             Ok(())
         }
 
+        async fn open_lifecycle(&self, decky: &str, operation: &str, host_uuid: &str) -> DbResult<Option<Uuid>> {
+            let id: Option<String> = sqlx::query_scalar(
+                "select id from decky_lifecycle where decky_name = ? and operation = ? and host_uuid = ? \
+                 and status in (?, ?) order by started_at desc, id desc limit 1",
+            )
+            .bind(decky)
+            .bind(operation)
+            .bind(host_uuid)
+            .bind(LifecycleStatus::Pending.as_str())
+            .bind(LifecycleStatus::Running.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+            id.as_deref().map(parse_uuid).transpose()
+        }
+
         async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>> {
             if ids.is_empty() {
                 return Ok(vec![]);

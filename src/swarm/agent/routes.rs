@@ -1,0 +1,166 @@
+//! The agent's API, DECNET's routes (reference §1.8): `GET /health` and `GET /status` for any
+//! certificate the swarm CA signed; `POST /deploy`, `/mutate`, `/teardown` and `/self-destruct`
+//! for the master's certificate alone (CN `svc-master`): any other peer gets 403, logged. Fleet
+//! refusals keep their operator texts; engine and store errors stay in the log.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::Agent;
+use crate::fleet::FleetError;
+use crate::fleet::ini::Ini;
+use crate::fleet::plan::is_decky_section;
+use crate::swarm::pki::MASTER_CN;
+use crate::swarm::serve::Peer;
+use crate::swarm::wire::{DeployAccepted, DeployRequest, MAX_BODY_BYTES, MutateRequest, TeardownRequest};
+
+pub fn router(agent: Agent) -> Router {
+    let master_only = Router::new()
+        .route("/deploy", post(deploy))
+        .route("/mutate", post(mutate))
+        .route("/teardown", post(teardown))
+        .route("/self-destruct", post(self_destruct))
+        .route_layer(middleware::from_fn(require_master));
+    Router::new()
+        .route("/health", get(health))
+        .route("/status", get(status))
+        .merge(master_only)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(agent)
+}
+
+fn detail(status: StatusCode, text: impl Into<String>) -> Response {
+    (status, Json(json!({ "detail": text.into() }))).into_response()
+}
+
+/// Only the master may change this host; any other certificate of the swarm (another agent, an
+/// updater) is refused and logged.
+async fn require_master(Extension(peer): Extension<Peer>, request: Request, next: Next) -> Response {
+    if peer.common_name.as_deref() == Some(MASTER_CN) {
+        return next.run(request).await;
+    }
+    tracing::warn!(
+        peer = %peer.addr,
+        cn = peer.common_name.as_deref().unwrap_or("<none>"),
+        path = %request.uri().path(),
+        "Refused a master-only agent route to a certificate that is not the master's"
+    );
+    detail(StatusCode::FORBIDDEN, "master certificate required")
+}
+
+/// The body as JSON, or 422 with a generic text (the parser's words go to the log).
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Response> {
+    serde_json::from_slice(bytes).map_err(|err| {
+        tracing::info!(error = %err, "Malformed agent request body");
+        detail(StatusCode::UNPROCESSABLE_ENTITY, "invalid request body")
+    })
+}
+
+fn fleet_error(err: FleetError) -> Response {
+    match err {
+        FleetError::Refused(text) => detail(StatusCode::CONFLICT, text),
+        FleetError::NotFound(text) => detail(StatusCode::NOT_FOUND, text),
+        FleetError::Runtime => detail(StatusCode::CONFLICT, "Container runtime operation failed"),
+        FleetError::Store(err) => {
+            tracing::error!(error = %err, "Agent store error");
+            detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
+    }
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn status(State(agent): State<Agent>) -> Response {
+    match agent.status().await {
+        Ok(status) => Json(status).into_response(),
+        Err(err) => fleet_error(err),
+    }
+}
+
+async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Response {
+    let request: DeployRequest = match body(&bytes) {
+        Ok(request) => request,
+        Err(response) => return response,
+    };
+    let ini = match Ini::parse(&request.config) {
+        Ok(ini) => ini,
+        Err(err) => return detail(StatusCode::UNPROCESSABLE_ENTITY, err.to_string()),
+    };
+    let deckies: Vec<String> = ini.sections().map(|(name, _)| name).filter(|n| is_decky_section(n)).map(String::from).collect();
+    if deckies.is_empty() {
+        return detail(StatusCode::UNPROCESSABLE_ENTITY, "INI must contain at least one section naming a decky");
+    }
+    if request.dry_run {
+        return Json(DeployAccepted { status: "dry_run".into(), deckies }).into_response();
+    }
+    match agent.fleet.deploy(&request.config, false).await {
+        Ok(accepted) => {
+            tracing::info!(deckies = deckies.len(), "Deploy accepted from the master");
+            agent.follow(accepted.lifecycle_ids, "deploy");
+            (StatusCode::ACCEPTED, Json(DeployAccepted { status: "accepted".into(), deckies })).into_response()
+        }
+        Err(err) => fleet_error(err),
+    }
+}
+
+async fn mutate(State(agent): State<Agent>, bytes: Bytes) -> Response {
+    let request: MutateRequest = match body(&bytes) {
+        Ok(request) => request,
+        Err(response) => return response,
+    };
+    let answer = |status: &str| json!({ "status": status, "decky_id": request.decky_id, "services": request.services });
+    if request.dry_run {
+        let stored = match agent.db.fleet().await {
+            Ok(stored) => stored,
+            Err(err) => return fleet_error(err.into()),
+        };
+        if stored.deckies.is_empty() {
+            return detail(StatusCode::NOT_FOUND, "no active deployment on this worker");
+        }
+        if !stored.deckies.iter().any(|d| d.config.name == request.decky_id) {
+            return detail(StatusCode::NOT_FOUND, format!("decky '{}' not found in worker state", request.decky_id));
+        }
+        return Json(answer("dry_run")).into_response();
+    }
+    match agent.fleet.mutate(&request.decky_id, "master", agent.ingest.clone()).await {
+        Ok(id) => {
+            agent.follow(vec![id], "mutate");
+            (StatusCode::ACCEPTED, Json(answer("accepted"))).into_response()
+        }
+        Err(err) => fleet_error(err),
+    }
+}
+
+async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Response {
+    let request: TeardownRequest = if bytes.is_empty() {
+        TeardownRequest::default()
+    } else {
+        match body(&bytes) {
+            Ok(request) => request,
+            Err(response) => return response,
+        }
+    };
+    let result = match &request.decky_id {
+        Some(name) => agent.fleet.teardown(name).await,
+        None => agent.teardown_all().await,
+    };
+    match result {
+        Ok(()) => Json(json!({ "status": "torn_down", "decky_id": request.decky_id })).into_response(),
+        Err(err) => fleet_error(err),
+    }
+}
+
+async fn self_destruct(State(agent): State<Agent>) -> Response {
+    tracing::warn!("Self-destruct requested by the master");
+    agent.self_destruct();
+    Json(json!({ "status": "self_destruct_scheduled" })).into_response()
+}

@@ -1,0 +1,50 @@
+//! What the swarm's processes are given: the master's swarm listener and its certificate store,
+//! and an agent's own API, identity, master and install root. `config/swarm.rs` reads them from
+//! `SVC_*`; the swarm knows what it is given, not where that came from.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+#[derive(Clone, Debug)]
+pub struct SwarmConfig {
+    /// `SVC_SWARM_ENABLED`: `svc api` runs the heartbeat listener (and may dispatch to agents).
+    pub enabled: bool,
+    /// `SVC_SWARM_DIR`, default `$SVC_DATA_DIR/swarm`: the CA (`ca/`), the master's identity
+    /// (`master/`) and the bundles issued.
+    pub dir: PathBuf,
+    /// `SVC_SWARM_HOST`: where the heartbeat listener binds.
+    pub listen_host: String,
+    /// `SVC_SWARM_PORT`: the heartbeat listener's port (DECNET's swarm controller's).
+    pub listen_port: u16,
+    /// `SVC_VERIFY_HOSTNAME`: the master checks an agent's certificate names the address it dials.
+    pub verify_hostname: bool,
+    /// `SVC_AGENT_CONNECT_TIMEOUT_S` and `SVC_AGENT_READ_TIMEOUT_S`: the master's calls to agents.
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub agent: AgentConfig,
+}
+
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// `SVC_AGENT_HOST`, `SVC_AGENT_PORT`: where `svc agent` serves its mTLS API.
+    pub host: String,
+    pub port: u16,
+    /// `SVC_AGENT_CERT`, `SVC_AGENT_KEY`, `SVC_AGENT_CA`: the agent's identity and the swarm CA.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// `SVC_MASTER_HOST`: where heartbeats go (`https://<it>:<SVC_SWARM_PORT>/swarm/heartbeat`);
+    /// unset: none are sent.
+    pub master_host: Option<String>,
+    /// The master's swarm listener port: `SVC_SWARM_PORT`, as on the master.
+    pub master_port: u16,
+    /// `SVC_HOST_UUID`: the master's id for this host, sent in every heartbeat.
+    pub host_uuid: Option<Uuid>,
+    /// `SVC_AGENT_HEARTBEAT_S`: seconds between heartbeats.
+    pub heartbeat: Duration,
+    /// `SVC_INSTALL_ROOT`: the root the agent's files were installed under; self-destruct removes
+    /// them from there.
+    pub install_root: PathBuf,
+}

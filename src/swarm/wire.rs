@@ -1,0 +1,103 @@
+//! The bodies the master and its agents exchange, in DECNET's shapes (reference §1.8, §1.9): the
+//! agent's deploy, mutate and teardown requests and its status, and the heartbeat an agent posts
+//! to the master with the results of its deploys and mutations.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::db::DeckyConfig;
+
+/// Where agents post heartbeats on the master's swarm listener.
+pub const HEARTBEAT_PATH: &str = "/swarm/heartbeat";
+/// The largest heartbeat or agent request body read.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// `POST /deploy`: the deckies this host is to run, as a deployment INI.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeployRequest {
+    /// The deployment INI of this host's share of the fleet.
+    pub config: String,
+    /// Check the INI and answer which deckies it names; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// DECNET's flag to rebuild images; accepted and ignored (the decky image is built locally).
+    #[serde(default)]
+    pub no_cache: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeployAccepted {
+    /// `accepted`, or `dry_run`.
+    pub status: String,
+    pub deckies: Vec<String>,
+}
+
+/// `POST /mutate`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MutateRequest {
+    pub decky_id: String,
+    /// The services the master drew; the agent's fleet draws its own from the decky's archetype.
+    #[serde(default)]
+    pub services: Vec<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `POST /teardown`: one decky, or every decky of the host when `decky_id` is null or absent.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeardownRequest {
+    #[serde(default)]
+    pub decky_id: Option<String>,
+}
+
+/// `GET /status`, and the `status` of each heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    pub deployed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub deckies: Vec<DeckyConfig>,
+    /// Per decky: whether it runs, and each service's container state.
+    #[serde(default)]
+    pub runtime: BTreeMap<String, DeckyRuntime>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeckyRuntime {
+    pub running: bool,
+    #[serde(default)]
+    pub services: BTreeMap<String, String>,
+}
+
+/// What an agent posts to the master every interval and when a deploy or mutation ends.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub host_uuid: Uuid,
+    pub agent_version: String,
+    pub status: AgentStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Vec<LifecycleDelta>>,
+}
+
+/// How one deploy or mutation on the agent ended (or stands).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifecycleDelta {
+    pub decky_name: String,
+    /// `deploy` or `mutate`.
+    pub operation: String,
+    /// `running`, `succeeded` or `failed`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<DateTime<Utc>>,
+}
