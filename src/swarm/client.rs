@@ -48,7 +48,12 @@ pub struct Answer {
 
 impl Endpoint {
     /// Sends `method path` with `body` as JSON (when given) and reads the whole answer.
-    pub async fn call(&self, method: Method, path: &str, body: Option<&serde_json::Value>) -> Result<Answer, CallError> {
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, CallError> {
         let host = self.host.trim_matches(['[', ']']).to_string();
         let server_name = ServerName::try_from(host.clone()).map_err(|err| {
             tracing::warn!(host = %self.host, error = %err, "Not a host name or address");

@@ -1,24 +1,19 @@
-//! The two calls the dashboard's routes make to a host's agent: `POST /teardown` and `POST
-//! /self-destruct`, over the swarm's pinned mutual-TLS client, each bounded by the client's
-//! deadlines. Errors are generic (`swarm::client::CallError` or the agent's status); the TLS or
-//! agent detail is logged where it happens.
+//! The two calls the dashboard's routes make to a host's agent, `POST /teardown` and `POST
+//! /self-destruct`, through the swarm's pinned client (`swarm::agent_client`), each bounded by its
+//! deadlines (`SVC_AGENT_CONNECT_TIMEOUT_S`, `SVC_AGENT_READ_TIMEOUT_S`).
+
+use serde_json::json;
 
 use crate::db::SwarmHost;
 use crate::http::AppState;
-
-/// Why a call to an agent did not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentCallError {
-    #[error("the swarm client is not configured on this master")]
-    NotConfigured,
-}
+use crate::swarm::agent_client::{self, AgentCallError};
 
 /// Asks the host's agent to tear down `decky` (or every decky).
-pub async fn teardown(_state: &AppState, _host: &SwarmHost, _decky: Option<&str>) -> Result<(), AgentCallError> {
-    Err(AgentCallError::NotConfigured)
+pub async fn teardown(state: &AppState, host: &SwarmHost, decky: Option<&str>) -> Result<(), AgentCallError> {
+    agent_client::post(&state.config.swarm, host, "/teardown", &json!({ "decky_id": decky })).await
 }
 
 /// Asks the host's agent to tear everything down and remove svc.
-pub async fn self_destruct(_state: &AppState, _host: &SwarmHost) -> Result<(), AgentCallError> {
-    Err(AgentCallError::NotConfigured)
+pub async fn self_destruct(state: &AppState, host: &SwarmHost) -> Result<(), AgentCallError> {
+    agent_client::post(&state.config.swarm, host, "/self-destruct", &json!({})).await
 }

@@ -8,7 +8,6 @@
 //! that one answer. Only the token's hash is stored; the token and the keys are never logged.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, Path, State};
@@ -34,8 +33,6 @@ use crate::time::format_utc;
 
 /// 404 of a bundle whose token is unknown, spent or expired.
 pub const BUNDLE_NOT_FOUND: &str = "bundle not found or expired";
-/// The port every agent serves on unless its settings say otherwise (DECNET's).
-pub const AGENT_PORT: u16 = 8765;
 const MAX_SERVICES_INI: usize = 512 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -177,7 +174,7 @@ pub async fn create_bundle(
         uuid: Uuid::new_v4(),
         name: body.agent_name.clone(),
         address: String::new(),
-        agent_port: AGENT_PORT,
+        agent_port: state.config.swarm.agent.port,
         status: HostStatus::Enrolled,
         last_heartbeat: None,
         client_cert_fingerprint: None,
@@ -257,14 +254,14 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
     })?;
     let address = fetcher.to_string();
     state.db.set_swarm_host_address(host.uuid, &address).await?;
-    let ca_dir = swarm_ca_dir(state);
+    let ca_dir = state.config.swarm.dir.join("ca");
     let binary = match &state.config.api.bundle_binary {
         Some(path) => path.clone(),
         None => std::env::current_exe().map_err(|err| anyhow::anyhow!("the running svc binary: {err}"))?,
     };
     let (name, with_updater) = (host.name.clone(), enrollment.with_updater);
     let (master_host, services_ini) = (enrollment.master_host.clone(), enrollment.services_ini.clone());
-    let swarm_port = swarm_port(state);
+    let (swarm_port, agent_port) = (state.config.swarm.listen_port, host.agent_port);
     let host_uuid = host.uuid;
     let built = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<u8>, String, Option<String>)> {
         let ca = Ca::load_or_create(&ca_dir)?;
@@ -279,7 +276,7 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
             agent_name: &name,
             master_host: &master_host,
             swarm_port,
-            agent_port: AGENT_PORT,
+            agent_port,
             ca_cert_pem: ca.cert_pem(),
             agent: &agent,
             updater: updater.as_ref(),
@@ -295,12 +292,4 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
     state.db.set_swarm_host_fingerprints(host.uuid, &agent_fingerprint, updater_fingerprint.as_deref()).await?;
     tracing::info!(host = %host.name, uuid = %host.uuid, address = %fetcher, bytes = tgz.len(), "Enrollment bundle served");
     Ok(tgz)
-}
-
-fn swarm_ca_dir(state: &AppState) -> PathBuf {
-    state.config.data_dir.join("swarm").join("ca")
-}
-
-fn swarm_port(_state: &AppState) -> u16 {
-    8770
 }
