@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn the_settings_make_an_agent_of_this_master_and_the_units_run_the_installed_binary() {
-        let leaf = Leaf { cert_pem: "CERT".into(), key_pem: "KEY".into(), fingerprint: "f".repeat(64) };
+        let leaf = Leaf { cert_pem: "CERT".into(), key_pem: "secret-key-material".into(), fingerprint: "f".repeat(64) };
         let spec = BundleSpec {
             host_uuid: Uuid::nil(),
             agent_name: "worker-1",
@@ -195,7 +195,7 @@ mod tests {
         for line in ["SVC_MODE=agent", "SVC_MASTER_HOST=10.0.0.1", "SVC_SWARM_PORT=8770", "SVC_HOST_UUID=00000000"] {
             assert!(text.contains(line), "{line}");
         }
-        assert!(!text.contains("KEY"));
+        assert!(!text.contains("secret-key-material"), "the settings never hold a key");
         for (name, text) in unit_files() {
             assert!(text.contains("@SVC_ROOT@/usr/local/bin/svc "), "{name}");
             assert!(text.contains("EnvironmentFile=-@SVC_ROOT@/etc/svc/env"), "{name}");
