@@ -25,6 +25,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use crate::fleet::FleetConfig;
+pub use crate::swarm::config::SwarmConfig;
 pub use api::ApiConfig;
 pub use bus::BusConfig;
 pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST};
@@ -33,7 +34,6 @@ pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
-pub use crate::swarm::config::SwarmConfig;
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;

@@ -134,8 +134,14 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_SNIFFER_REFRESH_SECS", "seconds between reads of the decky addresses and the fleet network"),
     ("SVC_SNIFFER_DECKIES", "`name=address,…`: decky addresses listed by hand instead of the fleet store's"),
     ("SVC_TARPIT_POLL_SECS", "seconds between reads of the ruled deckies' connection tables"),
-    ("SVC_SWARM_ENABLED", "`true`: `svc api` runs the swarm's heartbeat listener and dispatches deploys to usable hosts"),
-    ("SVC_SWARM_DIR", "the swarm CA (`ca/`, key 0600) and the master's certificate (`master/`); never leaves this host"),
+    (
+        "SVC_SWARM_ENABLED",
+        "`true`: `svc api` runs the swarm's heartbeat listener and dispatches deploys to usable hosts",
+    ),
+    (
+        "SVC_SWARM_DIR",
+        "the swarm CA (`ca/`, key 0600) and the master's certificate (`master/`); never leaves this host",
+    ),
     ("SVC_SWARM_HOST", "where the heartbeat listener binds (mutual TLS, client certificate required)"),
     ("SVC_SWARM_PORT", "the heartbeat listener's port; agents post to `https://<master>:<it>/swarm/heartbeat`"),
     ("SVC_VERIFY_HOSTNAME", "the master checks an agent's certificate names the address it dials (besides CA and pin)"),

@@ -38,15 +38,6 @@ impl SwarmConfig {
             heartbeat: env.seconds("SVC_AGENT_HEARTBEAT_S", 30.0),
             install_root: env.path_or("SVC_INSTALL_ROOT", PathBuf::from("/")),
         };
-        SwarmConfig {
-            enabled,
-            dir,
-            listen_host,
-            listen_port,
-            verify_hostname,
-            connect_timeout,
-            read_timeout,
-            agent,
-        }
+        SwarmConfig { enabled, dir, listen_host, listen_port, verify_hostname, connect_timeout, read_timeout, agent }
     }
 }

@@ -46,9 +46,29 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+impl Answer {
+    /// The body as JSON; `Null` when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 impl Endpoint {
+    pub async fn get(&self, path: &str) -> Result<Answer, CallError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &serde_json::Value) -> Result<Answer, CallError> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
     /// Sends `method path` with `body` as JSON (when given) and reads the whole answer.
-    pub async fn call(&self, method: Method, path: &str, body: Option<&serde_json::Value>) -> Result<Answer, CallError> {
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, CallError> {
         let host = self.host.trim_matches(['[', ']']).to_string();
         let server_name = ServerName::try_from(host.clone()).map_err(|err| {
             tracing::warn!(host = %self.host, error = %err, "Not a host name or address");

@@ -83,7 +83,11 @@ async fn health() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok", "role": "swarm-controller" }))
 }
 
-async fn heartbeat(State(store): State<Arc<dyn HeartbeatStore>>, Extension(peer): Extension<Peer>, body: Bytes) -> Response {
+async fn heartbeat(
+    State(store): State<Arc<dyn HeartbeatStore>>,
+    Extension(peer): Extension<Peer>,
+    body: Bytes,
+) -> Response {
     let heartbeat: Heartbeat = match serde_json::from_slice(&body) {
         Ok(heartbeat) => heartbeat,
         Err(err) => {

@@ -8,11 +8,11 @@ use std::net::IpAddr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use rustls::pki_types::pem::PemObject;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
 };
+use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 
 /// The CN of the master's one client (and heartbeat-listener) identity: the only CN the agents'

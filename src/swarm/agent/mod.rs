@@ -63,7 +63,13 @@ impl AgentTls {
 }
 
 impl Agent {
-    pub fn new(fleet: Fleet, db: Db, settings: AgentConfig, ingest: Option<PathBuf>, shutdown: CancellationToken) -> Agent {
+    pub fn new(
+        fleet: Fleet,
+        db: Db,
+        settings: AgentConfig,
+        ingest: Option<PathBuf>,
+        shutdown: CancellationToken,
+    ) -> Agent {
         Agent {
             fleet,
             db,
@@ -98,7 +104,9 @@ impl Agent {
             // One container runs every service of a decky: each service's state is the container's.
             let services: BTreeMap<String, String> =
                 decky.config.services.iter().map(|s| (s.clone(), decky.state.clone())).collect();
-            status.runtime.insert(decky.config.name.clone(), DeckyRuntime { running: decky.state == "running", services });
+            status
+                .runtime
+                .insert(decky.config.name.clone(), DeckyRuntime { running: decky.state == "running", services });
             status.deckies.push(decky.config);
         }
         Ok(status)

@@ -95,7 +95,8 @@ async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Response {
         Ok(ini) => ini,
         Err(err) => return detail(StatusCode::UNPROCESSABLE_ENTITY, err.to_string()),
     };
-    let deckies: Vec<String> = ini.sections().map(|(name, _)| name).filter(|n| is_decky_section(n)).map(String::from).collect();
+    let deckies: Vec<String> =
+        ini.sections().map(|(name, _)| name).filter(|n| is_decky_section(n)).map(String::from).collect();
     if deckies.is_empty() {
         return detail(StatusCode::UNPROCESSABLE_ENTITY, "INI must contain at least one section naming a decky");
     }
