@@ -7,6 +7,8 @@
 pub mod agent;
 pub mod client;
 pub mod config;
+pub mod deploy;
+pub mod dispatch;
 pub mod listener;
 pub mod pki;
 pub mod record;

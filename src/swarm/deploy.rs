@@ -1,0 +1,160 @@
+//! A deploy in swarm mode: when usable hosts exist, `POST /deckies/deploy` checks the INI as the
+//! fleet would, spreads its deckies (`dispatch`), stores one lifecycle record per decky carrying
+//! its host, answers at once, and in the background calls each host's agent (`POST /deploy`,
+//! pinned by the stored fingerprint). Records end with the agent's heartbeat; a host that cannot
+//! be reached, or refuses, fails its records at once with a generic reason.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chrono::Utc;
+use uuid::Uuid;
+
+use super::client::Endpoint;
+use super::config::SwarmConfig;
+use super::dispatch::{self, Slice};
+use super::pki::Ca;
+use super::tls::{Identity, PeerPin, client_config};
+use super::wire::DeployRequest;
+use crate::db::{Db, DeckyLifecycle, LifecycleStatus, SwarmHost};
+use crate::fleet::ini::Ini;
+use crate::fleet::{Accepted, FleetError, plan};
+
+/// The reason a record fails with when its host refused the deploy (its words go to the log).
+const AGENT_REFUSED: &str = "the agent refused the deploy";
+
+/// Deploys `ini_text` over the usable swarm hosts; `None` when there is none (the deploy is then
+/// the local fleet's).
+pub async fn deploy(
+    db: &Db,
+    config: &SwarmConfig,
+    ini_text: &str,
+    deployment_limit: usize,
+) -> Result<Option<Accepted>, FleetError> {
+    let hosts: Vec<SwarmHost> = db.swarm_hosts(None).await?.into_iter().filter(SwarmHost::is_usable).collect();
+    if hosts.is_empty() {
+        return Ok(None);
+    }
+    let ini = Ini::parse(ini_text).map_err(|e| FleetError::Refused(e.to_string()))?;
+    let split = dispatch::split(&ini, &hosts).map_err(FleetError::Refused)?;
+    // The INI must be one the fleet could deploy (each agent plans its own addresses).
+    let unpinned = Ini::parse(&split.unpinned).map_err(|e| FleetError::Refused(e.to_string()))?;
+    let network = plan::network(&unpinned, None).map_err(|e| FleetError::Refused(e.0))?;
+    let deckies = plan::deckies(&unpinned, &network, &BTreeSet::new()).map_err(|e| FleetError::Refused(e.0))?;
+    if deckies.len() > deployment_limit {
+        return Err(FleetError::Refused(format!(
+            "Deployment would result in {} deckies, exceeding the configured limit of {deployment_limit}",
+            deckies.len()
+        )));
+    }
+    let client = master_client(config)?;
+    let now = Utc::now();
+    let mut ids = Vec::new();
+    let mut work = Vec::new();
+    for slice in split.slices {
+        let host = hosts.iter().find(|h| h.uuid == slice.host).expect("a slice's host is usable").clone();
+        let mut records = Vec::new();
+        for name in &slice.deckies {
+            let record = DeckyLifecycle {
+                id: Uuid::new_v4(),
+                decky_name: name.clone(),
+                host_uuid: Some(host.uuid.to_string()),
+                operation: "deploy".into(),
+                status: LifecycleStatus::Pending,
+                error: None,
+                started_at: now,
+                updated_at: now,
+                completed_at: None,
+            };
+            db.add_lifecycle(&record).await?;
+            ids.push(record.id);
+            records.push(record.id);
+        }
+        work.push((host, slice, records));
+    }
+    tracing::info!(deckies = ids.len(), hosts = work.len(), "Swarm deploy accepted");
+    for (host, slice, records) in work {
+        let (db, client, config) = (db.clone(), client.clone(), config.clone());
+        tokio::spawn(async move { send(&db, &config, &client, &host, slice, &records).await });
+    }
+    Ok(Some(Accepted { deckies: ids.len(), lifecycle_ids: ids }))
+}
+
+/// The master's identity and the CA, for calls to agents.
+#[derive(Clone)]
+struct MasterClient {
+    identity: Identity,
+    ca_pem: Arc<String>,
+}
+
+fn master_client(config: &SwarmConfig) -> Result<MasterClient, FleetError> {
+    let loaded = Ca::load_or_create(&config.dir.join("ca")).and_then(|ca| {
+        let leaf = ca.master_leaf(&config.dir.join("master"))?;
+        Ok((ca.cert_pem().to_string(), leaf))
+    });
+    let (ca_pem, leaf) = loaded.map_err(|err| {
+        tracing::error!(error = %err, "The swarm CA or the master's certificate is unavailable");
+        FleetError::Refused("the swarm's certificates are unavailable".into())
+    })?;
+    let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).map_err(|err| {
+        tracing::error!(error = %err, "The master's certificate is unusable");
+        FleetError::Refused("the swarm's certificates are unavailable".into())
+    })?;
+    Ok(MasterClient { identity, ca_pem: Arc::new(ca_pem) })
+}
+
+/// The master's pinned client for `host`'s agent.
+pub fn agent_endpoint(config: &SwarmConfig, identity: &Identity, ca_pem: &str, host: &SwarmHost) -> Option<Endpoint> {
+    let pin = PeerPin::Fingerprint(host.client_cert_fingerprint.clone());
+    let tls = client_config(identity, ca_pem, pin, config.verify_hostname)
+        .map_err(|err| tracing::error!(error = %err, "Agent TLS configuration refused"))
+        .ok()?;
+    Some(Endpoint {
+        host: host.address.clone(),
+        port: host.agent_port,
+        tls,
+        connect_timeout: config.connect_timeout,
+        read_timeout: config.read_timeout,
+    })
+}
+
+async fn send(db: &Db, config: &SwarmConfig, client: &MasterClient, host: &SwarmHost, slice: Slice, records: &[Uuid]) {
+    let mark = |status: LifecycleStatus, error: Option<&'static str>| async move {
+        for id in records {
+            if let Err(err) = db.set_lifecycle_status(*id, status, error, Utc::now()).await {
+                tracing::error!(lifecycle = %id, error = %err, "Could not update a lifecycle record");
+            }
+        }
+    };
+    mark(LifecycleStatus::Running, None).await;
+    let Some(endpoint) = agent_endpoint(config, &client.identity, &client.ca_pem, host) else {
+        mark(LifecycleStatus::Failed, Some("TLS handshake refused")).await;
+        return;
+    };
+    let body = DeployRequest { config: slice.ini, dry_run: false, no_cache: false };
+    let body = serde_json::to_value(&body).expect("a deploy request serialises");
+    match endpoint.post("/deploy", &body).await {
+        Ok(answer) if answer.status.is_success() => {
+            tracing::info!(host = %host.name, deckies = slice.deckies.len(), "Agent accepted its deckies");
+        }
+        Ok(answer) => {
+            tracing::warn!(
+                host = %host.name,
+                status = %answer.status,
+                body = %String::from_utf8_lossy(&answer.body),
+                "Agent refused a deploy"
+            );
+            mark(LifecycleStatus::Failed, Some(AGENT_REFUSED)).await;
+        }
+        Err(err) => {
+            tracing::warn!(host = %host.name, error = %err, "Deploy not delivered to the agent");
+            let reason: &'static str = match err {
+                super::client::CallError::Unreachable => "host unreachable",
+                super::client::CallError::Handshake => "TLS handshake refused",
+                super::client::CallError::Timeout => "no answer in time",
+                super::client::CallError::Transport => "transport failure",
+            };
+            mark(LifecycleStatus::Failed, Some(reason)).await;
+        }
+    }
+}
