@@ -6,68 +6,18 @@
 
 use svc_test_support::processes as common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
-use chrono::Utc;
 use common::netns::NetnsHost;
-use common::{Proc, api_command, eventually, free_port, start_api, svc};
+use common::swarm::{agent_command, endpoint, enroll, listening, master_store};
+use common::{Proc, api_command, eventually, free_port, start_api};
 use serde_json::json;
-use svc::db::{HostStatus, SwarmHost};
-use svc::swarm::client::Endpoint;
+use svc::db::HostStatus;
 use svc::swarm::pki::{Ca, Leaf, MASTER_CN};
-use svc::swarm::tls::{Identity, PeerPin, client_config};
+use svc::swarm::tls::PeerPin;
 use uuid::Uuid;
 
 const INI: &str = "[general]\nnet = 172.30.99.0/24\ngw = 172.30.99.1\n\n[decky-a]\narchetype = web-server\n";
-
-/// The agent's certificate, key and CA written where `SVC_AGENT_*` will point.
-fn agent_files(dir: &Path, ca: &Ca, leaf: &Leaf) -> [(&'static str, PathBuf); 3] {
-    let certs = dir.join("certs");
-    std::fs::create_dir_all(&certs).unwrap();
-    let files = [
-        ("SVC_AGENT_CERT", certs.join("agent.crt"), leaf.cert_pem.as_str()),
-        ("SVC_AGENT_KEY", certs.join("agent.key"), leaf.key_pem.as_str()),
-        ("SVC_AGENT_CA", certs.join("ca.crt"), ca.cert_pem()),
-    ];
-    files.map(|(var, path, text)| {
-        std::fs::write(&path, text).unwrap();
-        (var, path)
-    })
-}
-
-/// `svc agent` on `host:port` with `leaf`, an engine socket that does not exist (nothing can be
-/// deployed for real) and its install root under `dir`.
-fn agent_command(dir: &Path, ca: &Ca, leaf: &Leaf, host: &str, port: u16) -> Command {
-    let mut command = svc(dir, &["agent"]);
-    for (var, path) in agent_files(dir, ca, leaf) {
-        command.env(var, path);
-    }
-    command
-        .env("SVC_MODE", "agent")
-        .env("SVC_AGENT_HOST", host)
-        .env("SVC_AGENT_PORT", port.to_string())
-        .env("SVC_DOCKER_HOST", format!("unix://{}", dir.join("no-engine.sock").display()))
-        .env("SVC_INSTALL_ROOT", dir.join("root"));
-    command
-}
-
-fn endpoint(host: &str, port: u16, ca_pem: &str, leaf: &Leaf, pin: PeerPin, verify_hostname: bool) -> Endpoint {
-    let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap();
-    Endpoint {
-        host: host.to_string(),
-        port,
-        tls: client_config(&identity, ca_pem, pin, verify_hostname).unwrap(),
-        connect_timeout: Duration::from_secs(5),
-        read_timeout: Duration::from_secs(15),
-    }
-}
-
-async fn listening(host: &str, port: u16) {
-    let addr = format!("{host}:{port}");
-    eventually("the agent listens", || async { tokio::net::TcpStream::connect(&addr).await.is_ok() }).await;
-}
 
 fn count(proc: &Proc, text: &str) -> usize {
     proc.output().matches(text).count()
@@ -190,27 +140,10 @@ async fn an_agent_in_its_own_namespace_heart_beats_its_host_active_and_forgeries
     // the host's address, its fingerprint stored with the host.
     let ca = Ca::load_or_create(&dir.path().join("swarm/ca")).unwrap();
     let leaf = ca.issue("worker-1", &[net.address.to_string()]).unwrap();
-    let config =
-        svc::config::Config::from_vars([("SVC_DATA_DIR".to_string(), dir.path().join("data").display().to_string())])
-            .unwrap();
-    let db = svc::db::connect(&config.db).unwrap();
-    let host = SwarmHost {
-        uuid: Uuid::new_v4(),
-        name: "worker-1".into(),
-        address: net.address.to_string(),
-        agent_port: 8765,
-        status: HostStatus::Enrolled,
-        last_heartbeat: None,
-        client_cert_fingerprint: Some(leaf.fingerprint.clone()),
-        updater_cert_fingerprint: None,
-        enrolled_at: Utc::now(),
-        notes: None,
-        use_ipvlan: false,
-    };
-    db.add_swarm_host(&host).await.unwrap();
+    let db = master_store(&dir.path().join("data"));
+    let host = enroll(&db, "worker-1", &net.address.to_string(), 8765, &leaf.fingerprint).await;
 
     let agent_dir = dir.path().join("agent");
-    std::fs::create_dir_all(&agent_dir).unwrap();
     let mut command = agent_command(&agent_dir, &ca, &leaf, &net.address.to_string(), 8765);
     command
         .env("SVC_MASTER_HOST", net.master_side.to_string())

@@ -140,13 +140,18 @@ pub async fn deploy(
     };
     let (accepted, mode) = match dispatched {
         Some(accepted) => (accepted, "swarm"),
-        None => (state.fleet.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?, "unihost"),
+        None => {
+            (state.fleet.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?, "unihost")
+        }
     };
     let message = format!(
         "Deploy accepted ({} decky/ies, mode={mode}). Poll /deckies/lifecycle?ids=... for completion.",
         accepted.lifecycle_ids.len()
     );
-    Ok((StatusCode::ACCEPTED, Json(DeployResponse { message, mode: mode.into(), lifecycle_ids: accepted.lifecycle_ids })))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(DeployResponse { message, mode: mode.into(), lifecycle_ids: accepted.lifecycle_ids }),
+    ))
 }
 
 /// The lifecycle records of deploys, for polling until each is `succeeded` or `failed`.

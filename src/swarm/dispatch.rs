@@ -43,9 +43,11 @@ pub fn split(ini: &Ini, hosts: &[SwarmHost]) -> Result<Split, String> {
     let mut index = 0;
     for (section, options) in ini.sections().filter(|(name, _)| is_decky_section(name)) {
         let pinned = match options.get(HOST_OPTION).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            Some(pin) => Some(hosts.iter().position(|h| h.name == pin || h.uuid.to_string() == pin).ok_or_else(
-                || format!("[{section}] host `{pin}` is not a usable swarm host (enrolled or active, with an address)"),
-            )?),
+            Some(pin) => {
+                Some(hosts.iter().position(|h| h.name == pin || h.uuid.to_string() == pin).ok_or_else(|| {
+                    format!("[{section}] host `{pin}` is not a usable swarm host (enrolled or active, with an address)")
+                })?)
+            }
             None => None,
         };
         for name in expanded_names(section, options) {
