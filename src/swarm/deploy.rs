@@ -5,16 +5,14 @@
 //! be reached, or refuses, fails its records at once with a generic reason.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::client::Endpoint;
+use super::caller::AgentCaller;
+use super::client::CallError;
 use super::config::SwarmConfig;
 use super::dispatch::{self, Slice};
-use super::pki::Ca;
-use super::tls::{Identity, PeerPin, client_config};
 use super::wire::DeployRequest;
 use crate::db::{Db, DeckyLifecycle, LifecycleStatus, SwarmHost};
 use crate::fleet::ini::Ini;
@@ -47,7 +45,7 @@ pub async fn deploy(
             deckies.len()
         )));
     }
-    let client = master_client(config)?;
+    let client = AgentCaller::load(config).map_err(|err| FleetError::Refused(err.to_string()))?;
     let now = Utc::now();
     let mut ids = Vec::new();
     let mut work = Vec::new();
@@ -74,51 +72,13 @@ pub async fn deploy(
     }
     tracing::info!(deckies = ids.len(), hosts = work.len(), "Swarm deploy accepted");
     for (host, slice, records) in work {
-        let (db, client, config) = (db.clone(), client.clone(), config.clone());
-        tokio::spawn(async move { send(&db, &config, &client, &host, slice, &records).await });
+        let (db, client) = (db.clone(), client.clone());
+        tokio::spawn(async move { send(&db, &client, &host, slice, &records).await });
     }
     Ok(Some(Accepted { deckies: ids.len(), lifecycle_ids: ids }))
 }
 
-/// The master's identity and the CA, for calls to agents.
-#[derive(Clone)]
-struct MasterClient {
-    identity: Identity,
-    ca_pem: Arc<String>,
-}
-
-fn master_client(config: &SwarmConfig) -> Result<MasterClient, FleetError> {
-    let loaded = Ca::load_or_create(&config.dir.join("ca")).and_then(|ca| {
-        let leaf = ca.master_leaf(&config.dir.join("master"))?;
-        Ok((ca.cert_pem().to_string(), leaf))
-    });
-    let (ca_pem, leaf) = loaded.map_err(|err| {
-        tracing::error!(error = %err, "The swarm CA or the master's certificate is unavailable");
-        FleetError::Refused("the swarm's certificates are unavailable".into())
-    })?;
-    let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).map_err(|err| {
-        tracing::error!(error = %err, "The master's certificate is unusable");
-        FleetError::Refused("the swarm's certificates are unavailable".into())
-    })?;
-    Ok(MasterClient { identity, ca_pem: Arc::new(ca_pem) })
-}
-
-/// The master's pinned client for `host`'s agent.
-pub fn agent_endpoint(config: &SwarmConfig, identity: &Identity, ca_pem: &str, host: &SwarmHost) -> Option<Endpoint> {
-    let pin = PeerPin::Fingerprint(host.client_cert_fingerprint.clone());
-    let tls = client_config(identity, ca_pem, pin, config.verify_hostname)
-        .map_err(|err| tracing::error!(error = %err, "Agent TLS configuration refused"))
-        .ok()?;
-    Some(Endpoint {
-        host: host.address.clone(),
-        port: host.agent_port,
-        tls,
-        connect_timeout: config.connect_timeout,
-        read_timeout: config.read_timeout,
-    })
-}
-
-async fn send(db: &Db, config: &SwarmConfig, client: &MasterClient, host: &SwarmHost, slice: Slice, records: &[Uuid]) {
+async fn send(db: &Db, client: &AgentCaller, host: &SwarmHost, slice: Slice, records: &[Uuid]) {
     let mark = |status: LifecycleStatus, error: Option<&'static str>| async move {
         for id in records {
             if let Err(err) = db.set_lifecycle_status(*id, status, error, Utc::now()).await {
@@ -127,7 +87,7 @@ async fn send(db: &Db, config: &SwarmConfig, client: &MasterClient, host: &Swarm
         }
     };
     mark(LifecycleStatus::Running, None).await;
-    let Some(endpoint) = agent_endpoint(config, &client.identity, &client.ca_pem, host) else {
+    let Some(endpoint) = client.endpoint(host) else {
         mark(LifecycleStatus::Failed, Some("TLS handshake refused")).await;
         return;
     };
@@ -149,10 +109,10 @@ async fn send(db: &Db, config: &SwarmConfig, client: &MasterClient, host: &Swarm
         Err(err) => {
             tracing::warn!(host = %host.name, error = %err, "Deploy not delivered to the agent");
             let reason: &'static str = match err {
-                super::client::CallError::Unreachable => "host unreachable",
-                super::client::CallError::Handshake => "TLS handshake refused",
-                super::client::CallError::Timeout => "no answer in time",
-                super::client::CallError::Transport => "transport failure",
+                CallError::Unreachable => "host unreachable",
+                CallError::Handshake => "TLS handshake refused",
+                CallError::Timeout => "no answer in time",
+                CallError::Transport => "transport failure",
             };
             mark(LifecycleStatus::Failed, Some(reason)).await;
         }

@@ -1,10 +1,13 @@
 //! The swarm: many sensor hosts, one master. Everything that crosses the wire between them lives
 //! here: the private CA and its certificates (`pki`), the mutual-TLS configurations with pinning
 //! (`tls`), the connection loop that serves over them (`serve`), the bodies both sides exchange
-//! (`wire`), the master's pinned client (`client`), `svc agent` (`agent`) and the master's
-//! heartbeat listener (`listener`) with what a heartbeat writes (`record`). The master's records of its hosts live in `db::swarm`.
+//! (`wire`), one HTTPS call (`client`), the master's pinned calls to agents (`caller`), how a
+//! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), and the master's
+//! heartbeat listener (`listener`) with what a heartbeat writes (`record`). The master's records
+//! of its hosts live in `db::swarm`, its dashboard routes in `http::swarm`.
 
 pub mod agent;
+pub mod caller;
 pub mod client;
 pub mod config;
 pub mod deploy;
