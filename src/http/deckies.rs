@@ -67,7 +67,8 @@ impl Validate for DeployRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeployResponse {
     pub message: String,
-    /// `unihost`: every decky runs on this host's engine.
+    /// `unihost`: every decky runs on this host's engine; `swarm`: they went to the swarm's hosts
+    /// (`SVC_SWARM_ENABLED` and a usable host), each decky's record carrying its `host_uuid`.
     pub mode: String,
     /// One lifecycle record per decky this deploy (re)creates; poll them at `/deckies/lifecycle`.
     pub lifecycle_ids: Vec<Uuid>,
@@ -129,14 +130,27 @@ pub async fn deploy(
     _admin: Admin,
     ValidJson(request): ValidJson<DeployRequest>,
 ) -> Result<(StatusCode, Json<DeployResponse>)> {
-    let accepted = state.fleet.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?;
+    // With the swarm on and a usable host, the deckies go to the hosts' agents.
+    let swarm = &state.config.swarm;
+    let dispatched = if swarm.enabled {
+        let limit = state.config.fleet.deployment_limit;
+        crate::swarm::deploy::deploy(&state.db, swarm, &request.ini_content, limit).await.map_err(fleet_error)?
+    } else {
+        None
+    };
+    let (accepted, mode) = match dispatched {
+        Some(accepted) => (accepted, "swarm"),
+        None => {
+            (state.fleet.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?, "unihost")
+        }
+    };
     let message = format!(
-        "Deploy accepted ({} decky/ies, mode=unihost). Poll /deckies/lifecycle?ids=... for completion.",
+        "Deploy accepted ({} decky/ies, mode={mode}). Poll /deckies/lifecycle?ids=... for completion.",
         accepted.lifecycle_ids.len()
     );
     Ok((
         StatusCode::ACCEPTED,
-        Json(DeployResponse { message, mode: "unihost".into(), lifecycle_ids: accepted.lifecycle_ids }),
+        Json(DeployResponse { message, mode: mode.into(), lifecycle_ids: accepted.lifecycle_ids }),
     ))
 }
 

@@ -46,7 +46,22 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+impl Answer {
+    /// The body as JSON; `Null` when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 impl Endpoint {
+    pub async fn get(&self, path: &str) -> Result<Answer, CallError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &serde_json::Value) -> Result<Answer, CallError> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
     /// Sends `method path` with `body` as JSON (when given) and reads the whole answer.
     pub async fn call(
         &self,

@@ -1,0 +1,109 @@
+//! A deploy in swarm mode between real processes: `svc api` with the swarm on spreads 8 deckies
+//! over four enrolled hosts, two per host in name order, each record carrying its host; three real
+//! `svc agent`s take theirs (their engines are absent, so each decky fails there, and the failure
+//! comes back through the heartbeat with the fleet's own reason), and the fourth host, whose agent
+//! is down, fails its two records at once as unreachable.
+
+use svc_test_support::processes as common;
+
+use std::collections::BTreeMap;
+
+use common::swarm::{agent_command, enroll, listening, master_store};
+use common::{Proc, admin_token, api_call, api_command, eventually, free_port, start_api};
+use serde_json::json;
+use svc::db::ShardFilter;
+use svc::swarm::pki::Ca;
+
+const INI: &str = "[general]\nnet = 172.30.98.0/24\n\n[web]\narchetype = web-server\namount = 6\n\n\
+                   [db]\nservices = ssh\n\n[mail]\nservices = smtp\n";
+
+#[tokio::test]
+async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let swarm_port = free_port();
+    let (mut api, api_port) = api_command(dir.path(), None);
+    api.env("SVC_SWARM_ENABLED", "true")
+        .env("SVC_SWARM_HOST", "127.0.0.1")
+        .env("SVC_SWARM_PORT", swarm_port.to_string())
+        .env("SVC_SWARM_DIR", dir.path().join("swarm"));
+    let api = start_api(api, api_port).await;
+    let ca = Ca::load_or_create(&dir.path().join("swarm/ca")).unwrap();
+    let db = master_store(&dir.path().join("data"));
+
+    let mut hosts = BTreeMap::new();
+    let mut agents: Vec<Proc> = Vec::new();
+    for name in ["alpha", "bravo", "charlie", "delta"] {
+        let leaf = ca.issue(name, &["127.0.0.1".to_string()]).unwrap();
+        let port = free_port();
+        let host = enroll(&db, name, "127.0.0.1", port, &leaf.fingerprint).await;
+        if name != "delta" {
+            let mut command = agent_command(&dir.path().join(name), &ca, &leaf, "127.0.0.1", port);
+            command
+                .env("SVC_MASTER_HOST", "127.0.0.1")
+                .env("SVC_SWARM_PORT", swarm_port.to_string())
+                .env("SVC_HOST_UUID", host.uuid.to_string())
+                .env("SVC_AGENT_HEARTBEAT_S", "0.5");
+            agents.push(Proc::spawn(command));
+            listening("127.0.0.1", port).await;
+        }
+        hosts.insert(host.uuid.to_string(), name);
+    }
+
+    let token = admin_token(api_port).await;
+    let body = json!({"ini_content": INI});
+    let (status, accepted) = api_call(api_port, &token, reqwest::Method::POST, "/deckies/deploy", Some(body)).await;
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["mode"], "swarm");
+    let ids: Vec<String> =
+        accepted["lifecycle_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().into()).collect();
+    assert_eq!(ids.len(), 8);
+    let query: Vec<String> = ids.iter().map(|id| format!("ids={id}")).collect();
+    let path = format!("/deckies/lifecycle?{}", query.join("&"));
+    let rows = || async {
+        let (_, body) = api_call(api_port, &token, reqwest::Method::GET, &path, None).await;
+        body["rows"].as_array().cloned().unwrap_or_default()
+    };
+    eventually("every record ends", || async {
+        let rows = rows().await;
+        rows.len() == 8 && rows.iter().all(|r| r["status"] == "failed" || r["status"] == "succeeded")
+    })
+    .await;
+
+    // Config order web-01..06, db, mail over alpha, bravo, charlie, delta: two each.
+    let mut per_host: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for row in rows().await {
+        let host = hosts[row["host_uuid"].as_str().expect("each record names its host")];
+        let error = row["error"].as_str().unwrap_or_default().to_string();
+        per_host.entry(host).or_default().push((row["decky_name"].as_str().unwrap().to_string(), error));
+    }
+    let names = |host: &str| -> Vec<String> {
+        let mut names: Vec<String> = per_host[host].iter().map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names("alpha"), ["web-01", "web-05"]);
+    assert_eq!(names("bravo"), ["web-02", "web-06"]);
+    assert_eq!(names("charlie"), ["db", "web-03"]);
+    assert_eq!(names("delta"), ["mail", "web-04"]);
+    for (_, error) in &per_host["delta"] {
+        assert_eq!(error, "host unreachable");
+    }
+    for host in ["alpha", "bravo", "charlie"] {
+        for (decky, error) in &per_host[host] {
+            // The agent's own fleet tried, on an engine that is not there; its reason came back.
+            assert_eq!(error, "the decky image could not be built", "{host}/{decky}");
+        }
+    }
+    // The agents' heartbeats reported their deckies: one shard each, on its host.
+    eventually("the shards of the three live hosts are reported", || async {
+        db.decky_shards(&ShardFilter::default()).await.is_ok_and(|shards| shards.len() == 6)
+    })
+    .await;
+    let shards = db.decky_shards(&ShardFilter::default()).await.unwrap();
+    for shard in &shards {
+        let host = hosts[&shard.host_uuid.to_string()];
+        assert!(names(host).contains(&shard.decky_name), "{} reported by {host}", shard.decky_name);
+    }
+    assert!(api.output().contains("Deploy not delivered to the agent"), "the unreachable host is logged");
+    db.close().await;
+}

@@ -1,0 +1,58 @@
+//! The master's side of every call to an agent: its `svc-master` identity and the CA (made on first
+//! use under `SVC_SWARM_DIR`), and per host an [`Endpoint`] pinned by the fingerprint stored for it
+//! (none stored: every handshake fails), checking the host's address against its certificate when
+//! `SVC_VERIFY_HOSTNAME`. Dispatch, teardown and decommission all call agents through it.
+
+use std::sync::Arc;
+
+use super::client::Endpoint;
+use super::config::SwarmConfig;
+use super::pki::Ca;
+use super::tls::{Identity, PeerPin, client_config};
+use crate::db::SwarmHost;
+
+/// The master's identity and the swarm's settings, ready to call any host's agent; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AgentCaller {
+    identity: Identity,
+    ca_pem: Arc<String>,
+    config: Arc<SwarmConfig>,
+}
+
+/// The CA or the master's certificate could not be read or made (the cause is logged).
+#[derive(Debug, thiserror::Error)]
+#[error("the swarm's certificates are unavailable")]
+pub struct CertificatesUnavailable;
+
+impl AgentCaller {
+    pub fn load(config: &SwarmConfig) -> Result<AgentCaller, CertificatesUnavailable> {
+        let loaded = Ca::load_or_create(&config.dir.join("ca")).and_then(|ca| {
+            let leaf = ca.master_leaf(&config.dir.join("master"))?;
+            Ok((ca.cert_pem().to_string(), leaf))
+        });
+        let (ca_pem, leaf) = loaded.map_err(|err| {
+            tracing::error!(error = %err, "The swarm CA or the master's certificate is unavailable");
+            CertificatesUnavailable
+        })?;
+        let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).map_err(|err| {
+            tracing::error!(error = %err, "The master's certificate is unusable");
+            CertificatesUnavailable
+        })?;
+        Ok(AgentCaller { identity, ca_pem: Arc::new(ca_pem), config: Arc::new(config.clone()) })
+    }
+
+    /// `host`'s agent, pinned; `None` when the TLS configuration cannot be built (logged).
+    pub fn endpoint(&self, host: &SwarmHost) -> Option<Endpoint> {
+        let pin = PeerPin::Fingerprint(host.client_cert_fingerprint.clone());
+        let tls = client_config(&self.identity, &self.ca_pem, pin, self.config.verify_hostname)
+            .map_err(|err| tracing::error!(error = %err, "Agent TLS configuration refused"))
+            .ok()?;
+        Some(Endpoint {
+            host: host.address.clone(),
+            port: host.agent_port,
+            tls,
+            connect_timeout: self.config.connect_timeout,
+            read_timeout: self.config.read_timeout,
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! What the swarm's process tests share: `svc agent` commands with certificates from a test CA,
+//! the master's side of a call to an agent or to the heartbeat listener, and enrolling a host
+//! straight into the master's store.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::Utc;
+use svc::db::{Db, HostStatus, SwarmHost};
+use svc::swarm::client::Endpoint;
+use svc::swarm::pki::{Ca, Leaf};
+use svc::swarm::tls::{Identity, PeerPin, client_config};
+use uuid::Uuid;
+
+use super::{eventually, svc};
+
+/// The agent's certificate, key and CA written under `dir/certs`, as `SVC_AGENT_*` settings.
+fn agent_files(dir: &Path, ca: &Ca, leaf: &Leaf) -> [(&'static str, PathBuf); 3] {
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let files = [
+        ("SVC_AGENT_CERT", certs.join("agent.crt"), leaf.cert_pem.as_str()),
+        ("SVC_AGENT_KEY", certs.join("agent.key"), leaf.key_pem.as_str()),
+        ("SVC_AGENT_CA", certs.join("ca.crt"), ca.cert_pem()),
+    ];
+    files.map(|(var, path, text)| {
+        std::fs::write(&path, text).unwrap();
+        (var, path)
+    })
+}
+
+/// `svc agent` in `dir` on `host:port` with `leaf`, an engine socket that does not exist (nothing
+/// is deployed for real: a deploy fails at the engine) and its install root at `dir/root`.
+pub fn agent_command(dir: &Path, ca: &Ca, leaf: &Leaf, host: &str, port: u16) -> Command {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut command = svc(dir, &["agent"]);
+    for (var, path) in agent_files(dir, ca, leaf) {
+        command.env(var, path);
+    }
+    command
+        .env("SVC_MODE", "agent")
+        .env("SVC_AGENT_HOST", host)
+        .env("SVC_AGENT_PORT", port.to_string())
+        .env("SVC_DOCKER_HOST", format!("unix://{}", dir.join("no-engine.sock").display()))
+        .env("SVC_INSTALL_ROOT", dir.join("root"));
+    command
+}
+
+/// A client of `host:port` presenting `leaf`, trusting `ca_pem`.
+pub fn endpoint(host: &str, port: u16, ca_pem: &str, leaf: &Leaf, pin: PeerPin, verify_hostname: bool) -> Endpoint {
+    let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap();
+    Endpoint {
+        host: host.to_string(),
+        port,
+        tls: client_config(&identity, ca_pem, pin, verify_hostname).unwrap(),
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(15),
+    }
+}
+
+/// Waits until something accepts connections on `host:port`.
+pub async fn listening(host: &str, port: u16) {
+    let addr = format!("{host}:{port}");
+    eventually("the agent listens", || async { tokio::net::TcpStream::connect(&addr).await.is_ok() }).await;
+}
+
+/// Enrols a host straight into the master's store, as the enrollment route leaves it once its
+/// bundle was fetched: `enrolled`, its address, the agent certificate's fingerprint.
+pub async fn enroll(db: &Db, name: &str, address: &str, agent_port: u16, fingerprint: &str) -> SwarmHost {
+    let host = SwarmHost {
+        uuid: Uuid::new_v4(),
+        name: name.into(),
+        address: address.into(),
+        agent_port,
+        status: HostStatus::Enrolled,
+        last_heartbeat: None,
+        client_cert_fingerprint: Some(fingerprint.into()),
+        updater_cert_fingerprint: None,
+        enrolled_at: Utc::now(),
+        notes: None,
+        use_ipvlan: false,
+    };
+    db.add_swarm_host(&host).await.unwrap();
+    host
+}
+
+/// The store of the `svc api` whose data directory is `data_dir` (sqlite), opened beside it.
+pub fn master_store(data_dir: &Path) -> Db {
+    let vars = [("SVC_DATA_DIR".to_string(), data_dir.display().to_string())];
+    let config = svc::config::Config::from_vars(vars).unwrap();
+    svc::db::connect(&config.db).unwrap()
+}
