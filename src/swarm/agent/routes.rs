@@ -55,11 +55,20 @@ async fn require_master(Extension(peer): Extension<Peer>, request: Request, next
     detail(StatusCode::FORBIDDEN, "master certificate required")
 }
 
-/// The body as JSON, or 422 with a generic text (the parser's words go to the log).
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Response> {
+/// A body that is not the JSON a route takes: 422 with a generic text (the parser's words go to
+/// the log).
+struct BadBody;
+
+impl IntoResponse for BadBody {
+    fn into_response(self) -> Response {
+        detail(StatusCode::UNPROCESSABLE_ENTITY, "invalid request body")
+    }
+}
+
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, BadBody> {
     serde_json::from_slice(bytes).map_err(|err| {
         tracing::info!(error = %err, "Malformed agent request body");
-        detail(StatusCode::UNPROCESSABLE_ENTITY, "invalid request body")
+        BadBody
     })
 }
 
@@ -89,7 +98,7 @@ async fn status(State(agent): State<Agent>) -> Response {
 async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Response {
     let request: DeployRequest = match body(&bytes) {
         Ok(request) => request,
-        Err(response) => return response,
+        Err(bad) => return bad.into_response(),
     };
     let ini = match Ini::parse(&request.config) {
         Ok(ini) => ini,
@@ -116,7 +125,7 @@ async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Response {
 async fn mutate(State(agent): State<Agent>, bytes: Bytes) -> Response {
     let request: MutateRequest = match body(&bytes) {
         Ok(request) => request,
-        Err(response) => return response,
+        Err(bad) => return bad.into_response(),
     };
     let answer = |status: &str| json!({ "status": status, "decky_id": request.decky_id, "services": request.services });
     if request.dry_run {
@@ -147,7 +156,7 @@ async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Response {
     } else {
         match body(&bytes) {
             Ok(request) => request,
-            Err(response) => return response,
+            Err(bad) => return bad.into_response(),
         }
     };
     let result = match &request.decky_id {
