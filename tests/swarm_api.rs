@@ -90,16 +90,19 @@ fn shard(name: &str, host: Uuid, state: ShardState) -> DeckyShard {
     }
 }
 
-/// A loopback port nothing listens on: an agent that is down.
-async fn closed_port() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap().port()
+/// A loopback port nothing listens on (until someone binds it): an agent that is down, or a port
+/// for the swarm listener.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[tokio::test]
 async fn hosts_deckies_and_the_deployment_mode_in_decnets_shapes() {
     for backend in TestDb::all() {
-        let api = TestApi::start(backend.api_config(&[])).await;
+        // The listener on a loopback port of its own, as a swarm master runs it.
+        let port = free_port().to_string();
+        let swarm = [("SVC_SWARM_ENABLED", "true"), ("SVC_SWARM_HOST", "127.0.0.1"), ("SVC_SWARM_PORT", port.as_str())];
+        let api = TestApi::start(backend.api_config(&swarm)).await;
         let admin = user_token(&api.state, "root", Role::Admin).await;
         let viewer = user_token(&api.state, "watcher", Role::Viewer).await;
         let mode = api.ok("/system/deployment-mode", &viewer, &[]).await;
@@ -185,7 +188,7 @@ async fn teardown_and_decommission_against_an_agent_that_does_not_answer() {
         let api = TestApi::start(backend.api_config(&[("SVC_AGENT_CONNECT_TIMEOUT_S", "2")])).await;
         let admin = user_token(&api.state, "root", Role::Admin).await;
         let mut down = host("down", "127.0.0.1");
-        down.agent_port = closed_port().await;
+        down.agent_port = free_port();
         api.state.db.add_swarm_host(&down).await.unwrap();
         let shards = [shard("db-01", down.uuid, ShardState::Running), shard("web-01", down.uuid, ShardState::Running)];
         api.state.db.upsert_decky_shards(&shards).await.unwrap();
@@ -413,6 +416,9 @@ async fn a_silent_host_becomes_unreachable_by_itself_and_health_says_which() {
         api.state.db.record_swarm_heartbeat(quiet.uuid, Utc::now()).await.unwrap();
         let health = api.get("/health", None, &[]).await.body;
         assert_eq!(health["components"]["swarm_hosts"]["status"], "ok", "{}: {health}", backend.name);
+        // A usable host, but the swarm is off: deploys stay here, and the mode says so.
+        let mode = api.ok("/system/deployment-mode", &admin, &[]).await;
+        assert_eq!(mode, json!({"mode": "unihost", "role": "master", "swarm_host_count": 0}));
 
         // Nobody lists hosts: the sweep alone marks it.
         let db = api.state.db.clone();

@@ -1,5 +1,6 @@
 //! `GET /system/deployment-mode`: which role this master plays and how many swarm hosts deckies can
-//! be sent to (enrolled or active, with an address): `swarm` as soon as there is one.
+//! be sent to (enrolled or active, with an address, on a master with `SVC_SWARM_ENABLED`): `swarm`
+//! as soon as there is one.
 
 use axum::Json;
 use axum::extract::State;
@@ -31,7 +32,8 @@ pub struct DeploymentMode {
     pub mode: DeploymentKind,
     /// `master` or `agent`, from `SVC_MODE`.
     pub role: String,
-    /// Swarm hosts that are active or enrolled and have an address.
+    /// Swarm hosts that are active or enrolled and have an address (0 unless this is a master with
+    /// `SVC_SWARM_ENABLED`).
     pub swarm_host_count: u64,
 }
 
@@ -47,10 +49,14 @@ pub struct DeploymentMode {
     )
 )]
 pub async fn deployment_mode(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<DeploymentMode>> {
-    // Only a master dispatches to hosts (DECNET's rule): an agent's count is 0.
-    let swarm_host_count = match state.config.mode {
-        Mode::Master => state.db.swarm_hosts(None).await?.iter().filter(|host| host.is_usable()).count() as u64,
-        Mode::Agent => 0,
+    // Only a master with the swarm on dispatches to hosts (what `POST /deckies/deploy` does), so
+    // only there do usable hosts count: otherwise the dashboard would list swarm deckies while
+    // deploys stay on this host.
+    let dispatches = state.config.mode == Mode::Master && state.config.swarm.enabled;
+    let swarm_host_count = if dispatches {
+        state.db.swarm_hosts(None).await?.iter().filter(|host| host.is_usable()).count() as u64
+    } else {
+        0
     };
     let mode = if swarm_host_count > 0 { DeploymentKind::Swarm } else { DeploymentKind::Unihost };
     Ok(Json(DeploymentMode { mode, role: state.config.mode.as_str().to_string(), swarm_host_count }))
