@@ -106,6 +106,7 @@ impl Lifespan {
         lifespan.start_log_tail();
         lifespan.start_fleet_reconciler();
         lifespan.start_swarm_listener().await?;
+        lifespan.start_swarm_sweep();
         Ok(lifespan)
     }
 
@@ -298,8 +299,6 @@ impl Lifespan {
         });
     }
 
-    /// With the worker registry, in contract-test mode too: the newest committed log id, which the
-    /// log streams wait on, followed on the bus (or polled without one) until shutdown.
     /// With `SVC_SWARM_ENABLED`: the heartbeat listener agents report to, over mutual TLS (the
     /// CA and the master's certificate are made on first use). A listener that cannot start
     /// stops the API: the operator asked for a swarm.
@@ -314,6 +313,20 @@ impl Lifespan {
         Ok(())
     }
 
+    /// On a master, swarm or not (a host enrolled while the listener is off cannot be heard, and is
+    /// shown so): a host silent for three heartbeat intervals becomes `unreachable`. Not in
+    /// contract-test mode, where nothing runs in the background.
+    fn start_swarm_sweep(&self) {
+        if self.state.config.api.contract_test {
+            return;
+        }
+        let (db, heartbeat, cancel) =
+            (self.state.db.clone(), self.state.config.swarm.agent.heartbeat, self.cancel.clone());
+        self.tasks.spawn(crate::swarm::sweep::run(db, heartbeat, cancel));
+    }
+
+    /// With the worker registry, in contract-test mode too: the newest committed log id, which the
+    /// log streams wait on, followed on the bus (or polled without one) until shutdown.
     fn start_log_tail(&self) {
         let (tail, db, bus, cancel) =
             (self.state.log_tail.clone(), self.state.db.clone(), self.state.bus.clone(), self.cancel.clone());

@@ -61,6 +61,10 @@ pub struct ApiConfig {
     pub read_cache_bytes: usize,
     /// Where to look for unit files instead of asking systemd (`SVC_UNIT_DIRS`, `:`-separated).
     pub unit_dirs: Option<Vec<PathBuf>>,
+    /// How long an enrollment bundle can be fetched (`SVC_SWARM_ENROLL_TTL_S`).
+    pub enroll_ttl: Duration,
+    /// The svc binary enrollment bundles carry (`SVC_SWARM_BUNDLE_BIN`); unset: the running one.
+    pub bundle_binary: Option<PathBuf>,
 }
 
 impl ApiConfig {
@@ -102,6 +106,8 @@ impl ApiConfig {
             read_cache_reuse: env.millis("SVC_READ_CACHE_MS", 500, 0..=1000),
             read_cache_bytes: env.count("SVC_READ_CACHE_BYTES", 16 << 20, 0..=1 << 30),
             sse_max_per_user: env.count("SVC_SSE_MAX_PER_USER", 5, 1..=10_000) as u32,
+            enroll_ttl: env.seconds("SVC_SWARM_ENROLL_TTL_S", 300.0),
+            bundle_binary: env.non_empty("SVC_SWARM_BUNDLE_BIN").map(PathBuf::from),
         }
     }
 

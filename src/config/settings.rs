@@ -77,6 +77,8 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_PROFILE_REQUESTS", "writes one HTML flamegraph per request to `SVC_PROFILE_DIR`"),
     ("SVC_PROFILE_DIR", "where per-request flamegraphs go"),
     ("SVC_UNIT_CACHE_SECS", "seconds the installed-unit listing behind `/workers` is reused"),
+    ("SVC_SWARM_ENROLL_TTL_S", "seconds an enrollment bundle (`.sh`, `.tgz`) can be fetched after it is made"),
+    ("SVC_SWARM_BUNDLE_BIN", "the svc binary enrollment bundles carry; unset: the running svc"),
     (
         "SVC_UNIT_DIRS",
         "`:`-separated directories holding `svc-<worker>.service`; unset: ask systemd, else its standard directories",

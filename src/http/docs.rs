@@ -20,7 +20,7 @@ use super::extract::TIME_FILTER_PATTERN;
         title = "svc",
         version = "1.0.0",
         description = "Control plane of a honeypot fleet: logs, credentials, attacker profiles, the fleet, \
-                       tarpit rules, topologies, workers and webhooks."
+                       tarpit rules, topologies, workers, webhooks and swarm hosts."
     ),
     modifiers(&BearerAuth),
     tags(
@@ -32,6 +32,7 @@ use super::extract::TIME_FILTER_PATTERN;
         (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
         (name = "attackers", description = "Attacker profiles, their commands and behavioural observations"),
         (name = "topologies", description = "Topologies (multi-LAN decoy networks): generate, edit while pending, deploy, tear down, the mutation queue and its live events"),
+        (name = "swarm", description = "Worker hosts: enrollment bundles, hosts and their deckies, teardown, decommission"),
     )
 )]
 pub struct ApiDoc;

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiError, AppState, Result};
-use crate::db::{Db, Enforcement};
+use crate::db::{Db, Enforcement, HostStatus};
 use crate::recent::Recent;
 use crate::worker::WORKERS;
 
@@ -128,6 +128,9 @@ async fn components(state: &AppState) -> Vec<Component> {
     if database_ok && let Some(tarpit) = tarpit_component(state).await {
         components.push(tarpit);
     }
+    if database_ok && let Some(swarm) = swarm_component(state).await {
+        components.push(swarm);
+    }
     for worker in &WORKERS {
         let Some(component) = worker.health else { continue };
         if state.workers.is_deployed(worker.name) {
@@ -160,6 +163,29 @@ async fn tarpit_component(state: &AppState) -> Option<Component> {
         None
     };
     Some(Component { name: "tarpit", required: false, failure })
+}
+
+/// Names of down swarm hosts `/health` lists; more are counted.
+const DOWN_HOSTS_NAMED: usize = 10;
+
+/// The swarm, once a host is enrolled: failing while any host is `unreachable`, naming them
+/// (optional: the other hosts and this one still serve). `None` without hosts, or when the store
+/// cannot tell.
+async fn swarm_component(state: &AppState) -> Option<Component> {
+    let hosts = tokio::time::timeout(PROBE_TIMEOUT, state.db.swarm_hosts(None)).await.ok()?.ok()?;
+    if hosts.is_empty() {
+        return None;
+    }
+    let down: Vec<&str> =
+        hosts.iter().filter(|h| h.status == HostStatus::Unreachable).map(|h| h.name.as_str()).collect();
+    let failure = (!down.is_empty()).then(|| {
+        let mut named = down.iter().take(DOWN_HOSTS_NAMED).copied().collect::<Vec<_>>().join(", ");
+        if down.len() > DOWN_HOSTS_NAMED {
+            named.push_str(&format!(" and {} more", down.len() - DOWN_HOSTS_NAMED));
+        }
+        format!("swarm hosts unreachable (no heartbeat): {named}")
+    });
+    Some(Component { name: "swarm_hosts", required: false, failure })
 }
 
 fn overall(components: &[Component]) -> OverallStatus {

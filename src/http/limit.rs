@@ -77,6 +77,8 @@ pub struct RateLimits {
     login_by_username: FixedWindow,
     change_password: FixedWindow,
     webhook_create: FixedWindow,
+    enroll_bundle: FixedWindow,
+    host_delete: FixedWindow,
 }
 
 impl RateLimits {
@@ -89,6 +91,8 @@ impl RateLimits {
             login_by_username: FixedWindow::new(10, FIVE_MINUTES, "10 per 5 minute"),
             change_password: FixedWindow::new(5, MINUTE, "5 per 1 minute"),
             webhook_create: FixedWindow::new(20, MINUTE, "20 per 1 minute"),
+            enroll_bundle: FixedWindow::new(10, MINUTE, "10 per 1 minute"),
+            host_delete: FixedWindow::new(20, MINUTE, "20 per 1 minute"),
         }
     }
 
@@ -114,6 +118,14 @@ impl RateLimits {
 
     pub fn webhook_create(&self, client: std::net::IpAddr) -> Result<(), ApiError> {
         self.by_address(&self.webhook_create, client)
+    }
+
+    pub fn enroll_bundle(&self, client: std::net::IpAddr) -> Result<(), ApiError> {
+        self.by_address(&self.enroll_bundle, client)
+    }
+
+    pub fn host_delete(&self, client: std::net::IpAddr) -> Result<(), ApiError> {
+        self.by_address(&self.host_delete, client)
     }
 
     fn by_address(&self, limiter: &FixedWindow, client: std::net::IpAddr) -> Result<(), ApiError> {
@@ -164,6 +176,8 @@ mod tests {
             assert!(limits.login(client, "admin").is_ok());
             assert!(limits.change_password(client).is_ok());
             assert!(limits.webhook_create(client).is_ok());
+            assert!(limits.enroll_bundle(client).is_ok());
+            assert!(limits.host_delete(client).is_ok());
         }
     }
 }

@@ -25,6 +25,7 @@ mod serve;
 pub mod state;
 pub mod stats;
 pub mod stream;
+pub mod swarm;
 pub mod system;
 pub mod tarpit;
 pub mod topologies;
@@ -90,6 +91,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(stream::router())
         .merge(webhooks::router())
         .merge(topologies::router())
+        .merge(swarm::router())
 }
 
 /// The API's routes and the OpenAPI document they describe.

@@ -1,4 +1,5 @@
-//! `GET /system/deployment-mode`: which role this master plays and how large its fleet topology is.
+//! `GET /system/deployment-mode`: which role this master plays and how many swarm hosts deckies can
+//! be sent to (enrolled or active, with an address): `swarm` as soon as there is one.
 
 use axum::Json;
 use axum::extract::State;
@@ -7,9 +8,10 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::guard::Viewer;
 use super::responses::ViewerOnly;
+use super::{AppState, Result};
+use crate::config::Mode;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(deployment_mode))
@@ -44,12 +46,12 @@ pub struct DeploymentMode {
         ViewerOnly,
     )
 )]
-pub async fn deployment_mode(State(state): State<AppState>, _viewer: Viewer) -> Json<DeploymentMode> {
-    // Swarm hosts are enrolled through the swarm API, which has not landed: until it does no host
-    // can be enrolled, so every deployment is single-host.
-    Json(DeploymentMode {
-        mode: DeploymentKind::Unihost,
-        role: state.config.mode.as_str().to_string(),
-        swarm_host_count: 0,
-    })
+pub async fn deployment_mode(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<DeploymentMode>> {
+    // Only a master dispatches to hosts (DECNET's rule): an agent's count is 0.
+    let swarm_host_count = match state.config.mode {
+        Mode::Master => state.db.swarm_hosts(None).await?.iter().filter(|host| host.is_usable()).count() as u64,
+        Mode::Agent => 0,
+    };
+    let mode = if swarm_host_count > 0 { DeploymentKind::Swarm } else { DeploymentKind::Unihost };
+    Ok(Json(DeploymentMode { mode, role: state.config.mode.as_str().to_string(), swarm_host_count }))
 }

@@ -2,7 +2,7 @@
 //! each worker's `installed` flag; stop intents published on the worker's control topic; units
 //! started by `svc supervise` when it runs them (asked on the bus) or else through systemd where it
 //! runs the host (`POST /workers/{name}/start`, and `POST /workers/start-all` in order), answered
-//! in DECNET's shapes.
+//! in DECNET's shapes. Each swarm host's agent has a row too (`agent@<host>`), from the store.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -15,7 +15,8 @@ use utoipa_axum::routes;
 use super::guard::{Admin, Viewer};
 use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
-use crate::bus::{self, BusError, ControlRequest, WorkerRow};
+use crate::bus::{self, BusError, ControlRequest, Tier, WorkerRow};
+use crate::db::HostStatus;
 use crate::systemd::StartError;
 use crate::worker::KNOWN_WORKERS;
 
@@ -67,13 +68,49 @@ pub async fn list_workers(State(state): State<AppState>, _viewer: Viewer) -> Jso
     let now = bus::epoch_seconds();
     let bus_connected = state.bus.is_connected();
     let installed = state.units.installed().await;
-    let workers = state
+    let mut workers: Vec<WorkerStatus> = state
         .workers
         .rows(bus_connected, now)
         .into_iter()
         .map(|row: WorkerRow| WorkerStatus { installed: installed.contains(&row.name), row })
         .collect();
+    workers.extend(agent_rows(&state, now).await.into_iter().map(|row| WorkerStatus { row, installed: true }));
     Json(WorkersResponse { workers, generated_at: now, bus_connected })
+}
+
+/// One row per swarm host's agent, `agent@<host>`, as the store has it (its heartbeats reach the
+/// master over TLS, not the bus): `ok` while active, `stale` once unreachable, `unknown` before
+/// the first heartbeat. None when the store cannot tell (health's database component says so).
+async fn agent_rows(state: &AppState, now: f64) -> Vec<WorkerRow> {
+    let hosts = match state.db.swarm_hosts(None).await {
+        Ok(hosts) => hosts,
+        Err(err) => {
+            tracing::debug!(error = %err, "Swarm agents left out of /workers");
+            return Vec::new();
+        }
+    };
+    hosts
+        .into_iter()
+        .map(|host| {
+            let status = match host.status {
+                HostStatus::Active => Tier::Ok,
+                HostStatus::Unreachable => Tier::Stale,
+                HostStatus::Enrolled => Tier::Unknown,
+            };
+            let last = host.last_heartbeat.map(|at| at.timestamp_millis() as f64 / 1000.0);
+            let mut extra = serde_json::Map::new();
+            extra.insert("host_uuid".into(), host.uuid.to_string().into());
+            extra.insert("address".into(), host.address.into());
+            extra.insert("host_status".into(), host.status.as_str().into());
+            WorkerRow {
+                name: format!("agent@{}", host.name),
+                status,
+                last_heartbeat_ts: last,
+                seconds_since: last.map(|at| (now - at).max(0.0)),
+                extra,
+            }
+        })
+        .collect()
 }
 
 /// Asks a worker to stop: it finishes its current batch and exits.

@@ -2,11 +2,14 @@
 //! here: the private CA and its certificates (`pki`), the mutual-TLS configurations with pinning
 //! (`tls`), the connection loop that serves over them (`serve`), the bodies both sides exchange
 //! (`wire`), one HTTPS call (`client`), the master's pinned calls to agents (`caller`), how a
-//! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), and the master's
-//! heartbeat listener (`listener`) with what a heartbeat writes (`record`). The master's records
-//! of its hosts live in `db::swarm`, its dashboard routes in `http::swarm`.
+//! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), the master's
+//! heartbeat listener (`listener`) with what a heartbeat writes (`record`), the silence sweep that
+//! marks a quiet host unreachable (`sweep`) and the enrollment bundle a new host installs
+//! (`bundle`). The master's records of its hosts live in `db::swarm`, its dashboard routes in
+//! `http::swarm`.
 
 pub mod agent;
+pub mod bundle;
 pub mod caller;
 pub mod client;
 pub mod config;
@@ -16,5 +19,6 @@ pub mod listener;
 pub mod pki;
 pub mod record;
 pub mod serve;
+pub mod sweep;
 pub mod tls;
 pub mod wire;
