@@ -104,7 +104,11 @@ async fn main() {
     let cpu = (cpu_ticks(pid) - cpu_before) as f64 / ticks_per_s;
     println!("{hosts} hosts, one heartbeat each every {:.1} s, {elapsed:.0} s:", interval.as_secs_f64());
     println!("  heartbeats accepted {sent}, refused or failed {refused} ({:.0}/s)", sent as f64 / elapsed);
-    println!("  master CPU {:.1}% of one core ({:.2} ms per heartbeat)", 100.0 * cpu / elapsed, 1000.0 * cpu / sent.max(1) as f64);
+    println!(
+        "  master CPU {:.1}% of one core ({:.2} ms per heartbeat)",
+        100.0 * cpu / elapsed,
+        1000.0 * cpu / sent.max(1) as f64
+    );
     println!("  master RSS {} MiB before, {} MiB after", rss_before / 1024, rss_kib(pid) / 1024);
     db.close().await;
 }
