@@ -86,11 +86,28 @@ impl Agent {
     pub async fn run(self, listener: TcpListener, tls: AgentTls) -> anyhow::Result<()> {
         let server = super::tls::server_config(&tls.identity, &tls.ca_pem)?;
         let beats = tokio::spawn(heartbeat::run(self.clone(), tls));
+        let reconciler = tokio::spawn(self.clone().reconcile_until_shutdown());
         tracing::info!(address = %listener.local_addr()?, "Agent API listening (mutual TLS)");
         super::serve::serve(listener, server, routes::router(self.clone()), self.shutdown.clone()).await;
         self.shutdown.cancel();
         let _ = beats.await;
+        let _ = reconciler.await;
         Ok(())
+    }
+
+    /// Keeps this host's containers matching its store, as the master's API does on its own host.
+    async fn reconcile_until_shutdown(self) {
+        let mut every = tokio::time::interval(self.fleet.settings().reconcile);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                _ = every.tick() => {
+                    if let Err(err) = self.fleet.reconcile().await {
+                        tracing::debug!(error = %err, "Fleet reconcile skipped");
+                    }
+                }
+            }
+        }
     }
 
     /// The host's deckies as stored, with each container's state.
