@@ -2,8 +2,8 @@
 //! it into a test root (units written, not started), the installed `svc` runs as an agent from the
 //! installed settings and certificates, and its first heartbeat makes the host `active`. Killed,
 //! the agent's host turns `unreachable` by itself within three heartbeats (and `/health` names
-//! it); restarted, `active` again. Teardown and decommission reach the real agent, which wipes what
-//! the bundle installed.
+//! it); restarted, `active` again. Teardown and decommission reach the real agent over the pinned
+//! client with the name checked; it removes what the bundle installed and stops.
 
 use svc_test_support::processes as common;
 
@@ -93,7 +93,7 @@ async fn a_host_enrolled_by_its_bundle_runs_an_agent_the_master_hears_and_misses
     assert_eq!(host_status(port, &token).await, "unreachable");
 
     // Restarted: active again; the master reaches it (teardown of its no deckies is accepted).
-    let _agent = Proc::spawn(installed_agent(&root, &data));
+    let mut agent = Proc::spawn(installed_agent(&root, &data));
     eventually("the restarted agent makes the host active again", || async {
         host_status(port, &token).await == "active"
     })
@@ -128,7 +128,11 @@ async fn a_host_enrolled_by_its_bundle_runs_an_agent_the_master_hears_and_misses
     // Decommission: the agent wipes what the bundle installed; the master forgets the host.
     let (status, _) = api_call(port, &token, Method::DELETE, &format!("/swarm/hosts/{uuid}"), None).await;
     assert_eq!(status, 204, "master said:\n{}", api.output());
-    eventually("the agent removed the installed binary", || async { !root.join("usr/local/bin/svc").exists() }).await;
+    assert!(agent.wait().success(), "the agent did not stop cleanly:\n{}", agent.output());
+    assert!(agent.output().contains("Self-destruct requested by the master"), "{}", agent.output());
+    for gone in ["usr/local/bin/svc", "etc/svc", "etc/systemd/system/svc-agent.service"] {
+        assert!(!root.join(gone).exists(), "{gone} is still there");
+    }
     let (_, hosts) = api_call(port, &token, Method::GET, "/swarm/hosts", None).await;
     assert_eq!(hosts, json!([]));
 }
