@@ -366,6 +366,19 @@ async fn a_bundle_installs_an_agent_of_this_master_once() {
         for path in ["nothex.sh", "x.tgz", &format!("{token}.zip"), &format!("{}.sh", "0".repeat(64))] {
             assert_eq!(api.get(&format!("/swarm/enroll-bundle/{path}"), None, &[]).await.status, 404, "{path}");
         }
+        // Two fetches at once: one gets the bundle, the other nothing.
+        let second = enroll(json!({"master_host": "127.0.0.1", "agent_name": "sensor-2", "with_updater": false})).await;
+        let tgz_url = format!(
+            "http://127.0.0.1:{port}/api/v1/swarm/enroll-bundle/{}.tgz",
+            second.body["token"].as_str().unwrap()
+        );
+        let (a, b) = tokio::join!(api.client.get(&tgz_url).send(), api.client.get(&tgz_url).send());
+        let mut statuses = [a.unwrap().status().as_u16(), b.unwrap().status().as_u16()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 404]);
+        let sensor2 = api.state.db.swarm_host_by_name("sensor-2").await.unwrap();
+        assert!(sensor2.client_cert_fingerprint.is_some() && sensor2.updater_cert_fingerprint.is_none());
+
         let key = std::fs::read_to_string(root.join("etc/svc/agent/agent.key")).unwrap();
         assert!(!logs.text().contains(&key) && !logs.text().contains(&token), "a key or token was logged");
         api.stop().await;
