@@ -407,6 +407,15 @@ async fn bundles_expire_and_enrollment_is_limited_to_ten_a_minute() {
     eventually("the bundle expires", || async { api.get(&script, None, &[]).await.status == 404 }).await;
     let tgz = api.get(&format!("/swarm/enroll-bundle/{token}.tgz"), None, &[]).await;
     assert_eq!(tgz.status, 404);
+    // Expired, the bundle is also forgotten (the sweep's other job): not even a clock from before
+    // its expiry finds it.
+    let hash = svc::auth::ticket::ticket_hash(&token);
+    let db = api.state.db.clone();
+    eventually("the expired bundle is forgotten", || {
+        let (db, hash) = (db.clone(), hash.clone());
+        async move { db.enrollment(&hash, chrono::DateTime::UNIX_EPOCH).await.is_err() }
+    })
+    .await;
     let host = api.state.db.swarm_host_by_name("late").await.unwrap();
     assert_eq!((host.address.as_str(), host.client_cert_fingerprint), ("", None), "an expired bundle issues nothing");
 

@@ -3,7 +3,8 @@
 //! dashboard probed them), and its next heartbeat makes it `active` again. The sweep reads and
 //! writes the store only: it dials no host, so its cost does not grow with dashboards, and every
 //! API replica may run it (the store marks each host once). `/health` and `/workers` say
-//! which hosts are down from the same records.
+//! which hosts are down from the same records. The same loop forgets enrollment bundles that
+//! expired unfetched.
 
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ pub async fn run(db: Db, heartbeat: Duration, cancel: CancellationToken) {
             _ = every.tick() => {
                 if let Err(err) = sweep_once(&db, heartbeat).await {
                     tracing::debug!(error = %err, "Swarm silence sweep skipped");
+                }
+                // Bundles never fetched are dead weight once expired (reads already ignore them).
+                if let Err(err) = db.forget_expired_enrollments(Utc::now()).await {
+                    tracing::debug!(error = %err, "Expired enrollment bundles not forgotten");
                 }
             }
         }
