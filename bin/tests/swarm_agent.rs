@@ -2,7 +2,8 @@
 //! refuses, and logs, every other peer (a certificate of another CA, a wrong pin, plaintext,
 //! TLS 1.1, an agent's certificate on a master-only route) with nothing deployed; self-destruct
 //! removes its installed files; and an agent in a network namespace of its own heart-beats to a
-//! real `svc api`, whose listener makes the host `active` and refuses forged heartbeats.
+//! real `svc api`, whose listener makes the host `active` and refuses forged heartbeats; killed, its
+//! host goes `unreachable` within three heartbeats, and `active` again when it is restarted.
 
 use svc_test_support::processes as common;
 
@@ -131,6 +132,7 @@ async fn an_agent_in_its_own_namespace_heart_beats_its_host_active_and_forgeries
     let swarm_port = free_port();
     let (mut api, api_port) = api_command(dir.path(), None);
     api.env("SVC_SWARM_ENABLED", "true")
+        .env("SVC_AGENT_HEARTBEAT_S", "0.5")
         .env("SVC_SWARM_HOST", net.master_side.to_string())
         .env("SVC_SWARM_PORT", swarm_port.to_string())
         .env("SVC_SWARM_DIR", dir.path().join("swarm"));
@@ -177,6 +179,19 @@ async fn an_agent_in_its_own_namespace_heart_beats_its_host_active_and_forgeries
     eventually("the master logs the refusals", || async {
         let said = api.output();
         said.contains("Heartbeat refused") && said.contains("Swarm TLS handshake refused")
+    })
+    .await;
+
+    // Killed, the agent falls silent: three intervals later its host is unreachable by itself;
+    // restarted, its next heartbeat makes it active again.
+    drop(agent);
+    eventually("the silent host becomes unreachable", || async {
+        db.swarm_host(host.uuid).await.is_ok_and(|h| h.status == HostStatus::Unreachable)
+    })
+    .await;
+    let _agent = Proc::spawn(net.wrap(&command));
+    eventually("the restarted agent makes its host active again", || async {
+        db.swarm_host(host.uuid).await.is_ok_and(|h| h.status == HostStatus::Active)
     })
     .await;
     db.close().await;
