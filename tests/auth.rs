@@ -561,7 +561,14 @@ async fn sse_tickets_are_single_use_and_expire() {
     let user = api.state.db.user_by_name("watcher").await.unwrap().uuid;
     let expired = svc::auth::ticket::new_ticket();
     let hash = svc::auth::ticket::ticket_hash(&expired);
-    api.state.db.add_sse_ticket(&hash, user, chrono::Utc::now() - chrono::Duration::seconds(1)).await.unwrap();
+    let now = chrono::Utc::now();
+    let stale = svc::db::SseTicket {
+        user,
+        issued_at: now - chrono::Duration::seconds(61),
+        expires_at: now - chrono::Duration::seconds(1),
+        token: None,
+    };
+    api.state.db.add_sse_ticket(&hash, &stale).await.unwrap();
     assert!(sessions.redeem_ticket(&expired).await.is_err(), "an expired ticket is refused");
 
     assert_eq!(call(&api, Method::POST, "/auth/sse-ticket", None, None).await.status, StatusCode::UNAUTHORIZED);

@@ -88,6 +88,10 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_READ_CACHE_BYTES", "bytes of shared `/logs` bodies kept at most"),
     ("SVC_SSE_MAX_PER_USER", "event streams one user may hold open at once, per replica; one more is a 429"),
     (
+        "SVC_SSE_RECHECK_SECS",
+        "seconds between an open event stream's checks of its session (at most 10); a revoked, expired or changed one ends it",
+    ),
+    (
         "SVC_FLEET_NAME",
         "prefix of the fleet's container and network names and its `svc.fleet` label (a-z, 0-9, `-`; 1..32)",
     ),

@@ -47,7 +47,7 @@ pub use logs::{
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};
-pub use sessions::{RevokedToken, SessionStore};
+pub use sessions::{RevokedToken, SessionStore, SseTicket};
 pub use sqlite::SqliteDb;
 pub use tarpit::{Enforced, Enforcement, StoredRule, TarpitRule, TarpitSession, TarpitStore};
 pub use topology::{

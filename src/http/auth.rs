@@ -177,6 +177,6 @@ pub struct SseTicketResponse {
     )
 )]
 pub async fn sse_ticket(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<SseTicketResponse>> {
-    let ticket = state.sessions.issue_ticket(session.user.uuid).await?;
+    let ticket = state.sessions.issue_ticket(&session).await?;
     Ok(Json(SseTicketResponse { ticket, expires_in: TICKET_LIFETIME.as_secs() }))
 }

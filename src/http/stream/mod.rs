@@ -17,6 +17,7 @@
 pub mod attacker_events;
 pub mod bus_events;
 pub mod log_tail;
+pub mod revocation;
 pub mod sse;
 pub mod summaries;
 pub mod topology_events;
@@ -128,7 +129,8 @@ impl FromRequestParts<AppState> for LastEventId {
 /// buckets, same filter); then every matching row after the resume point (or from now, without
 /// one), oldest first, 50 to a `logs` frame whose `id:` is its last row's id; statistics again after
 /// rows and every 10 s; `: keepalive` after 15 s of silence. A database failure sends
-/// `event: error` and ends the stream.
+/// `event: error` and ends the stream, as does the session's revocation (logout, expiry, a password
+/// or role change, the user's deletion) within `SVC_SSE_RECHECK_SECS`.
 #[utoipa::path(
     get,
     path = "/stream",
@@ -156,9 +158,10 @@ pub async fn stream(
     tracing::debug!(user = %session.user.username, ?resume, "Log stream opened");
     let filter = log_filter(&query.search, &query.start_time, &query.end_time);
     let feed = LogFeed::new(&state, filter, resume, slot);
-    Ok(sse::response(futures::stream::unfold(feed, |mut feed| async move {
+    let frames = futures::stream::unfold(feed, |mut feed| async move {
         feed.next_event().await.map(|event| (Ok::<_, Infallible>(event), feed))
-    })))
+    });
+    Ok(revocation::response(&state, &session, frames))
 }
 
 /// One stream's state: where it stands and the frames ready to go.
