@@ -20,6 +20,7 @@ pub mod limit;
 pub mod logs;
 pub mod paging;
 pub mod profile;
+pub mod redact;
 pub mod responses;
 mod serve;
 pub mod state;

@@ -45,9 +45,10 @@ use self::summaries::histogram;
 use super::extract::{FieldError, ValidQuery, Validate, check_range, reject};
 use super::guard::StreamViewer;
 use super::logs::{LogEntry, check_filter, log_filter};
+use super::redact;
 use super::responses::EventStream;
 use super::{ApiError, AppState, Result};
-use crate::db::{Db, DbResult, LogFilter};
+use crate::db::{Db, DbResult, LogFilter, Role};
 use crate::fleet::Fleet;
 
 pub use log_tail::LogTail;
@@ -157,7 +158,7 @@ pub async fn stream(
     let slot = state.sse.acquire(session.user.uuid)?;
     tracing::debug!(user = %session.user.username, ?resume, "Log stream opened");
     let filter = log_filter(&query.search, &query.start_time, &query.end_time);
-    let feed = LogFeed::new(&state, filter, resume, slot);
+    let feed = LogFeed::new(&state, filter, resume, slot, session.user.role);
     let frames = futures::stream::unfold(feed, |mut feed| async move {
         feed.next_event().await.map(|event| (Ok::<_, Infallible>(event), feed))
     });
@@ -166,6 +167,8 @@ pub async fn stream(
 
 /// One stream's state: where it stands and the frames ready to go.
 struct LogFeed {
+    /// The reader's role: a viewer's rows are redacted (`redact`).
+    role: Role,
     db: Db,
     fleet: Fleet,
     summaries: Arc<Summaries>,
@@ -186,8 +189,9 @@ struct LogFeed {
 }
 
 impl LogFeed {
-    fn new(state: &AppState, filter: LogFilter, resume: Option<i64>, slot: SseSlot) -> LogFeed {
+    fn new(state: &AppState, filter: LogFilter, resume: Option<i64>, slot: SseSlot, role: Role) -> LogFeed {
         LogFeed {
+            role,
             db: state.db.clone(),
             fleet: state.fleet.clone(),
             summaries: state.summaries.clone(),
@@ -256,7 +260,8 @@ impl LogFeed {
         let rows = self.db.logs_after(cursor, &self.filter, BATCH).await?;
         let full = rows.len() == BATCH as usize;
         if let Some(last) = rows.last().map(|row| row.id) {
-            let rows: Vec<LogEntry> = rows.into_iter().map(LogEntry::from).collect();
+            let rows: Vec<LogEntry> =
+                rows.into_iter().map(|row| redact::for_reader(self.role, LogEntry::from(row))).collect();
             self.ready.push_back(message(&json!({"type": "logs", "data": rows})).id(last.to_string()));
             self.cursor = Some(last);
             self.rows_since_summary = true;
