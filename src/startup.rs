@@ -53,6 +53,7 @@ impl Lifespan {
         warn_on_low_open_file_limit();
         warn_on_public_binding_without_limiter(&config);
         warn_on_webhook_opt_out(&config);
+        tighten_data_dir(&config);
 
         let config = Arc::new(config);
         let db = db::connect(&config.db).context("opening the database")?;
@@ -358,6 +359,14 @@ async fn fail_stranded_lifecycles(state: &AppState) {
         Ok(0) => {}
         Ok(count) => tracing::warn!(count, "Ended stranded topology deploys and teardowns"),
         Err(err) => tracing::error!(error = %err, "Stranded-topology sweep failed"),
+    }
+}
+
+/// The data directory holds the database and the ingest file: 0700 whoever made it (what is in it
+/// is made private as it is created, see `file_modes`).
+fn tighten_data_dir(config: &Config) {
+    if let Err(err) = crate::file_modes::tighten(&config.data_dir, crate::file_modes::PRIVATE_DIR) {
+        tracing::error!(dir = %config.data_dir.display(), error = %err, "Cannot make the data directory private");
     }
 }
 

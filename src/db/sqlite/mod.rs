@@ -116,10 +116,15 @@ impl Dialect for SqliteDb {
     }
 
     async fn prepare(&self) -> DbResult<()> {
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot create the database directory {}: {e}", parent.display()))?;
+        // Made 0600 before sqlite opens it, so its journal files (which take the database file's
+        // mode) are private too; ones left looser by an earlier version are tightened.
+        crate::file_modes::private_file(&self.path)
+            .map_err(|e| anyhow::anyhow!("cannot create the database file {}: {e}", self.path.display()))?;
+        for suffix in ["-wal", "-shm"] {
+            let mut journal = self.path.clone().into_os_string();
+            journal.push(suffix);
+            crate::file_modes::tighten(Path::new(&journal), crate::file_modes::PRIVATE_FILE)
+                .map_err(|e| anyhow::anyhow!("cannot tighten {}: {e}", Path::new(&journal).display()))?;
         }
         Ok(())
     }
