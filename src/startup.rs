@@ -373,6 +373,10 @@ fn tighten_data_dir(config: &Config) {
 /// Migrations, then the first admin.
 async fn prepare_database(state: &AppState) -> anyhow::Result<()> {
     state.db.migrate().await.context("applying migrations")?;
+    let sealed = state.db.seal_webhook_secrets().await.context("sealing webhook secrets")?;
+    if sealed > 0 {
+        tracing::info!(webhooks = sealed, "Sealed webhook signing secrets stored in plaintext");
+    }
     seed_admin(state).await.context("creating the admin user")
 }
 

@@ -11,6 +11,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use super::DbResult;
 use super::dialect::Dialect;
 use super::fault::discard_stale;
+use super::seal::Seal;
 
 mod reads;
 
@@ -27,11 +28,13 @@ pub struct SqliteDb {
     pub(super) writer: SqlitePool,
     /// The log views' reads (`reads.rs`).
     pub(super) reads: reads::Reads,
+    /// Seals the secrets stored here (`seal`).
+    pub(super) seal: Seal,
 }
 
 impl SqliteDb {
     /// Touches nothing yet: [`Database::migrate`](super::Database::migrate) creates the directory and the file.
-    pub fn open(path: &Path, writer_cache_mib: usize) -> DbResult<Self> {
+    pub fn open(path: &Path, writer_cache_mib: usize, seal: Seal) -> DbResult<Self> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -61,6 +64,7 @@ impl SqliteDb {
             pool,
             writer,
             reads: reads::Reads::new(path.to_path_buf()),
+            seal,
         })
     }
 }
