@@ -19,6 +19,9 @@ const ATTACKER: &str = "10.0.0.7";
 /// What only an admin may read, each stored in a row the routes return.
 const SECRETS: [&str; 4] = ["ceo@victim.example", "cfo@victim.example", "Wire the funds", "boss@victim.example"];
 
+/// A route, its query, and whether a viewer may call it at all.
+type Route<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+
 /// Where a route's rows show up as text, for one reader: `None` when refused.
 async fn read(api: &TestApi, token: &str, path: &str, query: &[(&str, &str)]) -> Option<String> {
     if path == "/stream" {
@@ -82,8 +85,7 @@ async fn viewers_read_every_log_row_route_without_the_admin_only_fields_and_admi
 
         let artifacts = format!("/attackers/{uuid}/artifacts");
         let mail = format!("/attackers/{uuid}/mail");
-        // (route, query, whether a viewer may call it at all)
-        let routes: [(&str, &[(&str, &str)], bool); 6] = [
+        let routes: [Route; 6] = [
             ("/logs", &[], true),
             ("/logs", &[("search", "event:message_accepted")], true),
             ("/stream", &[], true),
