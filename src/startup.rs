@@ -55,6 +55,7 @@ impl Lifespan {
         warn_on_low_open_file_limit();
         warn_on_public_binding_without_limiter(&config);
         warn_on_webhook_opt_out(&config);
+        tighten_data_dir(&config);
 
         let config = Arc::new(config);
         let db = db::connect(&config.db).context("opening the database")?;
@@ -391,9 +392,21 @@ async fn fail_stranded_lifecycles(state: &AppState) {
     }
 }
 
+/// The data directory holds the database and the ingest file: 0700 whoever made it (what is in it
+/// is made private as it is created, see `file_modes`).
+fn tighten_data_dir(config: &Config) {
+    if let Err(err) = crate::file_modes::tighten(&config.data_dir, crate::file_modes::PRIVATE_DIR) {
+        tracing::error!(dir = %config.data_dir.display(), error = %err, "Cannot make the data directory private");
+    }
+}
+
 /// Migrations, then the first admin.
 async fn prepare_database(state: &AppState) -> anyhow::Result<()> {
     state.db.migrate().await.context("applying migrations")?;
+    let sealed = state.db.seal_webhook_secrets().await.context("sealing webhook secrets")?;
+    if sealed > 0 {
+        tracing::info!(webhooks = sealed, "Sealed webhook signing secrets stored in plaintext");
+    }
     seed_admin(state).await.context("creating the admin user")
 }
 

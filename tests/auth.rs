@@ -558,10 +558,10 @@ async fn sse_tickets_are_single_use_and_expire() {
     assert!(sessions.redeem_ticket(&ticket).await.is_err(), "a ticket opens one stream");
     assert!(sessions.redeem_ticket("made-up").await.is_err());
 
-    let user = api.state.db.user_by_name("watcher").await.unwrap().uuid;
-    let expired = svc::auth::ticket::new_ticket();
-    let hash = svc::auth::ticket::ticket_hash(&expired);
-    api.state.db.add_sse_ticket(&hash, user, chrono::Utc::now() - chrono::Duration::seconds(1)).await.unwrap();
+    let (user, expired) = (api.state.db.user_by_name("watcher").await.unwrap().uuid, svc::auth::ticket::new_ticket());
+    let ago = |minutes| chrono::Utc::now() - chrono::Duration::minutes(minutes);
+    let stale = svc::db::SseTicket { user, issued_at: ago(2), expires_at: ago(1), token: None };
+    api.state.db.add_sse_ticket(&svc::auth::ticket::ticket_hash(&expired), &stale).await.unwrap();
     assert!(sessions.redeem_ticket(&expired).await.is_err(), "an expired ticket is refused");
 
     assert_eq!(call(&api, Method::POST, "/auth/sse-ticket", None, None).await.status, StatusCode::UNAUTHORIZED);

@@ -7,7 +7,7 @@ use common::{TestDb, lifecycle};
 use svc::db::{
     BountyFilter, Db, DbError, IngestBatch, IngestCursor, LifecycleStatus, LogColumn, LogFilter, LogRecord, LogStats,
     NewBounty, NewCredential, NewLog, NewUser, Page, RevokedToken, Role, STRANDED_LIFECYCLE_ERROR, SearchTerm,
-    parse_search,
+    SseTicket, parse_search,
 };
 use uuid::Uuid;
 
@@ -95,15 +95,22 @@ async fn stream_tickets_are_single_use_and_expire() {
         let db = backend.open().await;
         let now = Utc::now();
         let user = Uuid::new_v4();
-        db.add_sse_ticket("live", user, now + Duration::seconds(60)).await.unwrap();
-        db.add_sse_ticket("stale", user, now - Duration::seconds(1)).await.unwrap();
-        assert_eq!(db.take_sse_ticket("live", now).await.unwrap(), Some(user), "{}", backend.name);
+        // Whole milliseconds, as stored.
+        let now = DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap();
+        let ticket = |expires_at| SseTicket { user, issued_at: now, expires_at, token: None };
+        let live = SseTicket {
+            token: Some(("jti-1".into(), now + Duration::hours(1))),
+            ..ticket(now + Duration::seconds(60))
+        };
+        db.add_sse_ticket("live", &live).await.unwrap();
+        db.add_sse_ticket("stale", &ticket(now - Duration::seconds(1))).await.unwrap();
+        assert_eq!(db.take_sse_ticket("live", now).await.unwrap(), Some(live), "{}", backend.name);
         assert_eq!(db.take_sse_ticket("live", now).await.unwrap(), None, "a ticket opens one stream");
         assert_eq!(db.take_sse_ticket("stale", now).await.unwrap(), None);
         assert_eq!(db.take_sse_ticket("unknown", now).await.unwrap(), None);
 
         // Of many concurrent redemptions of one ticket, exactly one succeeds.
-        db.add_sse_ticket("raced", user, now + Duration::seconds(60)).await.unwrap();
+        db.add_sse_ticket("raced", &ticket(now + Duration::seconds(60))).await.unwrap();
         let attempts = (0..8).map(|_| {
             let db = db.clone();
             tokio::spawn(async move { db.take_sse_ticket("raced", Utc::now()).await.unwrap() })

@@ -491,7 +491,8 @@ async fn an_event_published_while_a_bus_stream_reads_its_snapshot_reaches_the_cl
         Ok(vec![Event::default().event("snapshot").data("{}")])
     };
     let closing = tokio_util::sync::CancellationToken::new();
-    let response = events.open(&api, closing.clone(), slot, opening).await.unwrap();
+    let frames = events.open(&api, closing.clone(), slot, opening).await.unwrap();
+    let response = svc::http::stream::sse::response(frames);
     let frames = frames_until(response.into_body(), "observation").await;
     assert!(frames[0].contains("event: snapshot"), "the snapshot opens the stream: {frames:?}");
     let live = frames.last().unwrap();

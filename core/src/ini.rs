@@ -4,7 +4,12 @@
 //! options inherited by every section, a repeated section merged and a repeated key's last value
 //! kept. What the sections mean is `svc::fleet::plan`'s business.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// The most sections a deployment INI may hold (decky and per-service sections together; one
+/// decky section expands to up to 100 deckies with `amount`). Checked while parsing, so a huge INI
+/// is refused at its first section past the limit, in time linear in what was read.
+pub const MAX_SECTIONS: usize = 4096;
 
 /// Why INI text was refused. Each message carries the phrase the error contract classifies by
 /// (`svc::http::extract`): "INI content is empty", "Invalid INI format", "at least one section".
@@ -17,6 +22,9 @@ pub enum IniSyntaxError {
     #[error("INI must contain at least one section naming a decky")]
     NoSections,
 }
+
+/// Why an INI past [`MAX_SECTIONS`] is refused.
+pub const TOO_MANY_SECTIONS: &str = "more than 4096 sections";
 
 /// One section's options, keys lowercased, in key order.
 pub type Options = BTreeMap<String, String>;
@@ -35,6 +43,8 @@ impl Ini {
         }
         let mut defaults = Options::new();
         let mut sections: Vec<(String, Options)> = Vec::new();
+        // Where each section is in `sections`, so a header is found in constant time.
+        let mut positions: HashMap<String, usize> = HashMap::new();
         // The section being filled (`None`: DEFAULT), and the key a continuation line extends.
         let mut current: Option<Option<usize>> = None;
         let mut last_key: Option<(String, usize)> = None;
@@ -75,9 +85,13 @@ impl Ini {
                 current = Some(if name == "DEFAULT" {
                     None
                 } else {
-                    Some(match sections.iter().position(|(existing, _)| existing == name) {
-                        Some(at) => at,
+                    Some(match positions.get(name) {
+                        Some(at) => *at,
+                        None if sections.len() == MAX_SECTIONS => {
+                            return Err(IniSyntaxError::Format { line: line_no, reason: TOO_MANY_SECTIONS });
+                        }
                         None => {
+                            positions.insert(name.to_string(), sections.len());
                             sections.push((name.to_string(), Options::new()));
                             sections.len() - 1
                         }
@@ -171,5 +185,21 @@ mod tests {
             assert!(err.to_string().contains("Invalid INI format"), "{bad:?}: {err}");
         }
         assert_eq!(Ini::parse("# only a comment\n"), Err(IniSyntaxError::NoSections));
+    }
+
+    #[test]
+    fn the_section_limit_is_checked_while_parsing_so_a_huge_ini_stops_at_its_first_section_past_it() {
+        let huge: String = (0..74_000).map(|n| format!("[d{n}]\nservices = ssh\n")).collect();
+        let err = Ini::parse(&huge).unwrap_err();
+        // Section n's header is on line 2n + 1: the parse stopped at section 4097 (n = 4096).
+        let stopped_at = 2 * MAX_SECTIONS + 1;
+        assert_eq!(err, IniSyntaxError::Format { line: stopped_at, reason: TOO_MANY_SECTIONS });
+        assert!(err.to_string().contains("Invalid INI format"), "{err}");
+
+        let at_the_limit: String = (0..MAX_SECTIONS).map(|n| format!("[d{n}]\nservices = ssh\n")).collect();
+        assert_eq!(Ini::parse(&at_the_limit).unwrap().sections().count(), MAX_SECTIONS);
+        // A repeated header is the same section, not one more.
+        let repeated = format!("{at_the_limit}[d0]\nip = 10.0.0.9\n");
+        assert_eq!(Ini::parse(&repeated).unwrap().section("d0").unwrap()["ip"], "10.0.0.9");
     }
 }

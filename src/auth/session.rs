@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::ticket::{TICKET_LIFETIME, new_ticket, ticket_hash};
 use super::token::{self, Claims, TokenKeys};
-use crate::db::{Db, DbError, RevokedToken, User};
+use crate::db::{Db, DbError, RevokedToken, SseTicket, User};
 use crate::recent::RecentByKey;
 
 /// How long a revocation made on another replica may go unseen here.
@@ -24,6 +24,40 @@ pub struct Session {
     pub user: User,
     /// Absent when the session came from a stream ticket.
     pub token: Option<Claims>,
+    /// What the session stands on, for re-checking it while a stream stays open.
+    pub credential: Credential,
+}
+
+/// When a session's credential (a token or a stream ticket) was issued, and the token it rests
+/// on (the token itself, or the one a ticket was minted with): what revocation is judged by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    pub issued_at: DateTime<Utc>,
+    /// The token's `jti` and expiry.
+    pub token: Option<(String, DateTime<Utc>)>,
+}
+
+impl Credential {
+    fn of_token(claims: &Claims) -> Credential {
+        let issued_ms = (claims.iat * 1000.0).round() as i64;
+        Credential {
+            issued_at: DateTime::from_timestamp_millis(issued_ms).unwrap_or(DateTime::<Utc>::MIN_UTC),
+            token: Some((claims.jti.clone(), claims.expires_at())),
+        }
+    }
+
+    /// Why the credential is no longer good for `user` at `now`, when it is not; `revoked` says
+    /// whether its token is on the denylist.
+    fn refusal(&self, user: &User, revoked: bool, now: DateTime<Utc>) -> Option<&'static str> {
+        if user.tokens_valid_from.is_some_and(|from| self.issued_at.timestamp_millis() < from.timestamp_millis()) {
+            return Some("the credential predates the user's last password or role change");
+        }
+        match &self.token {
+            Some((_, expires_at)) if *expires_at <= now => Some("the token expired"),
+            Some(_) if revoked => Some("the token was logged out"),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +112,7 @@ impl Sessions {
         if self.is_revoked(&claims.jti).await? {
             return Err(rejected("the token was logged out"));
         }
-        Ok(Session { user, token: Some(claims) })
+        Ok(Session { user, credential: Credential::of_token(&claims), token: Some(claims) })
     }
 
     /// Revokes the session's token on every replica.
@@ -94,23 +128,57 @@ impl Sessions {
         self.users.remove(&uuid);
     }
 
-    /// A new single-use stream ticket for `user`.
-    pub async fn issue_ticket(&self, user: Uuid) -> Result<String, DbError> {
+    /// A new single-use stream ticket for the session's user, resting on the session's token.
+    pub async fn issue_ticket(&self, session: &Session) -> Result<String, DbError> {
         let ticket = new_ticket();
-        let expires_at = Utc::now() + TICKET_LIFETIME;
-        self.db.add_sse_ticket(&ticket_hash(&ticket), user, expires_at).await?;
+        let issued_at = Utc::now();
+        let stored = SseTicket {
+            user: session.user.uuid,
+            issued_at,
+            expires_at: issued_at + TICKET_LIFETIME,
+            token: session.credential.token.clone(),
+        };
+        self.db.add_sse_ticket(&ticket_hash(&ticket), &stored).await?;
         Ok(ticket)
     }
 
-    /// Redeems a ticket: the first call within its lifetime gets the session, every later one fails.
+    /// Redeems a ticket: the first call within its lifetime gets the session, every later one
+    /// fails, and so does one minted before its user's last password or role change or with a
+    /// token since logged out.
     pub async fn redeem_ticket(&self, ticket: &str) -> Result<Session, AuthError> {
-        let owner = self
+        let taken = self
             .db
             .take_sse_ticket(&ticket_hash(ticket), Utc::now())
             .await?
             .ok_or_else(|| rejected("unknown, used or expired stream ticket"))?;
-        let user = self.user(owner).await?.ok_or_else(|| rejected("the ticket's user no longer exists"))?;
-        Ok(Session { user, token: None })
+        let user = self.user(taken.user).await?.ok_or_else(|| rejected("the ticket's user no longer exists"))?;
+        let credential = Credential { issued_at: taken.issued_at, token: taken.token };
+        let revoked = match &credential.token {
+            Some((jti, _)) => self.is_revoked(jti).await?,
+            None => false,
+        };
+        if let Some(reason) = credential.refusal(&user, revoked, Utc::now()) {
+            return Err(rejected(reason));
+        }
+        Ok(Session { user, token: None, credential })
+    }
+
+    /// Whether an open stream's session is still good, read afresh from the database (not the
+    /// caches), so a revocation made on any replica ends the stream at the next check.
+    pub async fn recheck(&self, user: Uuid, credential: &Credential) -> Result<(), AuthError> {
+        let revoked = match &credential.token {
+            Some((jti, _)) => self.db.is_token_revoked(jti).await?,
+            None => false,
+        };
+        let user = match self.db.user_by_uuid(user).await {
+            Ok(user) => user,
+            Err(DbError::NotFound) => return Err(rejected("the user no longer exists")),
+            Err(err) => return Err(err.into()),
+        };
+        match credential.refusal(&user, revoked, Utc::now()) {
+            Some(reason) => Err(rejected(reason)),
+            None => Ok(()),
+        }
     }
 
     async fn user(&self, uuid: Uuid) -> Result<Option<User>, DbError> {

@@ -9,6 +9,10 @@ use uuid::Uuid;
 pub const ISSUER: &str = "svc";
 pub const AUDIENCE: &str = "svc-dashboard";
 pub const ACCESS: &str = "access";
+/// How far ahead of this replica's clock a token's `iat` may be: a replica whose clock runs ahead
+/// mints tokens issued "later" (and `mint` never issues before the user's `tokens_valid_from`,
+/// stamped by whichever replica changed the user). Anything further ahead was not minted by us.
+pub const CLOCK_SKEW: Duration = Duration::seconds(30);
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claims {
@@ -22,6 +26,9 @@ pub struct Claims {
     pub iss: String,
     pub aud: String,
     pub typ: String,
+    /// Not before, epoch seconds: never minted here, honoured when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<f64>,
 }
 
 impl Claims {
@@ -75,6 +82,7 @@ impl TokenKeys {
             iss: ISSUER.into(),
             aud: AUDIENCE.into(),
             typ: ACCESS.into(),
+            nbf: None,
         };
         Ok(jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)?)
     }
@@ -99,6 +107,13 @@ impl TokenKeys {
         // strictly after it, so a token is still good for its whole expiry second without this.
         if claims.exp <= now.timestamp() {
             return Err(InvalidToken("expired".into()));
+        }
+        let now_ms = now.timestamp_millis() as f64;
+        if claims.iat * 1000.0 > now_ms + CLOCK_SKEW.num_milliseconds() as f64 {
+            return Err(InvalidToken("issued in the future".into()));
+        }
+        if claims.nbf.is_some_and(|nbf| nbf * 1000.0 > now_ms) {
+            return Err(InvalidToken("not valid yet (nbf)".into()));
         }
         Ok(claims)
     }
@@ -140,6 +155,35 @@ mod tests {
         let err = keys.decode_at(&token, at_exp).unwrap_err();
         assert!(err.to_string().contains("expired"), "{err}");
         assert!(keys.decode_at(&token, at_exp + Duration::milliseconds(500)).is_err());
+    }
+
+    #[test]
+    fn a_token_issued_in_the_future_or_not_valid_yet_is_refused() {
+        let secret = b"0123456789abcdef0123456789abcdef";
+        let keys = TokenKeys::new(secret, Duration::minutes(5));
+        let now = Utc::now();
+        let claims = |iat: DateTime<Utc>, nbf: Option<DateTime<Utc>>| Claims {
+            sub: Uuid::new_v4(),
+            jti: "j".into(),
+            iat: iat.timestamp() as f64,
+            exp: (now + Duration::hours(2)).timestamp(),
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            typ: ACCESS.into(),
+            nbf: nbf.map(|at| at.timestamp() as f64),
+        };
+        let sign = |c: &Claims| {
+            jsonwebtoken::encode(&Header::new(Algorithm::HS256), c, &EncodingKey::from_secret(secret)).unwrap()
+        };
+        let future = keys.decode_at(&sign(&claims(now + Duration::hours(1), None)), now).unwrap_err();
+        assert!(future.to_string().contains("future"), "{future}");
+        let early = keys.decode_at(&sign(&claims(now, Some(now + Duration::minutes(10)))), now).unwrap_err();
+        assert!(early.to_string().contains("nbf"), "{early}");
+        assert!(
+            keys.decode_at(&sign(&claims(now, Some(now - Duration::seconds(1)))), now).is_ok(),
+            "a past nbf is fine"
+        );
+        assert!(keys.decode_at(&sign(&claims(now + Duration::seconds(5), None)), now).is_ok(), "within the clock skew");
     }
 
     #[test]

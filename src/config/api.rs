@@ -11,6 +11,8 @@ use crate::secret::Secret;
 
 /// How long a session token lasts.
 const DEFAULT_JWT_EXP_MINUTES: u32 = 240;
+/// The longest an open event stream goes without re-checking its session.
+const MAX_SSE_RECHECK: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
@@ -52,6 +54,9 @@ pub struct ApiConfig {
     pub profile_dir: PathBuf,
     /// Event streams one user may hold open at once (`SVC_SSE_MAX_PER_USER`).
     pub sse_max_per_user: u32,
+    /// How often an open event stream re-checks its session (`SVC_SSE_RECHECK_SECS`, at most 10: the
+    /// spec's bound on how long a revocation may go unseen).
+    pub sse_recheck: Duration,
     /// How long the installed-unit listing behind `/workers` is reused (`SVC_UNIT_CACHE_SECS`).
     pub unit_cache: Duration,
     /// How long the body of a hot log read is shared at most (`SVC_READ_CACHE_MS`; 0
@@ -108,12 +113,23 @@ impl ApiConfig {
             sse_max_per_user: env.count("SVC_SSE_MAX_PER_USER", 5, 1..=10_000) as u32,
             enroll_ttl: env.seconds("SVC_SWARM_ENROLL_TTL_S", 300.0),
             bundle_binary: env.non_empty("SVC_SWARM_BUNDLE_BIN").map(PathBuf::from),
+            sse_recheck: sse_recheck(env),
         }
     }
 
     pub fn binds_loopback(&self) -> bool {
         rules::is_loopback_host(&self.host)
     }
+}
+
+/// `SVC_SSE_RECHECK_SECS`: a revocation must reach open streams within about 10 seconds.
+fn sse_recheck(env: &mut Env) -> Duration {
+    let every = env.seconds("SVC_SSE_RECHECK_SECS", MAX_SSE_RECHECK.as_secs_f64());
+    if every > MAX_SSE_RECHECK {
+        env.report("SVC_SSE_RECHECK_SECS", "must be at most 10 seconds");
+        return MAX_SSE_RECHECK;
+    }
+    every
 }
 
 /// The listed origins without a trailing `/`; a refused `*` is left out.

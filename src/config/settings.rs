@@ -88,7 +88,15 @@ const MEANINGS: &[(&str, &str)] = &[
         "milliseconds identical `GET /logs` reads share one body at most (0..1000; 0 turns sharing off)",
     ),
     ("SVC_READ_CACHE_BYTES", "bytes of shared `/logs` bodies kept at most"),
+    (
+        "SVC_SECRETS_KEY_FILE",
+        "the key (made 0600 on first need) that seals webhook signing secrets in the database; every replica of one database needs the same file",
+    ),
     ("SVC_SSE_MAX_PER_USER", "event streams one user may hold open at once, per replica; one more is a 429"),
+    (
+        "SVC_SSE_RECHECK_SECS",
+        "seconds between an open event stream's checks of its session (at most 10); a revoked, expired or changed one ends it",
+    ),
     (
         "SVC_FLEET_NAME",
         "prefix of the fleet's container and network names and its `svc.fleet` label (a-z, 0-9, `-`; 1..32)",

@@ -53,7 +53,11 @@ fn defaults_are_the_spec_defaults() {
     assert!(config.api.limiter_enabled);
     assert!(!config.api.contract_test && !config.testing && !config.api.developer);
     assert_eq!((config.api.host.as_str(), config.api.port), ("127.0.0.1", 8000));
-    assert_eq!(config.db, DatabaseConfig::Sqlite { path: PathBuf::from("data/svc.db"), writer_cache_mib: 256 });
+    let secrets_key = PathBuf::from("data/secrets.key");
+    assert_eq!(
+        config.db,
+        DatabaseConfig::Sqlite { path: PathBuf::from("data/svc.db"), writer_cache_mib: 256, secrets_key }
+    );
     assert_eq!(config.log_format, LogFormat::Text);
 }
 

@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod logs;
 mod mysql;
 pub mod observations;
+pub mod seal;
 pub mod sessions;
 mod sqlite;
 mod statement;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use dialect::both_backends;
+use seal::Seal;
 
 pub use attackers::{
     AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore,
@@ -48,7 +50,7 @@ pub use logs::{
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};
-pub use sessions::{RevokedToken, SessionStore};
+pub use sessions::{RevokedToken, SessionStore, SseTicket};
 pub use sqlite::SqliteDb;
 pub use swarm::{DeckyShard, Enrollment, HostStatus, ShardFilter, ShardState, SwarmHost, SwarmStore};
 pub use tarpit::{Enforced, Enforcement, StoredRule, TarpitRule, TarpitSession, TarpitStore};
@@ -197,7 +199,9 @@ both_backends! {
 /// first use, so startup can retry and the API can serve degraded meanwhile.
 pub fn connect(config: &DatabaseConfig) -> DbResult<Db> {
     Ok(match config {
-        DatabaseConfig::Sqlite { path, writer_cache_mib } => Arc::new(SqliteDb::open(path, *writer_cache_mib)?),
-        DatabaseConfig::Mysql { url } => Arc::new(MysqlDb::open(url.expose())?),
+        DatabaseConfig::Sqlite { path, writer_cache_mib, secrets_key } => {
+            Arc::new(SqliteDb::open(path, *writer_cache_mib, Seal::new(secrets_key))?)
+        }
+        DatabaseConfig::Mysql { url, secrets_key } => Arc::new(MysqlDb::open(url.expose(), Seal::new(secrets_key))?),
     })
 }

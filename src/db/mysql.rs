@@ -11,6 +11,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use super::DbResult;
 use super::dialect::Dialect;
 use super::fault::discard_stale;
+use super::seal::Seal;
 use crate::text::prefix_chars;
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/mysql");
@@ -24,14 +25,16 @@ pub struct MysqlDb {
     pub(super) pool: MySqlPool,
     /// The batch writers' pool: the same pool, as the server runs concurrent writers itself.
     pub(super) writer: MySqlPool,
+    /// Seals the secrets stored here (`seal`).
+    pub(super) seal: Seal,
 }
 
 impl MysqlDb {
-    pub fn open(url: &str) -> DbResult<Self> {
+    pub fn open(url: &str, seal: Seal) -> DbResult<Self> {
         let options: MySqlConnectOptions = url.parse()?;
         let pool = discard_stale!(MySqlPoolOptions::new().acquire_timeout(CONNECT_TIMEOUT))
             .connect_lazy_with(options.charset("utf8mb4"));
-        Ok(MysqlDb { url: url.to_string(), writer: pool.clone(), pool })
+        Ok(MysqlDb { url: url.to_string(), writer: pool.clone(), pool, seal })
     }
 }
 

@@ -217,7 +217,7 @@ fn mutated_line(old: &DeckyConfig, new: &DeckyConfig, trigger: &str) -> String {
 
 /// One line in one append, so it never interleaves with other writers' lines.
 fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut file = crate::file_modes::open_append(path)?;
     file.write_all(format!("{line}\n").as_bytes())
 }
 

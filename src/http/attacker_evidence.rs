@@ -20,9 +20,10 @@ use super::attackers::attacker_not_found;
 use super::extract::ValidPath;
 use super::guard::{Admin, Viewer};
 use super::logs::LogEntry;
+use super::redact;
 use super::responses::{AdminOnly, AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{AppState, Result};
-use crate::db::{AttackerProfile, Db, LogColumn, LogFilter, LogRecord, Page, SearchTerm};
+use crate::db::{AttackerProfile, Db, LogColumn, LogFilter, LogRecord, Page, Role, SearchTerm};
 use crate::time::format_utc;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -51,6 +52,14 @@ pub struct AttackerRowsResponse {
     /// Matching rows, all of them; `data` holds the newest 1000 at most.
     pub total: u64,
     pub data: Vec<LogEntry>,
+}
+
+impl AttackerRowsResponse {
+    /// The rows as a reader of `role` may see them.
+    fn of(role: Role, page: Page<LogRecord>) -> Self {
+        let data = page.rows.into_iter().map(|row| redact::for_reader(role, LogEntry::from(row))).collect();
+        AttackerRowsResponse { total: page.total, data }
+    }
 }
 
 /// One victim domain an attacker sent mail to.
@@ -88,12 +97,12 @@ pub struct SmtpTargetsResponse {
 )]
 pub async fn attacker_artifacts(
     State(state): State<AppState>,
-    _viewer: Viewer,
+    Viewer(session): Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
     let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
     let page = rows_of(&state.db, &profile, &["file_captured"]).await?;
-    Ok(Json(AttackerRowsResponse { total: page.total, data: page.rows.into_iter().map(LogEntry::from).collect() }))
+    Ok(Json(AttackerRowsResponse::of(session.user.role, page)))
 }
 
 /// The messages an attacker sent through the SMTP decoys, newest first. Admins only.
@@ -110,12 +119,12 @@ pub async fn attacker_artifacts(
 )]
 pub async fn attacker_mail(
     State(state): State<AppState>,
-    _admin: Admin,
+    Admin(session): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
     let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
     let page = rows_of(&state.db, &profile, &MAIL_EVENTS).await?;
-    Ok(Json(AttackerRowsResponse { total: page.total, data: page.rows.into_iter().map(LogEntry::from).collect() }))
+    Ok(Json(AttackerRowsResponse::of(session.user.role, page)))
 }
 
 /// The victim domains an attacker sent mail to, most recently targeted first.

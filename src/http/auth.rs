@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
+use axum::response::IntoResponse;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -12,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::extract::{FieldError, ValidJson, Validate, check_password};
 use super::guard::{Authenticated, Viewer};
+use super::headers::NO_STORE;
 use super::responses::{NotJson, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::auth::password::MAX_BYTES;
@@ -75,7 +77,7 @@ pub async fn login(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ValidJson(body): ValidJson<LoginRequest>,
-) -> Result<Json<TokenResponse>> {
+) -> Result<impl IntoResponse> {
     state.limits.login(peer.ip(), &body.username)?;
     let user = match state.db.user_by_name(&body.username).await {
         Ok(user) => Some(user),
@@ -88,11 +90,12 @@ pub async fn login(
         return Err(ApiError::Unauthenticated(LOGIN_FAILED));
     };
     tracing::info!(user = %user.username, client = %peer.ip(), "Logged in");
-    Ok(Json(TokenResponse {
+    let token = TokenResponse {
         access_token: state.sessions.mint(&user)?,
         token_type: "bearer".into(),
         must_change_password: user.must_change_password,
-    }))
+    };
+    Ok((NO_STORE, Json(token)))
 }
 
 /// Revokes the token that made this request, on every replica within seconds.
@@ -176,7 +179,7 @@ pub struct SseTicketResponse {
         ViewerOnly,
     )
 )]
-pub async fn sse_ticket(State(state): State<AppState>, Viewer(session): Viewer) -> Result<Json<SseTicketResponse>> {
-    let ticket = state.sessions.issue_ticket(session.user.uuid).await?;
-    Ok(Json(SseTicketResponse { ticket, expires_in: TICKET_LIFETIME.as_secs() }))
+pub async fn sse_ticket(State(state): State<AppState>, Viewer(session): Viewer) -> Result<impl IntoResponse> {
+    let ticket = state.sessions.issue_ticket(&session).await?;
+    Ok((NO_STORE, Json(SseTicketResponse { ticket, expires_in: TICKET_LIFETIME.as_secs() })))
 }

@@ -11,6 +11,7 @@ use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
 use super::logs::MAX_SEARCH_CHARS;
 use super::paging::{Listed, MAX_LIMIT, Page, Paging};
+use super::redact;
 use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{BountyFilter, BountyRecord};
@@ -95,7 +96,7 @@ pub type BountyResponse = Page<BountyEntry>;
 )]
 pub async fn list_bounties(
     State(state): State<AppState>,
-    _viewer: Viewer,
+    Viewer(session): Viewer,
     ValidQuery(query): ValidQuery<BountyQuery>,
 ) -> Result<Json<BountyResponse>> {
     let paging = Paging::of(query.limit, query.offset);
@@ -105,7 +106,11 @@ pub async fn list_bounties(
         search: given(&query.search).map(str::to_string),
     };
     let page = state.db.bounties(&filter, paging.limit, paging.offset).await?;
-    Ok(Json(paging.page(page)))
+    let mut page: BountyResponse = paging.page(page);
+    for bounty in &mut page.data {
+        bounty.payload = redact::for_bounty(session.user.role, std::mem::take(&mut bounty.payload));
+    }
+    Ok(Json(page))
 }
 
 /// A stored JSON payload, decoded; the text itself when it is not JSON.

@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 use super::extract::{FieldError, ValidQuery, Validate, check_datetime, check_max_chars, check_range, given};
 use super::guard::Viewer;
 use super::paging::{Listed, MAX_LIMIT, Page, Paging};
+use super::redact;
 use super::responses::ViewerOnly;
 use super::{AppState, Result};
 use crate::db::{HistogramBucket, LogFilter, LogRecord, parse_search};
@@ -138,17 +139,20 @@ pub type LogsResponse = Page<LogEntry>;
 )]
 pub async fn list_logs(
     State(state): State<AppState>,
-    _viewer: Viewer,
+    Viewer(session): Viewer,
     ValidQuery(query): ValidQuery<LogsQuery>,
 ) -> Result<Response> {
     let paging = Paging::of(query.limit, query.offset);
     let LogsQuery { search, start_time, end_time, .. } = query;
     let Paging { limit, offset } = paging;
-    let key = format!("logs {limit} {offset} {search:?} {start_time:?} {end_time:?}");
+    let role = session.user.role;
+    // Per role: a viewer's body is redacted (`redact`), an admin's is not.
+    let key = format!("logs {role:?} {limit} {offset} {search:?} {start_time:?} {end_time:?}");
     let read = async {
         let filter = log_filter(&search, &start_time, &end_time);
         let page = state.db.logs(&filter, limit, offset).await?;
-        Ok::<LogsResponse, _>(paging.page(page))
+        let rows = page.rows.into_iter().map(|row| redact::for_reader(role, LogEntry::from(row))).collect();
+        Ok::<LogsResponse, _>(paging.page_of(page.total, rows))
     };
     state.hot_reads.json(key, read).await
 }

@@ -14,12 +14,14 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod headers;
 pub mod health;
 pub mod hot;
 pub mod limit;
 pub mod logs;
 pub mod paging;
 pub mod profile;
+pub mod redact;
 pub mod responses;
 mod serve;
 pub mod state;
@@ -114,7 +116,7 @@ pub fn router(state: AppState) -> Router {
     with_layers(app, state)
 }
 
-/// Adds the shared layers (CORS, error reporting, panic recovery, timeouts, body limit, the 404
+/// Adds the shared layers (security headers, CORS, error reporting, panic recovery, timeouts, body limit, the 404
 /// fallback) to `routes`. Public so tests can wrap routes of their own the same way.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let mut app = routes
@@ -134,7 +136,10 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
             .on_response(DefaultOnResponse::new().level(Level::INFO));
         app = app.layer(trace);
     }
-    app.layer(axum::middleware::from_fn(extract::require_json)).layer(cors(&state.config)).with_state(state)
+    app.layer(axum::middleware::from_fn(extract::require_json))
+        .layer(cors(&state.config))
+        .layer(axum::middleware::from_fn(headers::security_headers))
+        .with_state(state)
 }
 
 /// CORS exactly as the spec says: listed origins only, no credentials.

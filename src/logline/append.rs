@@ -7,13 +7,10 @@ use std::path::Path;
 
 use tokio::io::AsyncWriteExt;
 
-/// Appends `text` (whole lines, each ending in a newline) to the file at `path`, creating it and
-/// its directory when missing.
+/// Appends `text` (whole lines, each ending in a newline) to the file at `path`, creating it (0600)
+/// and its directory (0700) when missing (`file_modes`).
 pub async fn append(path: &Path, text: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        tokio::fs::create_dir_all(dir).await?;
-    }
-    let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(path).await?;
+    let mut file = tokio::fs::File::from_std(crate::file_modes::open_append(path)?);
     file.write_all(text).await?;
     file.flush().await
 }

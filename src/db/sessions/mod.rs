@@ -20,6 +20,17 @@ pub struct RevokedToken {
     pub expires_at: DateTime<Utc>,
 }
 
+/// A stream ticket as stored (by its hash): whose it is, when it was minted and with which token,
+/// so that a stream it opens can be ended by the same revocations as one opened by the token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseTicket {
+    pub user: Uuid,
+    pub issued_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    /// The token the ticket was minted with: its `jti` and expiry.
+    pub token: Option<(String, DateTime<Utc>)>,
+}
+
 #[async_trait]
 pub trait SessionStore {
     /// Adds the token to the denylist (again is a no-op) and forgets entries that expired before `now`.
@@ -28,9 +39,9 @@ pub trait SessionStore {
     async fn is_token_revoked(&self, jti: &str) -> DbResult<bool>;
 
     /// Stores a stream ticket by its hash; the ticket itself is never stored.
-    async fn add_sse_ticket(&self, ticket_hash: &str, user: Uuid, expires_at: DateTime<Utc>) -> DbResult<()>;
+    async fn add_sse_ticket(&self, ticket_hash: &str, ticket: &SseTicket) -> DbResult<()>;
 
-    /// Removes the ticket and returns its user when it had not expired at `now`: a ticket opens one
+    /// Removes the ticket and returns it when it had not expired at `now`: a ticket opens one
     /// stream, even when two replicas redeem it at once. Also forgets expired tickets.
-    async fn take_sse_ticket(&self, ticket_hash: &str, now: DateTime<Utc>) -> DbResult<Option<Uuid>>;
+    async fn take_sse_ticket(&self, ticket_hash: &str, now: DateTime<Utc>) -> DbResult<Option<SseTicket>>;
 }

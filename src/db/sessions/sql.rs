@@ -2,12 +2,22 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
-use super::{RevokedToken, SessionStore};
+use super::{RevokedToken, SessionStore, SseTicket};
 use crate::db::DbResult;
-use crate::db::codec::{millis, parse_uuid};
+use crate::db::codec::{millis, parse_uuid, time};
 use crate::db::dialect::both_backends;
+
+/// `user_uuid, expires_at, created_at, token_jti, token_expires_at`.
+type TicketRow = (String, i64, i64, Option<String>, Option<i64>);
+
+fn ticket((user, expires_at, issued_at, jti, token_expires_at): TicketRow) -> DbResult<SseTicket> {
+    let token = match (jti, token_expires_at) {
+        (Some(jti), Some(expires_at)) => Some((jti, time(expires_at)?)),
+        _ => None,
+    };
+    Ok(SseTicket { user: parse_uuid(&user)?, issued_at: time(issued_at)?, expires_at: time(expires_at)?, token })
+}
 
 both_backends! {
     #[async_trait]
@@ -36,23 +46,30 @@ both_backends! {
             Ok(count > 0)
         }
 
-        async fn add_sse_ticket(&self, ticket_hash: &str, user: Uuid, expires_at: DateTime<Utc>) -> DbResult<()> {
-            sqlx::query("insert into sse_tickets (ticket_hash, user_uuid, expires_at, created_at) values (?, ?, ?, ?)")
-                .bind(ticket_hash)
-                .bind(user.to_string())
-                .bind(millis(expires_at))
-                .bind(millis(Utc::now()))
-                .execute(&self.pool)
-                .await?;
+        async fn add_sse_ticket(&self, ticket_hash: &str, ticket: &SseTicket) -> DbResult<()> {
+            sqlx::query(
+                "insert into sse_tickets (ticket_hash, user_uuid, expires_at, created_at, token_jti, token_expires_at) \
+                 values (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(ticket_hash)
+            .bind(ticket.user.to_string())
+            .bind(millis(ticket.expires_at))
+            .bind(millis(ticket.issued_at))
+            .bind(ticket.token.as_ref().map(|(jti, _)| jti.clone()))
+            .bind(ticket.token.as_ref().map(|(_, expires_at)| millis(*expires_at)))
+            .execute(&self.pool)
+            .await?;
             Ok(())
         }
 
-        async fn take_sse_ticket(&self, ticket_hash: &str, now: DateTime<Utc>) -> DbResult<Option<Uuid>> {
-            let held: Option<(String, i64)> =
-                sqlx::query_as("select user_uuid, expires_at from sse_tickets where ticket_hash = ?")
-                    .bind(ticket_hash)
-                    .fetch_optional(&self.pool)
-                    .await?;
+        async fn take_sse_ticket(&self, ticket_hash: &str, now: DateTime<Utc>) -> DbResult<Option<SseTicket>> {
+            let held: Option<TicketRow> = sqlx::query_as(
+                "select user_uuid, expires_at, created_at, token_jti, token_expires_at from sse_tickets \
+                 where ticket_hash = ?",
+            )
+            .bind(ticket_hash)
+            .fetch_optional(&self.pool)
+            .await?;
             // Of two redeemers that both read the row, only the one whose delete removed it wins.
             let taken = match held {
                 Some(row) => {
@@ -66,7 +83,7 @@ both_backends! {
             };
             sqlx::query("delete from sse_tickets where expires_at < ?").bind(millis(now)).execute(&self.pool).await?;
             match taken {
-                Some((user, expires_at)) if expires_at >= millis(now) => Ok(Some(parse_uuid(&user)?)),
+                Some(row) if row.1 >= millis(now) => Ok(Some(ticket(row)?)),
                 _ => Ok(None),
             }
         }

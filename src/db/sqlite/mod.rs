@@ -11,6 +11,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use super::DbResult;
 use super::dialect::Dialect;
 use super::fault::discard_stale;
+use super::seal::Seal;
 
 mod reads;
 
@@ -27,11 +28,13 @@ pub struct SqliteDb {
     pub(super) writer: SqlitePool,
     /// The log views' reads (`reads.rs`).
     pub(super) reads: reads::Reads,
+    /// Seals the secrets stored here (`seal`).
+    pub(super) seal: Seal,
 }
 
 impl SqliteDb {
     /// Touches nothing yet: [`Database::migrate`](super::Database::migrate) creates the directory and the file.
-    pub fn open(path: &Path, writer_cache_mib: usize) -> DbResult<Self> {
+    pub fn open(path: &Path, writer_cache_mib: usize, seal: Seal) -> DbResult<Self> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -61,6 +64,7 @@ impl SqliteDb {
             pool,
             writer,
             reads: reads::Reads::new(path.to_path_buf()),
+            seal,
         })
     }
 }
@@ -116,10 +120,15 @@ impl Dialect for SqliteDb {
     }
 
     async fn prepare(&self) -> DbResult<()> {
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot create the database directory {}: {e}", parent.display()))?;
+        // Made 0600 before sqlite opens it, so its journal files (which take the database file's
+        // mode) are private too; ones left looser by an earlier version are tightened.
+        crate::file_modes::private_file(&self.path)
+            .map_err(|e| anyhow::anyhow!("cannot create the database file {}: {e}", self.path.display()))?;
+        for suffix in ["-wal", "-shm"] {
+            let mut journal = self.path.clone().into_os_string();
+            journal.push(suffix);
+            crate::file_modes::tighten(Path::new(&journal), crate::file_modes::PRIVATE_FILE)
+                .map_err(|e| anyhow::anyhow!("cannot tighten {}: {e}", Path::new(&journal).display()))?;
         }
         Ok(())
     }

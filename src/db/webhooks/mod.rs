@@ -106,6 +106,9 @@ pub trait WebhookStore {
     /// Deletes the webhook and its undelivered events; `NotFound` when there is none.
     async fn delete_webhook(&self, uuid: Uuid) -> DbResult<()>;
 
+    /// Seals every signing secret still stored in plaintext (an earlier version's); how many.
+    async fn seal_webhook_secrets(&self) -> DbResult<u64>;
+
     /// Stores events for delivery, due at once; an event already stored for a webhook is skipped.
     /// Returns how many were new.
     async fn enqueue_deliveries(&self, deliveries: &[NewDelivery], now: DateTime<Utc>) -> DbResult<u64>;

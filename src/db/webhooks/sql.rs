@@ -12,6 +12,7 @@ use crate::db::codec::{
     MAX_ROWS_PER_INSERT, convert, count, found, json_text, millis, parse_uuid, row_sets, settle, time,
 };
 use crate::db::dialect::both_backends;
+use crate::db::seal::Seal;
 use crate::db::{DbError, DbResult};
 use crate::secret::Secret;
 
@@ -54,6 +55,12 @@ impl TryFrom<WebhookRow> for Webhook {
             updated_at: time(row.updated_at)?,
         })
     }
+}
+
+/// The webhook with its stored secret opened (`seal`).
+fn opened(seal: &Seal, mut webhook: Webhook) -> DbResult<Webhook> {
+    webhook.secret = Secret::new(seal.open(webhook.secret.expose())?);
+    Ok(webhook)
 }
 
 #[derive(sqlx::FromRow)]
@@ -105,7 +112,7 @@ both_backends! {
             .bind(webhook.uuid.to_string())
             .bind(&webhook.name)
             .bind(&webhook.url)
-            .bind(webhook.secret.expose())
+            .bind(self.seal.seal(webhook.secret.expose())?)
             .bind(json_text(&webhook.topic_patterns))
             .bind(webhook.enabled)
             .bind(webhook.consecutive_failures as i32)
@@ -127,7 +134,7 @@ both_backends! {
             ))
             .fetch_all(&self.pool)
             .await?;
-            convert(rows)
+            convert(rows)?.into_iter().map(|webhook| opened(&self.seal, webhook)).collect()
         }
 
         async fn webhook(&self, uuid: Uuid) -> DbResult<Webhook> {
@@ -136,7 +143,24 @@ both_backends! {
                     .bind(uuid.to_string())
                     .fetch_one(&self.pool)
                     .await?;
-            row.try_into()
+            opened(&self.seal, row.try_into()?)
+        }
+
+        async fn seal_webhook_secrets(&self) -> DbResult<u64> {
+            let stored: Vec<(String, String)> =
+                sqlx::query_as("select uuid, secret from webhook_subscriptions").fetch_all(&self.pool).await?;
+            let mut sealed = 0;
+            for (uuid, secret) in stored.into_iter().filter(|(_, secret)| !Seal::is_sealed(secret)) {
+                // Only if still the plaintext read: a concurrent update's new (sealed) value stays.
+                let done = sqlx::query("update webhook_subscriptions set secret = ? where uuid = ? and secret = ?")
+                    .bind(self.seal.seal(&secret)?)
+                    .bind(&uuid)
+                    .bind(&secret)
+                    .execute(&self.pool)
+                    .await?;
+                sealed += done.rows_affected();
+            }
+            Ok(sealed)
         }
 
         async fn update_webhook(&self, uuid: Uuid, change: &WebhookChange, now: DateTime<Utc>) -> DbResult<Webhook> {
@@ -153,7 +177,7 @@ both_backends! {
             .bind(change.name.as_deref())
             .bind(change.name.as_deref().map(name_key))
             .bind(change.url.as_deref())
-            .bind(change.secret.as_ref().map(Secret::expose))
+            .bind(change.secret.as_ref().map(|secret| self.seal.seal(secret.expose())).transpose()?)
             .bind(change.topic_patterns.as_ref().map(json_text))
             .bind(enabling)
             .bind(enabling)

@@ -70,7 +70,8 @@ pub async fn attacker_events(
             ours.then(|| name.to_string())
         },
     };
-    events.open(&state.bus, state.closing.clone(), slot, snapshot(&state.db, uuid)).await
+    let frames = events.open(&state.bus, state.closing.clone(), slot, snapshot(&state.db, uuid)).await?;
+    Ok(super::revocation::response(&state, &session, frames))
 }
 
 /// The `snapshot` frame: the attacker's latest observation of each primitive.

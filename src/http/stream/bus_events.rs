@@ -6,18 +6,17 @@
 //! is read reaches the client (at worst twice, in the snapshot and live) and none is lost between
 //! the two. A client that falls [`BACKLOG`] events behind is dropped rather than buffered. Without a
 //! bus the stream holds its opening frames and keepalives, as DECNET's does. Server shutdown ends
-//! it at once, and however it ends, its slot of the per-user cap is freed.
+//! it at once, the session's revocation within `SVC_SSE_RECHECK_SECS` (`revocation`), and however it ends, its slot of the per-user cap is freed.
 
 use std::convert::Infallible;
 use std::future::Future;
 
-use axum::response::Response;
 use axum::response::sse::Event;
-use futures::{StreamExt, stream};
+use futures::{Stream, StreamExt, stream};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::sse::{self, SseSlot};
+use super::sse::SseSlot;
 use crate::bus::{self, Bus};
 use crate::http::Result;
 
@@ -40,8 +39,14 @@ where
 {
     /// The event-stream response: `opening` (read after subscribing), then each followed event
     /// `name` keeps, as `event: <name>` with the event as JSON data. `slot` is held until the
-    /// stream ends; `closing` ends it.
-    pub async fn open<O>(self, bus: &Bus, closing: CancellationToken, slot: SseSlot, opening: O) -> Result<Response>
+    /// stream ends; `closing` ends it. The route wraps the frames in `revocation::response`.
+    pub async fn open<O>(
+        self,
+        bus: &Bus,
+        closing: CancellationToken,
+        slot: SseSlot,
+        opening: O,
+    ) -> Result<impl Stream<Item = Result<Event, Infallible>> + Send + 'static + use<N, O>>
     where
         O: Future<Output = Result<Vec<Event>>>,
     {
@@ -65,7 +70,7 @@ where
             let _held = (&slot, &idle_sender);
             Ok::<_, Infallible>(event)
         });
-        Ok(sse::response(frames))
+        Ok(frames)
     }
 }
 

@@ -17,6 +17,7 @@
 pub mod attacker_events;
 pub mod bus_events;
 pub mod log_tail;
+pub mod revocation;
 pub mod sse;
 pub mod summaries;
 pub mod topology_events;
@@ -44,9 +45,10 @@ use self::summaries::histogram;
 use super::extract::{FieldError, ValidQuery, Validate, check_range, reject};
 use super::guard::StreamViewer;
 use super::logs::{LogEntry, check_filter, log_filter};
+use super::redact;
 use super::responses::EventStream;
 use super::{ApiError, AppState, Result};
-use crate::db::{Db, DbResult, LogFilter};
+use crate::db::{Db, DbResult, LogFilter, Role};
 use crate::fleet::Fleet;
 
 pub use log_tail::LogTail;
@@ -128,7 +130,8 @@ impl FromRequestParts<AppState> for LastEventId {
 /// buckets, same filter); then every matching row after the resume point (or from now, without
 /// one), oldest first, 50 to a `logs` frame whose `id:` is its last row's id; statistics again after
 /// rows and every 10 s; `: keepalive` after 15 s of silence. A database failure sends
-/// `event: error` and ends the stream.
+/// `event: error` and ends the stream, as does the session's revocation (logout, expiry, a password
+/// or role change, the user's deletion) within `SVC_SSE_RECHECK_SECS`.
 #[utoipa::path(
     get,
     path = "/stream",
@@ -155,14 +158,17 @@ pub async fn stream(
     let slot = state.sse.acquire(session.user.uuid)?;
     tracing::debug!(user = %session.user.username, ?resume, "Log stream opened");
     let filter = log_filter(&query.search, &query.start_time, &query.end_time);
-    let feed = LogFeed::new(&state, filter, resume, slot);
-    Ok(sse::response(futures::stream::unfold(feed, |mut feed| async move {
+    let feed = LogFeed::new(&state, filter, resume, slot, session.user.role);
+    let frames = futures::stream::unfold(feed, |mut feed| async move {
         feed.next_event().await.map(|event| (Ok::<_, Infallible>(event), feed))
-    })))
+    });
+    Ok(revocation::response(&state, &session, frames))
 }
 
 /// One stream's state: where it stands and the frames ready to go.
 struct LogFeed {
+    /// The reader's role: a viewer's rows are redacted (`redact`).
+    role: Role,
     db: Db,
     fleet: Fleet,
     summaries: Arc<Summaries>,
@@ -183,8 +189,9 @@ struct LogFeed {
 }
 
 impl LogFeed {
-    fn new(state: &AppState, filter: LogFilter, resume: Option<i64>, slot: SseSlot) -> LogFeed {
+    fn new(state: &AppState, filter: LogFilter, resume: Option<i64>, slot: SseSlot, role: Role) -> LogFeed {
         LogFeed {
+            role,
             db: state.db.clone(),
             fleet: state.fleet.clone(),
             summaries: state.summaries.clone(),
@@ -253,7 +260,8 @@ impl LogFeed {
         let rows = self.db.logs_after(cursor, &self.filter, BATCH).await?;
         let full = rows.len() == BATCH as usize;
         if let Some(last) = rows.last().map(|row| row.id) {
-            let rows: Vec<LogEntry> = rows.into_iter().map(LogEntry::from).collect();
+            let rows: Vec<LogEntry> =
+                rows.into_iter().map(|row| redact::for_reader(self.role, LogEntry::from(row))).collect();
             self.ready.push_back(message(&json!({"type": "logs", "data": rows})).id(last.to_string()));
             self.cursor = Some(last);
             self.rows_since_summary = true;

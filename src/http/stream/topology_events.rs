@@ -83,5 +83,6 @@ pub async fn topology_events(
         // The keepalive first, so a client sees the stream open at once.
         Ok(vec![Event::default().comment("keepalive"), Event::default().event("snapshot").data(snapshot.to_string())])
     };
-    events.open(&state.bus, state.closing.clone(), slot, opening).await
+    let frames = events.open(&state.bus, state.closing.clone(), slot, opening).await?;
+    Ok(super::revocation::response(&state, &session, frames))
 }

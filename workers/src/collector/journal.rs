@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -115,7 +116,7 @@ impl Journal {
     }
 
     fn append(&self, bytes: &[u8]) -> io::Result<()> {
-        let mut file = OpenOptions::new().create(true).append(true).open(&self.ingest)?;
+        let mut file = svc::file_modes::open_append(&self.ingest)?;
         file.write_all(bytes)?;
         file.sync_data()
     }
@@ -141,7 +142,13 @@ impl Journal {
         let raw = serde_json::to_vec(&self.state).map_err(io::Error::other)?;
         let tmp = self.path.with_extension("tmp");
         {
-            let mut file = File::create(&tmp)?;
+            // It can hold a batch of lines not yet in the ingest file: as private as that file.
+            let mut file = OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .mode(svc::file_modes::PRIVATE_FILE)
+                .open(&tmp)?;
             file.write_all(&raw)?;
             file.sync_data()?;
         }

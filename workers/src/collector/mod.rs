@@ -62,7 +62,7 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     let runtime: Runtime = Arc::new(Engine::new(&ctx.config.fleet.docker_host));
     let state_file = ctx.config.collector.state_file.clone();
     if let Some(dir) = state_file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        svc::file_modes::create_private_dirs(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let journal = Journal::open(&state_file, &ingest).with_context(|| format!("opening {}", state_file.display()))?;
     tracing::info!(ingest = %ingest.display(), fleet = %ctx.config.fleet.name, "Collector started");
