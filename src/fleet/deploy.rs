@@ -103,9 +103,9 @@ impl Fleet {
     }
 
     /// The background half of a deploy: image, network, then each decky's container; each
-    /// lifecycle record ends `succeeded` or `failed`, except where the engine was away: that
-    /// decky is `failed` with the reason, its record stays open, and reconcile retries it until
-    /// it runs (and the record `succeeded`).
+    /// lifecycle record ends `succeeded` or `failed`, so no one polls it forever. Where the engine
+    /// was away the decky stays stored, `failed` with that reason, and reconcile retries it until
+    /// it runs (its state then moves to `running`; the record keeps the deploy's outcome).
     async fn carry_out(&self, run: Run) {
         for (decky, id) in run.deckies.iter().zip(&run.lifecycles) {
             self.record(*id, &decky.name, LifecycleStatus::Running, None).await;
@@ -127,9 +127,6 @@ impl Fleet {
                     let transient = result.as_ref().is_err_and(DeployFailure::is_transient);
                     let (status, state, error) = match result {
                         Ok(()) => (LifecycleStatus::Succeeded, DeployState::Running, None),
-                        Err(reason) if transient => {
-                            (LifecycleStatus::Running, DeployState::Failed, Some(reason.to_string()))
-                        }
                         Err(reason) => (LifecycleStatus::Failed, DeployState::Failed, Some(reason.to_string())),
                     };
                     let error = error.as_deref();

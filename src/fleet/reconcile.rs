@@ -5,7 +5,8 @@
 //! the engine was away is (re)made; a leftover container in `created` is replaced; a container of
 //! this deployment the store no longer names is removed. Deploy lifecycle records are resolved by
 //! what is found (a record whose decky runs is `succeeded`). Deckies a deploy in this process is
-//! carrying out are left to it. Only this deployment's containers are touched
+//! carrying out are left to it, and so are deckies a mutation is recreating (an open `mutate`
+//! record, from any process). Only this deployment's containers are touched
 //! (`decky_container`); another deployment's of this fleet's name are reported.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +26,9 @@ use crate::runtime::ContainerInfo;
 /// The first wait before a transient failure is retried; it doubles up to [`LONGEST_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LONGEST_RETRY: Duration = Duration::from_secs(16);
+/// How long an open `mutate` record keeps reconcile off its decky: far longer than recreating
+/// a container takes, so that one its mutator died in is remade after that.
+const MUTATION_GRACE: chrono::TimeDelta = chrono::TimeDelta::minutes(2);
 /// What a deploy record says when its decky left the store before anything finished it.
 const REMOVED_BEFORE_DEPLOYED: &str = "the decky was removed before its deploy finished";
 
@@ -85,13 +89,8 @@ impl Convergence {
 fn wanted(decky: &FleetDecky) -> bool {
     match decky.state {
         DeployState::Running | DeployState::Pending => true,
-        DeployState::Failed => failed_transiently(decky),
+        DeployState::Failed => decky.last_error.as_deref() == Some(DeployFailure::EngineAway.to_string().as_str()),
     }
-}
-
-fn failed_transiently(decky: &FleetDecky) -> bool {
-    decky.state == DeployState::Failed
-        && decky.last_error.as_deref() == Some(DeployFailure::EngineAway.to_string().as_str())
 }
 
 impl Fleet {
@@ -158,6 +157,9 @@ impl Fleet {
             }
         };
         self.found_others(others);
+        // Read after the listing: a container a mutation removed was removed after its record
+        // was stored, so the record is seen here.
+        let busy = busy.into_iter().chain(self.mutating().await?).collect::<BTreeSet<String>>();
         let names: BTreeSet<&str> = stored.deckies.iter().map(|d| d.config.name.as_str()).collect();
         for container in &containers {
             let decky = container.labels.get(DECKY_LABEL).map(String::as_str).unwrap_or_default();
@@ -217,6 +219,15 @@ impl Fleet {
         Ok(settled)
     }
 
+    /// Deckies a mutation (here or in the mutator's process) is recreating now: those with an
+    /// open `mutate` record younger than [`MUTATION_GRACE`]. Reconcile acting on one would race
+    /// the mutation's own remove, create and start of its container.
+    async fn mutating(&self) -> Result<Vec<String>, FleetError> {
+        let since = Utc::now() - MUTATION_GRACE;
+        let open = self.db.open_lifecycles("mutate").await?;
+        Ok(open.into_iter().filter(|r| r.updated_at > since).map(|r| r.decky_name).collect())
+    }
+
     /// The network and the default image (when a stored decky runs it), for deckies reconcile
     /// (re)makes.
     async fn prepare_stored(
@@ -258,9 +269,10 @@ impl Fleet {
         }
     }
 
-    /// Ends the open deploy records of deckies nothing carries out, by what the store now says:
-    /// `succeeded` for a running decky, `failed` for one that failed for good or left the store;
-    /// one waiting for a retry stays open (the startup sweep ends it after an hour).
+    /// Ends the open deploy records of deckies nothing carries out (a deploy a crash interrupted),
+    /// by what the store now says: `succeeded` for a running decky, `failed` with its reason for
+    /// one that failed (a transient failure is still retried: the decky's state follows) or left
+    /// the store; one not tried yet stays open (the startup sweep ends it after an hour).
     async fn resolve_lifecycles(&self, busy: &BTreeSet<String>) -> Result<(), FleetError> {
         let open = self.db.open_lifecycles("deploy").await?;
         if open.is_empty() {
@@ -272,9 +284,7 @@ impl Fleet {
             let (status, error) = match deckies.get(record.decky_name.as_str()) {
                 None => (LifecycleStatus::Failed, Some(REMOVED_BEFORE_DEPLOYED)),
                 Some(d) if d.state == DeployState::Running => (LifecycleStatus::Succeeded, None),
-                Some(d) if d.state == DeployState::Failed && !failed_transiently(d) => {
-                    (LifecycleStatus::Failed, d.last_error.as_deref())
-                }
+                Some(d) if d.state == DeployState::Failed => (LifecycleStatus::Failed, d.last_error.as_deref()),
                 Some(_) => continue,
             };
             self.record(record.id, &record.decky_name, status, error).await;
