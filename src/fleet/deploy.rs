@@ -16,7 +16,7 @@ use crate::bus::{Event, topics};
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
-use crate::runtime::{NetworkSpec, RuntimeError};
+use crate::runtime::{ContainerInfo, NetworkSpec, RuntimeError};
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
@@ -234,6 +234,8 @@ impl Fleet {
         match result {
             Ok(id) => {
                 tracing::info!(decky = %decky.name, container = %id, ip = %decky.ip, "Decky started");
+                let made = ContainerInfo { id, name: spec.name, state: "running".into(), labels: spec.labels };
+                self.observed.made(made);
                 Ok(())
             }
             Err(RuntimeError::AddressHeld { .. }) => Err(DeployFailure::AddressLeaked),

@@ -78,6 +78,17 @@ impl Observed {
         state.generation += 1;
     }
 
+    /// Takes `container`, just made and started here, in place of any of its name (which making
+    /// it removed): its own events may arrive after a `/deckies` call that must already see it.
+    pub(super) fn made(&self, container: ContainerInfo) {
+        let mut state = self.lock();
+        state.generation += 1;
+        if let Some(containers) = state.containers.as_mut() {
+            containers.retain(|c| c.name != container.name && c.id != container.id);
+            containers.push(container);
+        }
+    }
+
     /// Applies `event`; whether it asks for a reconcile pass (a container stopped or went).
     fn apply(&self, event: ContainerEvent) -> bool {
         let mut state = self.lock();
@@ -223,6 +234,16 @@ mod tests {
         assert!(observed.apply(ContainerEvent::OutOfMemory { id: "c".into() }));
         assert_eq!(states(&observed), [("a".into(), "exited".into()), ("c".into(), "running".into())]);
         assert_eq!(observed.current().0.unwrap()[1].name, "svc-c", "a new container is named by its event");
+
+        let made =
+            ContainerInfo { id: "e".into(), name: "svc-a".into(), state: "running".into(), labels: BTreeMap::new() };
+        observed.made(made);
+        assert!(!observed.apply(ContainerEvent::Started { id: "e".into(), attributes: BTreeMap::new() }));
+        assert_eq!(
+            states(&observed),
+            [("c".into(), "running".into()), ("e".into(), "running".into())],
+            "a container made here replaces its name's old one at once; its late start changes nothing"
+        );
 
         observed.lost();
         assert_eq!(observed.current().0, None, "not followed: the engine must be asked");
