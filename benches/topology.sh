@@ -10,12 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 apt_install_missing curl python3
-if [ -z "${SVC_BIN:-}" ]; then
-    ensure_rust
-    cargo build --release --locked -p svc-cli
-    SVC_BIN=target/release/svc
-fi
-SVC_BIN=$(realpath "$SVC_BIN")
+ensure_svc_bin
 mutations=${1:-60}
 work=$(mktemp -d)
 ensure_container_engine "$work/engine"

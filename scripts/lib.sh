@@ -178,3 +178,14 @@ ensure_schemathesis() {
     fi
     export SCHEMATHESIS="$venv/bin/schemathesis"
 }
+
+# The svc binary a benchmark runs, as an absolute path in SVC_BIN: the one SVC_BIN names, else a
+# release build of this checkout.
+ensure_svc_bin() {
+    if [ -z "${SVC_BIN:-}" ]; then
+        ensure_rust
+        cargo build --release --locked -p svc-cli
+        SVC_BIN="${CARGO_TARGET_DIR:-target}/release/svc"
+    fi
+    SVC_BIN=$(realpath "$SVC_BIN")
+}

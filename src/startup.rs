@@ -35,6 +35,9 @@ pub const DB_INIT_ATTEMPTS: u32 = 5;
 pub const DB_INIT_PAUSE: Duration = Duration::from_millis(500);
 /// After startup gave up, the database is retried this often until it answers.
 const DB_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a reconcile pass an engine event asked for waits for the rest of a burst (a
+/// teardown or a host's restart stops many containers at once).
+const RECONCILE_GATHER: Duration = Duration::from_millis(200);
 /// Lifecycle rows older than this, still pending or running at startup, were stranded by a restart.
 pub const STRANDED_CUTOFF: chrono::Duration = chrono::Duration::hours(1);
 
@@ -274,19 +277,34 @@ impl Lifespan {
 
     /// Keeps the engine matching the store, the fleet's containers and the live topologies'
     /// deckies, routes and NAT exemption: at startup (a restart of svc or of the engine leaves one
-    /// set of containers, never orphans or duplicates) and every `SVC_RECONCILE_S`. Not in
-    /// contract-test mode, where nothing may touch the host.
+    /// set of containers, never orphans or duplicates), every `SVC_RECONCILE_S`, and at once when
+    /// the engine's events say a container died or went (a short wait gathers a burst into one
+    /// pass). Not in contract-test mode, where nothing may touch the host.
     fn start_fleet_reconciler(&self) {
         if self.state.config.api.contract_test {
             return;
         }
         let (fleet, topologies, cancel) =
             (self.state.fleet.clone(), self.state.topologies.clone(), self.cancel.clone());
+        let follower = (fleet.clone(), cancel.clone());
+        self.tasks.spawn(async move { follower.0.follow_engine(follower.1).await });
         self.tasks.spawn(async move {
             let mut every = tokio::time::interval(fleet.settings().reconcile);
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => return,
+                    () = fleet.reconcile_wanted() => {
+                        tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            () = tokio::time::sleep(RECONCILE_GATHER) => {}
+                        }
+                        if let Err(err) = fleet.reconcile().await {
+                            tracing::debug!(error = %err, "Fleet reconcile skipped");
+                        }
+                        if let Err(err) = topologies.reconcile().await {
+                            tracing::debug!(error = %err, "Topology reconcile skipped");
+                        }
+                    }
                     _ = every.tick() => {
                         if let Err(err) = fleet.reconcile().await {
                             tracing::debug!(error = %err, "Fleet reconcile skipped");

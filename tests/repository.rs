@@ -162,6 +162,12 @@ async fn sweep_fails_only_stale_unfinished_records_and_is_idempotent() {
             db.add_lifecycle(record).await.unwrap();
         }
 
+        // What reconcile resolves: every unfinished record of the operation, oldest first.
+        let open: Vec<Uuid> =
+            db.open_lifecycles(&stale_pending.operation).await.unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(open, [stale_running.id, stale_pending.id, fresh_running.id], "{}", backend.name);
+        assert!(db.open_lifecycles("no such operation").await.unwrap().is_empty());
+
         let now = Utc::now();
         assert_eq!(db.fail_stranded_lifecycles(now - Duration::hours(1), now).await.unwrap(), 2, "{}", backend.name);
         let ids: Vec<Uuid> = all.iter().map(|r| r.id).collect();

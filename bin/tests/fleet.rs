@@ -124,6 +124,13 @@ async fn deckies_deploy_serve_and_reach_the_ingest_file_and_teardown_removes_the
     assert_eq!(images.lines().count(), 1, "older decky images are removed once a new one is built: {images}");
     let deckies = fleet.deckies().await;
     assert!(deckies.iter().all(|d| d["state"] == "running"), "{deckies:?}");
+    let again = json!({"ini_content": "[web-01]\nservices = http\n", "replace_fleet": false});
+    let (status, body) = fleet.call(reqwest::Method::POST, "/deckies/deploy", Some(again)).await;
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (409, Some("decky 'web-01' already exists; submit with replace_fleet=true to overwrite the fleet")),
+        "an additive deploy refuses a running decky's name"
+    );
     let web = ip_of(&deckies, "web-01");
     assert_eq!(web, podman.subnet.replace(".0/24", ".2"), "addresses are handed out in order after the gateway");
 
@@ -288,7 +295,7 @@ async fn a_decky_mutates_on_request_and_on_schedule_and_each_change_reaches_the_
     );
     let after = decky(fleet.deckies().await, "shifty");
     assert_ne!(after["services"], before, "new services");
-    assert_eq!(after["state"], "running");
+    assert_eq!(after["state"], "running", "{after}; the API said:\n{}", fleet.api.output());
     let env = podman.run(&["inspect", "--format", "{{json .Config.Env}}", &format!("{}-shifty", podman.fleet)]);
     let services: Vec<String> =
         after["services"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();

@@ -48,12 +48,7 @@ impl Fleet {
         stored: &StoredFleet,
     ) -> Result<FleetContainers, RuntimeError> {
         let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
-        let named: BTreeSet<&str> = stored.deckies.iter().map(|d| d.config.name.as_str()).collect();
-        let (ours, others) = containers
-            .into_iter()
-            .filter(|c| !c.labels.contains_key(TOPOLOGY_LABEL))
-            .partition(|c| owner.owns(&c.labels, |decky| named.contains(decky)));
-        Ok(FleetContainers { ours, others })
+        Ok(split_by_owner(owner, stored, containers))
     }
 
     /// Whether the container `name` is another deployment's (never replaced nor removed here).
@@ -94,6 +89,20 @@ impl Fleet {
             }
         }
     }
+}
+
+/// The flat fleet's among `containers` (all carrying the fleet's label), by who made them.
+pub(super) fn split_by_owner(
+    owner: &ContainerOwner,
+    stored: &StoredFleet,
+    containers: Vec<ContainerInfo>,
+) -> FleetContainers {
+    let named: BTreeSet<&str> = stored.deckies.iter().map(|d| d.config.name.as_str()).collect();
+    let (ours, others) = containers
+        .into_iter()
+        .filter(|c| !c.labels.contains_key(TOPOLOGY_LABEL))
+        .partition(|c| owner.owns(&c.labels, |decky| named.contains(decky)));
+    FleetContainers { ours, others }
 }
 
 /// Containers by the decky they run (its label).

@@ -16,7 +16,7 @@ use crate::bus::{Event, topics};
 use crate::db::{
     DbError, DeckyConfig, DeckyLifecycle, DeployState, Deployment, FleetNetwork, LifecycleStatus, StoredFleet,
 };
-use crate::runtime::{NetworkSpec, RuntimeError};
+use crate::runtime::{ContainerInfo, NetworkSpec, RuntimeError};
 
 /// How many deckies start at once during a deploy.
 const PARALLEL_STARTS: usize = 4;
@@ -43,10 +43,20 @@ impl Fleet {
             BTreeSet::new()
         };
         let deckies = plan::deckies(&ini, &network, &reserved).map_err(|e| FleetError::Refused(e.0))?;
+        // Deckies an earlier deploy left unfinished (a crash, a failure) may be deployed again;
+        // they keep no address (their old container goes with the new one's name).
+        let busy = self.convergence_busy();
+        let unfinished: BTreeSet<&str> = stored
+            .deckies
+            .iter()
+            .filter(|d| d.state != DeployState::Running && !busy.contains(&d.config.name))
+            .map(|d| d.config.name.as_str())
+            .collect();
+        let again = deckies.iter().filter(|d| additive && unfinished.contains(d.name.as_str())).count();
         if additive {
-            check_collisions(&stored, &deckies)?;
+            check_collisions(&stored, &deckies, &unfinished)?;
         }
-        let total = if additive { stored.deckies.len() + deckies.len() } else { deckies.len() };
+        let total = if additive { stored.deckies.len() + deckies.len() - again } else { deckies.len() };
         if total > self.settings.deployment_limit {
             return Err(FleetError::Refused(format!(
                 "Deployment would result in {total} deckies, exceeding the configured limit of {}",
@@ -78,14 +88,24 @@ impl Fleet {
         }
         self.fleet_changed();
         let moved = stored.network.as_ref().is_some_and(|current| *current != network);
+        if let Some(old) = stored.network.as_ref().filter(|_| moved) {
+            self.release_host_route(old).await;
+        }
         let run = Run { deckies, lifecycles: lifecycles.iter().map(|l| l.id).collect(), network, moved };
+        // Reconcile leaves these to the deploy from now on (before the decision lock goes).
+        let in_flight = self.in_flight(run.deckies.iter().map(|d| d.name.clone()).collect());
         let fleet = self.clone();
-        tokio::spawn(async move { fleet.carry_out(run).await });
+        tokio::spawn(async move {
+            fleet.carry_out(run).await;
+            drop(in_flight);
+        });
         Ok(Accepted { lifecycle_ids: lifecycles.iter().map(|l| l.id).collect(), deckies: total })
     }
 
     /// The background half of a deploy: image, network, then each decky's container; each
-    /// lifecycle record ends `succeeded` or `failed`.
+    /// lifecycle record ends `succeeded` or `failed`, so no one polls it forever. Where the engine
+    /// was away the decky stays stored, `failed` with that reason, and reconcile retries it until
+    /// it runs (its state then moves to `running`; the record keeps the deploy's outcome).
     async fn carry_out(&self, run: Run) {
         for (decky, id) in run.deckies.iter().zip(&run.lifecycles) {
             self.record(*id, &decky.name, LifecycleStatus::Running, None).await;
@@ -104,6 +124,7 @@ impl Fleet {
                         Err(reason) => Err(reason),
                     };
                     let at = Utc::now();
+                    let transient = result.as_ref().is_err_and(DeployFailure::is_transient);
                     let (status, state, error) = match result {
                         Ok(()) => (LifecycleStatus::Succeeded, DeployState::Running, None),
                         Err(reason) => (LifecycleStatus::Failed, DeployState::Failed, Some(reason.to_string())),
@@ -114,12 +135,16 @@ impl Fleet {
                     }
                     self.announce_state(&decky.name, state.as_str(), error).await;
                     self.record(id, &decky.name, status, error).await;
+                    transient
                 }
             })
             .collect();
-        futures::stream::iter(starts).buffer_unordered(PARALLEL_STARTS).collect::<()>().await;
+        let transient: Vec<bool> = futures::stream::iter(starts).buffer_unordered(PARALLEL_STARTS).collect().await;
         self.remove_strays().await;
         tracing::info!(deckies = count, "Deploy finished");
+        if transient.contains(&true) {
+            self.keep_converging();
+        }
     }
 
     /// The image (when a decky runs the default one) and the network; why not when either fails.
@@ -152,9 +177,10 @@ impl Fleet {
                 RuntimeError::NetworkOnAnotherSubnet { existing, .. } => {
                     DeployFailure::NetworkOnAnotherSubnet(existing)
                 }
-                _ => DeployFailure::Network,
+                other => DeployFailure::unless_away(&other, DeployFailure::Network),
             });
         }
+        self.hold_host_route().await;
         Ok(image)
     }
 
@@ -196,22 +222,53 @@ impl Fleet {
             }
             Err(err) => {
                 tracing::error!(decky = %decky.name, error = %err, "Cannot list the fleet's containers");
-                return Err(DeployFailure::Container);
+                return Err(DeployFailure::unless_away(&err, DeployFailure::Container));
             }
         }
-        match self.runtime.run(&spec).await {
+        let mut result = self.runtime.run(&spec).await;
+        if let Err(RuntimeError::AddressHeld { holder, message }) = &result {
+            tracing::warn!(decky = %decky.name, %holder, error = %message, "The decky's address is held");
+            self.free_address(&owner, holder).await?;
+            result = self.runtime.run(&spec).await;
+        }
+        match result {
             Ok(id) => {
                 tracing::info!(decky = %decky.name, container = %id, ip = %decky.ip, "Decky started");
+                let made = ContainerInfo { id, name: spec.name, state: "running".into(), labels: spec.labels };
+                self.observed.made(made);
                 Ok(())
             }
+            Err(RuntimeError::AddressHeld { .. }) => Err(DeployFailure::AddressLeaked),
             Err(err) => {
                 tracing::error!(decky = %decky.name, error = %err, "Could not start the decky's container");
-                Err(DeployFailure::Container)
+                Err(DeployFailure::unless_away(&err, DeployFailure::Container))
             }
         }
     }
 
-    async fn record(&self, id: Uuid, decky: &str, status: LifecycleStatus, error: Option<&str>) {
+    /// Frees an address `holder` holds when the holder is this deployment's leftover (removed);
+    /// one that is gone leaves the address to the engine ([`DeployFailure::AddressLeaked`]), one
+    /// of another's is left alone.
+    async fn free_address(&self, owner: &super::ContainerOwner, holder: &str) -> Result<(), DeployFailure> {
+        let away = |err: RuntimeError| DeployFailure::unless_away(&err, DeployFailure::Container);
+        let containers = self.runtime.list(super::FLEET_LABEL, &self.settings.name).await.map_err(away)?;
+        let held_by = containers.iter().find(|c| !holder.is_empty() && c.id.starts_with(holder));
+        match held_by {
+            Some(container) if !owner.made_by_another(&container.labels) => {
+                tracing::info!(container = %container.name, "Removing a leftover container that holds a decky's address");
+                self.runtime.remove(&container.id).await.map_err(away)
+            }
+            Some(_) => Err(DeployFailure::Container),
+            None => match self.runtime.pid(holder).await {
+                Err(RuntimeError::NotFound(_)) => Err(DeployFailure::AddressLeaked),
+                Err(err) => Err(away(err)),
+                // Someone else's container, outside this fleet: not ours to touch.
+                Ok(_) => Err(DeployFailure::Container),
+            },
+        }
+    }
+
+    pub(super) async fn record(&self, id: Uuid, decky: &str, status: LifecycleStatus, error: Option<&str>) {
         let at = Utc::now();
         if let Err(err) = self.db.set_lifecycle_status(id, status, error, at).await {
             tracing::error!(lifecycle = %id, error = %err, "Could not update a lifecycle record");
@@ -223,7 +280,7 @@ impl Fleet {
     }
 
     /// `decky.<name>.state`: a decky is now `running`, `failed` or `removed`.
-    async fn announce_state(&self, decky: &str, state: &str, error: Option<&str>) {
+    pub(super) async fn announce_state(&self, decky: &str, state: &str, error: Option<&str>) {
         let payload = serde_json::json!({"decky_name": decky, "state": state, "error": error});
         self.announce(topics::decky_state(decky), state, payload).await;
     }
@@ -258,10 +315,13 @@ impl Fleet {
         self.db.remove_decky(name).await?;
         self.fleet_changed();
         self.announce_state(name, "removed", None).await;
-        if stored.deckies.len() == 1
-            && let Err(err) = self.runtime.remove_network(&self.network_name()).await
-        {
-            tracing::warn!(error = %err, "Could not remove the fleet network");
+        if stored.deckies.len() == 1 {
+            if let Err(err) = self.runtime.remove_network(&self.network_name()).await {
+                tracing::warn!(error = %err, "Could not remove the fleet network");
+            }
+            if let Some(network) = &stored.network {
+                self.release_host_route(network).await;
+            }
         }
         tracing::info!(decky = name, "Decky torn down");
         Ok(())
@@ -277,10 +337,15 @@ pub(super) struct Run {
     pub(super) moved: bool,
 }
 
-/// DECNET's additive-deploy name conflict, in its words (`plan` refuses a stored address).
-fn check_collisions(stored: &StoredFleet, deckies: &[DeckyConfig]) -> Result<(), FleetError> {
+/// DECNET's additive-deploy name conflict, in its words (`plan` refuses a stored address); a
+/// decky an earlier deploy left `unfinished` may be deployed again.
+fn check_collisions(
+    stored: &StoredFleet,
+    deckies: &[DeckyConfig],
+    unfinished: &BTreeSet<&str>,
+) -> Result<(), FleetError> {
     for decky in deckies {
-        if stored.deckies.iter().any(|d| d.config.name == decky.name) {
+        if !unfinished.contains(decky.name.as_str()) && stored.deckies.iter().any(|d| d.config.name == decky.name) {
             return Err(FleetError::Refused(format!(
                 "decky '{}' already exists; submit with replace_fleet=true to overwrite the fleet",
                 decky.name

@@ -19,7 +19,7 @@ impl Fleet {
         let image = self.decky_image(binary).await?;
         image.ensure(self.runtime.as_ref()).await.map_err(|err| {
             tracing::error!(image = image.reference(), error = %err, "Could not build the decky image");
-            DeployFailure::Image
+            DeployFailure::unless_away(&err, DeployFailure::Image)
         })?;
         Ok(image.reference().to_string())
     }

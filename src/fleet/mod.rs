@@ -2,8 +2,9 @@
 //! reads the INI's syntax, `plan` turns it into deckies with addresses, [`Fleet`] stores a deploy
 //! (one store, `db::fleet`) and carries it out in the background over the container runtime
 //! (`deploy`, with the decky image from `image`), tears deckies down, finds its containers
-//! (`containers`), says what runs (`status`) and keeps the engine's containers matching the store
-//! (`reconcile`).
+//! (`containers`), says what runs (`status`, from the engine's events: `events`), keeps the
+//! engine's containers matching the store (`reconcile`, at once when an event asks) and the fleet's
+//! subnet on the host (`host_routes`).
 //! Everything the engine says goes to the server log; callers get [`FleetError`]s with texts fit
 //! for an operator.
 
@@ -12,6 +13,8 @@ mod config;
 mod containers;
 pub mod decky_container;
 mod deploy;
+mod events;
+mod host_routes;
 mod image;
 pub mod ini;
 pub mod mutate;
@@ -77,6 +80,29 @@ pub enum DeployFailure {
     Identity,
     #[error("the decky's container could not be started")]
     Container,
+    /// The engine did not answer: the deploy is retried (`reconcile`) once it does.
+    #[error("the container engine could not be reached; the deploy is retried when it answers")]
+    EngineAway,
+    /// The engine holds the decky's address for a container that is gone (its start cut short by
+    /// an engine crash). Podman keeps such an address even across a new network of the same
+    /// name, so no retry frees it: the operator must.
+    #[error(
+        "the engine holds the decky's address for a container that is gone (an engine crash); free it on the engine, then redeploy"
+    )]
+    AddressLeaked,
+}
+
+impl DeployFailure {
+    /// Whether the failure passes by itself (the engine comes back), so the fleet retries it;
+    /// every other one waits for the operator.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DeployFailure::EngineAway)
+    }
+
+    /// The failure a runtime error is, when it is the engine being away; else `otherwise`.
+    pub(crate) fn unless_away(err: &RuntimeError, otherwise: DeployFailure) -> DeployFailure {
+        if matches!(err, RuntimeError::Unavailable(_)) { DeployFailure::EngineAway } else { otherwise }
+    }
 }
 
 /// A deploy the fleet accepted and runs in the background.
@@ -117,6 +143,10 @@ pub struct Fleet {
     /// Containers of this fleet's name that another deployment made, as the last reconcile found
     /// them: reported, never touched.
     others: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The fleet's containers as the engine's events keep them, and the reconcile pass they ask for.
+    observed: Arc<events::Observed>,
+    /// What reconcile leaves alone and when it retries: see `reconcile`.
+    convergence: Arc<reconcile::Convergence>,
 }
 
 impl Fleet {
@@ -135,6 +165,8 @@ impl Fleet {
             image: Arc::default(),
             deployment: Arc::default(),
             others: Arc::default(),
+            observed: Arc::default(),
+            convergence: Arc::default(),
         }
     }
 

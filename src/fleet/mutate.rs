@@ -152,6 +152,9 @@ impl Fleet {
             tracing::error!(lifecycle = %id, error = %err, "Could not update a lifecycle record");
         }
         if status != LifecycleStatus::Succeeded {
+            // Reconcile left the decky to the mutation (its open record), which may have left it
+            // without a container: a pass now that the record has ended.
+            self.observed.want_reconcile();
             return;
         }
         let payload = serde_json::json!({

@@ -1,11 +1,15 @@
 //! What the fleet is now: each stored decky with its container's state, the running and deployed
-//! counts, and whether the engine answers (health); the last two reused for a while.
+//! counts, and whether the engine answers (health); the last two reused for a while. The
+//! containers' states come from what the engine's events keep (`events`) while they are followed,
+//! so `/deckies` costs a store read and no engine call; otherwise from a listing.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::containers::by_decky;
-use super::{DeckyStatus, Fleet, FleetError};
+use super::containers::{by_decky, split_by_owner};
+use super::{DeckyStatus, FLEET_LABEL, Fleet, FleetError};
 use crate::db::{DbError, DeployState};
+use crate::runtime::{ContainerInfo, RuntimeResult};
 
 /// How long the runtime's health (is a fleet deployed, does the engine answer) is believed.
 const HEALTH_CACHE: Duration = Duration::from_secs(5);
@@ -22,8 +26,20 @@ impl Fleet {
             return Ok(Vec::new());
         }
         let owner = self.owner().await?;
-        let containers = match self.own_containers(&owner, &stored).await {
-            Ok(containers) => Some(by_decky(containers.ours)),
+        let ours = |containers| by_decky(split_by_owner(&owner, &stored, containers).ours);
+        let mut observed = self.observed_containers().await.map(ours);
+        // A container made a moment ago may be in the store before its `start` event is here:
+        // what looks missing is asked of the engine itself.
+        if let Ok(containers) = &observed
+            && stored
+                .deckies
+                .iter()
+                .any(|d| d.state == DeployState::Running && !containers.contains_key(&d.config.name))
+        {
+            observed = self.runtime.list(FLEET_LABEL, &self.settings.name).await.map(ours);
+        }
+        let containers = match observed {
+            Ok(containers) => Some(containers),
             Err(err) => {
                 tracing::warn!(error = %err, "Cannot list the fleet's containers");
                 None
@@ -33,7 +49,10 @@ impl Fleet {
             .deckies
             .into_iter()
             .map(|d| {
+                let runs = |c: &BTreeMap<String, ContainerInfo>| c.get(&d.config.name).is_some_and(|c| c.is_running());
                 let state = match (d.state, &containers) {
+                    // A running container is the truth even before a deploy (or reconcile) records it.
+                    (_, Some(containers)) if runs(containers) => "running".to_string(),
                     (DeployState::Pending, _) => "pending".to_string(),
                     (DeployState::Failed, _) => "failed".to_string(),
                     (DeployState::Running, None) => "unknown".to_string(),
@@ -44,6 +63,18 @@ impl Fleet {
                 DeckyStatus { config: d.config, state, last_error: d.last_error }
             })
             .collect())
+    }
+
+    /// Every container carrying the fleet's label: as the engine's events keep them, or listed
+    /// (and kept, unless an event came meanwhile) while they are not followed yet.
+    async fn observed_containers(&self) -> RuntimeResult<Vec<ContainerInfo>> {
+        let (containers, generation) = self.observed.current();
+        if let Some(containers) = containers {
+            return Ok(containers);
+        }
+        let listing = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
+        self.observed.listed(generation, listing.clone());
+        Ok(listing)
     }
 
     /// How many deckies run now, and how many are deployed: found at most once a second (a deploy

@@ -34,6 +34,10 @@ pub enum RuntimeError {
     /// A network of that name already exists, on another subnet.
     #[error("network {name} exists with subnet {existing}, not {wanted}")]
     NetworkOnAnotherSubnet { name: String, existing: String, wanted: String },
+    /// A container's address is held by another container, `holder` (its id as the engine
+    /// says): often one whose start an engine crash cut short, gone but for its address.
+    #[error("address held by container {holder}: {message}")]
+    AddressHeld { holder: String, message: String },
     #[error("container engine error: {0}")]
     Engine(String),
 }
@@ -85,11 +89,19 @@ impl ContainerInfo {
     }
 }
 
-/// What the engine reported of a container's life.
+/// What the engine reported of a container's life. `attributes` are what the engine says of the
+/// container with the event: its labels, and its `name` and `image`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ContainerEvent {
-    Started { id: String },
+    /// `start` or `restart`.
+    Started { id: String, attributes: BTreeMap<String, String> },
+    /// `die` or `stop`: the container exists, not running.
     Stopped { id: String },
+    /// `destroy` (Docker) or `remove` (podman): the container is gone.
+    Removed { id: String },
+    /// `oom`: a process of the container was killed for memory; a `die` follows if it was the
+    /// container's own.
+    OutOfMemory { id: String },
 }
 
 /// The Docker Engine API as svc uses it. Every call is bounded by the engine client's timeout
@@ -143,6 +155,8 @@ pub trait ContainerRuntime: Send + Sync {
     /// prefixed by its RFC 3339 timestamp; with `follow`, until the container stops.
     fn stdout(&self, id: &str, since: i64, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>>;
 
-    /// Starts and stops of containers carrying label `key=value`, from now on.
-    fn events(&self, key: &str, value: &str) -> BoxStream<'static, RuntimeResult<ContainerEvent>>;
+    /// Starts, stops, removals and out-of-memory kills of containers carrying label `key=value`,
+    /// from `since` (epoch seconds; the engine replays what it recorded since then) or from now.
+    /// Ends when the engine goes away.
+    fn events(&self, key: &str, value: &str, since: Option<i64>) -> BoxStream<'static, RuntimeResult<ContainerEvent>>;
 }

@@ -113,8 +113,9 @@ pub trait FleetStore {
     async fn fleet(&self) -> DbResult<StoredFleet>;
 
     /// Stores a deploy in one transaction: the network, the deckies (state `pending`), and their
-    /// lifecycle records. An additive deploy that would reuse a stored name or address fails with
-    /// `Conflict` and stores nothing.
+    /// lifecycle records. A decky of the same name that an earlier deploy left unfinished
+    /// (`pending` or `failed`) is replaced; an additive deploy that would reuse a running decky's
+    /// name, or a stored address, fails with `Conflict` and stores nothing.
     async fn commit_deployment(&self, deployment: Deployment<'_>) -> DbResult<()>;
 
     /// Records how a decky's deploy ended.

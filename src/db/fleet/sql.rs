@@ -85,6 +85,13 @@ both_backends! {
                 sqlx::query("delete from fleet_deckies").execute(&mut *tx).await?;
             }
             for decky in deployment.deckies {
+                // A decky an earlier deploy left unfinished (`pending`, `failed`) is deployed
+                // again; a running one of that name still conflicts.
+                sqlx::query("delete from fleet_deckies where name = ? and state <> ?")
+                    .bind(&decky.name)
+                    .bind(DeployState::Running.as_str())
+                    .execute(&mut *tx)
+                    .await?;
                 let config = serde_json::to_string(decky).map_err(|e| DbError::Other(e.into()))?;
                 sqlx::query(
                     "insert into fleet_deckies (name, host_uuid, ip, config, state, last_error, created_at, updated_at) \

@@ -1,5 +1,6 @@
 //! Decky lifecycle: one record per deploy or mutate operation on a decky, which the dashboard
-//! polls instead of holding a request open, and the startup sweep of records a restart stranded.
+//! polls instead of holding a request open, the open records reconcile resolves by what it finds,
+//! and the startup sweep of records nothing could resolve.
 //! Both dialects accept every statement (`sql.rs`).
 
 mod sql;
@@ -83,6 +84,10 @@ pub trait LifecycleStore {
 
     /// The records with these ids; unknown ids are left out.
     async fn lifecycles(&self, ids: &[Uuid]) -> DbResult<Vec<DeckyLifecycle>>;
+
+    /// Every record of `operation` (`deploy`, `mutate`) that is still `pending` or `running`,
+    /// oldest first: what reconcile resolves by what it finds on the engine.
+    async fn open_lifecycles(&self, operation: &str) -> DbResult<Vec<DeckyLifecycle>>;
 
     /// Marks every `pending` or `running` record started before `cutoff` as failed with
     /// [`STRANDED_LIFECYCLE_ERROR`]; returns how many it changed.

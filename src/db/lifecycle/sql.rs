@@ -135,6 +135,18 @@ both_backends! {
             convert(rows)
         }
 
+        async fn open_lifecycles(&self, operation: &str) -> DbResult<Vec<DeckyLifecycle>> {
+            let rows: Vec<LifecycleRow> = sqlx::query_as(
+                "select * from decky_lifecycle where operation = ? and status in (?, ?) order by started_at, id",
+            )
+            .bind(operation)
+            .bind(LifecycleStatus::Pending.as_str())
+            .bind(LifecycleStatus::Running.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+            convert(rows)
+        }
+
         async fn fail_stranded_lifecycles(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> DbResult<u64> {
             let done = sqlx::query(
                 "update decky_lifecycle set status = ?, error = ?, updated_at = ?, completed_at = ? \

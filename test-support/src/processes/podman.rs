@@ -125,6 +125,9 @@ impl Podman {
         for network in self.networks() {
             let _ = self.podman().args(["network", "rm", "-f", &network]).output();
         }
+        // The route svc holds for a fleet's subnet while it exists (`fleet::host_routes`), left
+        // when a test ends without tearing its fleet down.
+        let _ = Command::new("ip").args(["route", "del", "unreachable", &self.subnet, "metric", "4040"]).output();
     }
 
     /// The names of the networks labelled with this fleet.

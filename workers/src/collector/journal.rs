@@ -62,6 +62,16 @@ struct Pending {
     bytes: String,
 }
 
+/// What an ingest file shorter than where a pending batch began says of the batch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shorter {
+    /// At a start after a kill: the batch went in and the file was rotated since.
+    WrittenThenRotated,
+    /// On a retry in the same process: the batch is known not written, the file was rotated
+    /// while it waited.
+    NotWritten,
+}
+
 pub struct Journal {
     path: PathBuf,
     ingest: PathBuf,
@@ -80,7 +90,7 @@ impl Journal {
         let mut journal = Journal { path: path.to_path_buf(), ingest: ingest.to_path_buf(), state };
         if let Some(pending) = journal.state.pending.take() {
             let bytes = STANDARD.decode(&pending.bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            if journal.written_since(pending.offset, &bytes)? {
+            if journal.written_since(pending.offset, &bytes, Shorter::WrittenThenRotated)? {
                 tracing::info!(bytes = bytes.len(), "Collector: the last batch before the restart was written");
             } else {
                 tracing::info!(bytes = bytes.len(), "Collector: writing the batch a restart interrupted");
@@ -100,37 +110,71 @@ impl Journal {
     }
 
     /// Writes `bytes` to the ingest file and records `positions` as reached, exactly once whenever
-    /// the process dies.
+    /// the process dies. After a failure (the disk full) the same batch is committed again: a
+    /// batch still pending is the one being retried, and is appended only if it is not in the
+    /// file yet.
     pub fn commit(&mut self, bytes: &[u8], positions: &BTreeMap<String, Position>) -> io::Result<()> {
-        for (container, position) in positions {
-            self.state.positions.insert(container.clone(), *position);
+        if self.state.pending.is_none() {
+            for (container, position) in positions {
+                self.state.positions.insert(container.clone(), *position);
+            }
+            if !bytes.is_empty() {
+                let offset = fs::metadata(&self.ingest).map(|m| m.len()).unwrap_or(0);
+                self.state.pending = Some(Pending { offset, bytes: STANDARD.encode(bytes) });
+                self.save()?;
+            }
         }
-        if !bytes.is_empty() {
-            let offset = fs::metadata(&self.ingest).map(|m| m.len()).unwrap_or(0);
-            self.state.pending = Some(Pending { offset, bytes: STANDARD.encode(bytes) });
-            self.save()?;
-            self.append(bytes)?;
+        if let Some(pending) = &self.state.pending {
+            // Retried in this process: a file now shorter than where the batch began (rotated
+            // meanwhile) does not hold it.
+            if !self.written_since(pending.offset, bytes, Shorter::NotWritten)? {
+                self.append(bytes)?;
+            }
             self.state.pending = None;
         }
         self.save()
     }
 
+    /// Appends `bytes` whole or not at all: a write the disk cut short is taken back, so that
+    /// the retry does not leave half a line (and half a batch twice) in the file.
     fn append(&self, bytes: &[u8]) -> io::Result<()> {
         let mut file = svc::file_modes::open_append(&self.ingest)?;
-        file.write_all(bytes)?;
+        let before = file.metadata()?.len();
+        if let Err(err) = file.write_all(bytes) {
+            self.take_back(&mut file, before, bytes);
+            return Err(err);
+        }
+        // Not synced: the bytes are in the file all the same, and the retry finds them there.
         file.sync_data()
     }
 
-    /// Whether `bytes` appear in the ingest file at or after `offset`. A file now shorter than
-    /// `offset` was rotated or truncated after the batch went in.
-    fn written_since(&self, offset: u64, bytes: &[u8]) -> io::Result<bool> {
+    /// Cuts the file back to `before` when all it holds past there is a beginning of `bytes`
+    /// (ours alone: another writer's line after it is left as it is).
+    fn take_back(&self, file: &mut File, before: u64, bytes: &[u8]) {
+        let Ok(len) = file.metadata().map(|m| m.len()) else { return };
+        if len <= before || len - before > bytes.len() as u64 {
+            return;
+        }
+        let mut tail = Vec::new();
+        let read = File::open(&self.ingest).and_then(|mut f| {
+            f.seek(SeekFrom::Start(before))?;
+            f.read_to_end(&mut tail)
+        });
+        if read.is_ok() && bytes.starts_with(&tail) && file.set_len(before).is_ok() {
+            tracing::warn!(bytes = tail.len(), "Collector: took back a batch the disk cut short");
+        }
+    }
+
+    /// Whether `bytes` appear in the ingest file at or after `offset`; a file now shorter than
+    /// `offset` was rotated or truncated, and `shorter` says what that means.
+    fn written_since(&self, offset: u64, bytes: &[u8], shorter: Shorter) -> io::Result<bool> {
         let mut file = match File::open(&self.ingest) {
             Ok(file) => file,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(err) => return Err(err),
         };
         if file.metadata()?.len() < offset {
-            return Ok(true);
+            return Ok(shorter == Shorter::WrittenThenRotated);
         }
         file.seek(SeekFrom::Start(offset))?;
         let mut tail = Vec::new();
@@ -199,5 +243,41 @@ mod tests {
         fs::OpenOptions::new().append(true).open(&ingest).unwrap().write_all(b"sniffer\nthree\n").unwrap();
         Journal::open(&state, &ingest).unwrap();
         assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\ntwo\nsniffer\nthree\n");
+    }
+
+    #[test]
+    fn a_batch_that_failed_is_written_once_when_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, ingest) = (dir.path().join("state"), dir.path().join("ingest.log"));
+        let mut journal = Journal::open(&state, &ingest).unwrap();
+        journal.commit(b"one\n", &positions("c", 1, 1)).unwrap();
+
+        // The ingest file cannot be written (here: a directory stands in its place for a moment).
+        fs::rename(&ingest, dir.path().join("aside")).unwrap();
+        fs::create_dir(&ingest).unwrap();
+        assert!(journal.commit(b"two\n", &positions("c", 2, 1)).is_err());
+        assert!(journal.commit(b"two\n", &positions("c", 2, 1)).is_err(), "still failing");
+        fs::remove_dir(&ingest).unwrap();
+        fs::rename(dir.path().join("aside"), &ingest).unwrap();
+
+        journal.commit(b"two\n", &positions("c", 2, 1)).unwrap();
+        journal.commit(b"three\n", &positions("c", 3, 1)).unwrap();
+        assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\ntwo\nthree\n");
+        assert_eq!(Journal::open(&state, &ingest).unwrap().position("c"), Position { ts_nanos: 3, at_ts: 1 });
+    }
+
+    #[test]
+    fn a_write_the_disk_cut_short_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, ingest) = (dir.path().join("state"), dir.path().join("ingest.log"));
+        let journal = Journal::open(&state, &ingest).unwrap();
+        fs::write(&ingest, "one\ntw").unwrap();
+        let mut file = OpenOptions::new().append(true).open(&ingest).unwrap();
+        journal.take_back(&mut file, 4, b"two\nthree\n");
+        assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\n");
+        // Another writer's line after ours: nothing is taken back.
+        fs::write(&ingest, "one\ntw").unwrap();
+        journal.take_back(&mut file, 4, b"xy\n");
+        assert_eq!(fs::read_to_string(&ingest).unwrap(), "one\ntw");
     }
 }

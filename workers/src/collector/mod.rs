@@ -1,19 +1,24 @@
 //! The collector worker: follows the stdout of every decky container of the fleet through the
 //! engine API and appends the decoys' log lines to the ingest file (`SVC_INGEST_LOG_FILE`), where
 //! the ingester picks them up. Containers are found from the engine's start events and a re-list
-//! every `SVC_COLLECTOR_RECONCILE_S`; a container that stops is followed again when it restarts,
-//! and one a redeploy recreates is a new container, followed from its first line.
+//! every `SVC_COLLECTOR_RECONCILE_S`; a container that starts again is followed anew at once (its
+//! old stream may take long to end), and one a redeploy recreates is a new container, followed
+//! from its first line. Lines the engine split into pieces are joined again (`pieces`).
 //!
 //! Exactly once across restarts: each container's position (`journal`) is written ahead of every
 //! batch, and a follower resumes after it (DECNET replays each container's whole output on
-//! re-attach). DECNET's filters apply: APP-NAMEs of system noise are dropped, and connection
-//! events are kept at most once a window per (attacker, decky, service, event type).
+//! re-attach). A batch that cannot be written (the disk is full) is kept and tried again, with
+//! health failing meanwhile; the followers wait, and the lines wait in the engine. DECNET's
+//! filters apply: APP-NAMEs of system noise are dropped, and connection events are kept at most
+//! once a window per (attacker, decky, service, event type).
 
 mod filter;
 mod journal;
+mod pieces;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,14 +33,18 @@ use tokio::task::JoinSet;
 
 use filter::Filter;
 use journal::{Journal, Position};
+use pieces::LineJoiner;
 
 /// The worker's name.
 pub const NAME: &str = "collector";
 /// Lines written per batch at most, and how long a started batch waits for more.
 const BATCH_LINES: usize = 2_000;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
-/// The pause before looking at the engine again after it failed.
+/// The pause before looking at the engine again after it failed, or writing again after a write
+/// failed.
 const RETRY_PAUSE: Duration = Duration::from_secs(2);
+/// The longest line kept whole: the ingester's bound, past which it would skip the line.
+const MAX_LINE_BYTES: usize = crate::ingest::MAX_LINE_BYTES;
 
 /// The worker `svc worker collector` runs, and `svc api` embeds with `SVC_EMBED_COLLECTOR`.
 pub fn body() -> WorkerBody {
@@ -54,6 +63,10 @@ struct Line {
 /// Each container's committed position, shared so a follower starts where the journal stands.
 type Positions = Arc<Mutex<HashMap<String, Position>>>;
 
+/// Set while the writer cannot write: discovery then does not report the collector's work as
+/// done, which would clear the writer's fault from health.
+type WriteFailing = Arc<AtomicBool>;
+
 async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     let Some(ingest) = ctx.config.ingest.log_file.clone() else {
         tracing::warn!("SVC_INGEST_LOG_FILE is empty: the collector has nowhere to write and does not start");
@@ -68,8 +81,10 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     tracing::info!(ingest = %ingest.display(), fleet = %ctx.config.fleet.name, "Collector started");
     let positions: Positions = Arc::new(Mutex::new(journal.positions()));
     let (lines, received) = mpsc::channel::<Line>(BATCH_LINES * 4);
-    let writer = tokio::spawn(write_batches(ctx.clone(), journal, received, ingest, positions.clone()));
-    discover(&ctx, &runtime, lines, &positions).await;
+    let write_failing = WriteFailing::default();
+    let writer =
+        tokio::spawn(write_batches(ctx.clone(), journal, received, ingest, positions.clone(), write_failing.clone()));
+    discover(&ctx, &runtime, lines, &positions, &write_failing).await;
     // Every sender is gone once discovery returns: the writer drains what is left and stops.
     writer.await.context("the collector's writer panicked")?
 }
@@ -78,39 +93,49 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
 const PROGRESS_GRACE: Duration = Duration::from_secs(10);
 
 /// Follows every container of the fleet until cancelled.
-async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Line>, positions: &Positions) {
+async fn discover(
+    ctx: &WorkerContext,
+    runtime: &Runtime,
+    lines: mpsc::Sender<Line>,
+    positions: &Positions,
+    write_failing: &WriteFailing,
+) {
     let fleet = ctx.config.fleet.name.clone();
-    let mut following: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
-    let mut followers: JoinSet<String> = JoinSet::new();
+    let mut followers = Followers::default();
     let mut reconcile = tokio::time::interval(ctx.config.collector.reconcile);
     loop {
-        let mut events = runtime.events(FLEET_LABEL, &fleet);
+        let mut events = runtime.events(FLEET_LABEL, &fleet, None);
         loop {
             tokio::select! {
                 _ = ctx.cancel.cancelled() => {
-                    followers.shutdown().await;
+                    followers.tasks.shutdown().await;
                     return;
                 }
-                Some(done) = followers.join_next() => {
-                    if let Ok(id) = done {
-                        following.remove(&id);
+                Some(done) = followers.tasks.join_next_with_id() => {
+                    if let Ok((task, id)) = done {
+                        followers.ended(task, &id);
                     }
                 }
                 _ = reconcile.tick() => match runtime.list(FLEET_LABEL, &fleet).await {
                     Ok(containers) => {
-                        // Health from facts: the engine answered, the fleet's containers are followed.
-                        ctx.fault.worked(ctx.config.collector.reconcile * 2 + PROGRESS_GRACE);
+                        // Health from facts: the engine answered, the fleet's containers are followed
+                        // (and, unless the writer says otherwise, their lines are written).
+                        if !write_failing.load(Ordering::Relaxed) {
+                            ctx.fault.worked(ctx.config.collector.reconcile * 2 + PROGRESS_GRACE);
+                        }
                         for container in containers.into_iter().filter(|c| c.is_running()) {
-                            follow(ctx, runtime, &lines, positions, &mut following, &mut followers, container.id);
+                            followers.follow(ctx, runtime, &lines, positions, container.id, false);
                         }
                     }
                     Err(err) => tracing::warn!(error = %err, "Collector: cannot list the fleet's containers"),
                 },
                 event = events.next() => match event {
-                    Some(Ok(ContainerEvent::Started { id })) => {
-                        follow(ctx, runtime, &lines, positions, &mut following, &mut followers, id);
+                    // A (re)started container is followed anew at once: the stream of its last
+                    // run may not end for a long while, and would not show what it writes now.
+                    Some(Ok(ContainerEvent::Started { id, .. })) => {
+                        followers.follow(ctx, runtime, &lines, positions, id, true);
                     }
-                    Some(Ok(ContainerEvent::Stopped { .. })) => {}
+                    Some(Ok(_)) => {}
                     Some(Err(err)) => {
                         tracing::warn!(error = %err, "Collector: the engine's event stream failed");
                         break;
@@ -122,7 +147,7 @@ async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Li
         // The event stream ended (engine restart): look again soon, then listen anew.
         tokio::select! {
             _ = ctx.cancel.cancelled() => {
-                followers.shutdown().await;
+                followers.tasks.shutdown().await;
                 return;
             }
             _ = tokio::time::sleep(RETRY_PAUSE) => reconcile.reset_immediately(),
@@ -130,36 +155,63 @@ async fn discover(ctx: &WorkerContext, runtime: &Runtime, lines: mpsc::Sender<Li
     }
 }
 
-fn follow(
-    ctx: &WorkerContext,
-    runtime: &Runtime,
-    lines: &mpsc::Sender<Line>,
-    positions: &Positions,
-    following: &mut HashMap<String, tokio::task::AbortHandle>,
-    followers: &mut JoinSet<String>,
-    id: String,
-) {
-    if id.is_empty() || following.contains_key(&id) {
-        return;
-    }
-    tracing::info!(container = %id, "Collector: following a container");
-    let since = positions.lock().expect("positions lock").get(&id).map_or(0, Position::since_secs);
-    let (runtime, lines, cancel, counters) = (runtime.clone(), lines.clone(), ctx.cancel.clone(), ctx.counters.clone());
-    let handle = followers.spawn({
-        let id = id.clone();
-        async move {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = read_container(&runtime, &id, since, &lines, &counters) => {}
-            }
-            id
-        }
-    });
-    following.insert(id, handle);
+/// The task following each container, by container id.
+#[derive(Default)]
+struct Followers {
+    following: HashMap<String, tokio::task::AbortHandle>,
+    tasks: JoinSet<String>,
 }
 
-/// Reads one container's output from the second its position is in, until it stops; the writer
-/// skips the lines of that second taken before.
+impl Followers {
+    /// Follows container `id` unless it is followed already; `anew` replaces a follower it has.
+    fn follow(
+        &mut self,
+        ctx: &WorkerContext,
+        runtime: &Runtime,
+        lines: &mpsc::Sender<Line>,
+        positions: &Positions,
+        id: String,
+        anew: bool,
+    ) {
+        if id.is_empty() {
+            return;
+        }
+        if let Some(old) = self.following.get(&id) {
+            if !anew {
+                return;
+            }
+            // What the old follower sent and the new one sends again is skipped by the writer:
+            // the journal's position covers it.
+            old.abort();
+        }
+        tracing::info!(container = %id, "Collector: following a container");
+        let since = positions.lock().expect("positions lock").get(&id).map_or(0, Position::since_secs);
+        let (runtime, lines, cancel, counters) =
+            (runtime.clone(), lines.clone(), ctx.cancel.clone(), ctx.counters.clone());
+        let handle = self.tasks.spawn({
+            let id = id.clone();
+            async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = read_container(&runtime, &id, since, &lines, &counters) => {}
+                }
+                id
+            }
+        });
+        self.following.insert(id, handle);
+    }
+
+    /// The follower task `task` of container `id` ended; one that replaced it stays.
+    fn ended(&mut self, task: tokio::task::Id, id: &str) {
+        if self.following.get(id).is_some_and(|handle| handle.id() == task) {
+            self.following.remove(id);
+        }
+    }
+}
+
+/// Reads one container's output from the second before its position's, until it stops; the
+/// writer skips the lines taken before. The second before: a line split into pieces is stamped by
+/// its first piece, which may be a second older than its last.
 async fn read_container(
     runtime: &Runtime,
     id: &str,
@@ -167,7 +219,8 @@ async fn read_container(
     lines: &mpsc::Sender<Line>,
     counters: &svc::bus::Counters,
 ) {
-    let mut stream = runtime.stdout(id, since, true);
+    let mut stream = runtime.stdout(id, (since - 1).max(0), true);
+    let mut joiner = LineJoiner::new(MAX_LINE_BYTES);
     let mut last = Position::default();
     while let Some(frame) = stream.next().await {
         let frame: Bytes = match frame {
@@ -177,27 +230,21 @@ async fn read_container(
                 return;
             }
         };
-        for raw in frame.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let text = String::from_utf8_lossy(raw);
-            let Some((ts_nanos, text)) = stamped(&text) else {
-                counters.add("lines_unstamped", 1);
-                continue;
-            };
-            let index = if last.ts_nanos == ts_nanos { last.at_ts } else { 0 };
-            last.advance(ts_nanos);
-            let line = Line { container: id.to_string(), ts_nanos, index, text: text.trim_end().to_string() };
+        let joined = joiner.push(&frame);
+        counters.add("lines_unstamped", joined.unstamped);
+        for line in joined.lines {
+            if line.cut {
+                counters.add("lines_cut", 1);
+                tracing::warn!(container = %id, limit = MAX_LINE_BYTES, "Collector: a line over the length limit was cut");
+            }
+            let index = if last.ts_nanos == line.ts_nanos { last.at_ts } else { 0 };
+            last.advance(line.ts_nanos);
+            let line = Line { container: id.to_string(), ts_nanos: line.ts_nanos, index, text: line.text };
             if lines.send(line).await.is_err() {
                 return;
             }
         }
     }
-}
-
-/// Splits `2026-11-23T23:50:44.123456789Z text` into the stamp (nanoseconds) and the text.
-fn stamped(line: &str) -> Option<(i128, &str)> {
-    let (stamp, text) = line.split_once(' ')?;
-    let at = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
-    Some((i128::from(at.timestamp()) * 1_000_000_000 + i128::from(at.timestamp_subsec_nanos()), text))
 }
 
 /// Takes lines in batches, skips what the journal says was written, filters, and commits each
@@ -208,6 +255,7 @@ async fn write_batches(
     mut received: mpsc::Receiver<Line>,
     ingest: PathBuf,
     positions: Positions,
+    write_failing: WriteFailing,
 ) -> anyhow::Result<()> {
     let mut filter = Filter::new(&ctx.config.collector);
     while let Some(first) = received.recv().await {
@@ -236,37 +284,42 @@ async fn write_batches(
                 written += 1;
             }
         }
-        let committed = {
-            let reached = reached.clone();
-            tokio::task::spawn_blocking(move || {
-                let result = journal.commit(&bytes, &reached);
-                (journal, result)
-            })
-        };
-        let (returned, result) = committed.await.context("the collector's journal write panicked")?;
-        journal = returned;
-        if let Err(err) = result {
-            // Nothing more can be written safely; the runner restarts the worker.
-            return Err(anyhow::Error::new(err).context(format!("writing to {}", ingest.display())));
+        // A batch that cannot be written is kept and tried again until it is: the followers wait
+        // meanwhile (the channel is full), and their lines wait in the engine.
+        loop {
+            let committed = {
+                let (reached, bytes) = (reached.clone(), bytes.clone());
+                tokio::task::spawn_blocking(move || {
+                    let result = journal.commit(&bytes, &reached);
+                    (journal, result)
+                })
+            };
+            let (returned, result) = committed.await.context("the collector's journal write panicked")?;
+            journal = returned;
+            match result {
+                Ok(()) => break,
+                Err(err) => {
+                    write_failing.store(true, Ordering::Relaxed);
+                    ctx.fault.set(if err.kind() == std::io::ErrorKind::StorageFull {
+                        "cannot write the ingest file: no space left"
+                    } else {
+                        "cannot write the ingest file"
+                    });
+                    tracing::error!(path = %ingest.display(), error = %err, "Collector: writing failed; paused, retrying");
+                    tokio::select! {
+                        () = ctx.cancel.cancelled() => return Ok(()),
+                        () = tokio::time::sleep(RETRY_PAUSE) => {}
+                    }
+                }
+            }
+        }
+        if write_failing.swap(false, Ordering::Relaxed) {
+            ctx.fault.worked(ctx.config.collector.reconcile * 2 + PROGRESS_GRACE);
+            tracing::info!(path = %ingest.display(), "Collector: writing works again");
         }
         positions.lock().expect("positions lock").extend(reached);
         ctx.counters.add("lines_written", written);
         ctx.counters.add("lines_repeated_skipped", skipped);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn engine_stamps_split_from_the_line() {
-        let (ts, text) = stamped("2026-11-23T23:50:44Z <13>1 - d ssh - - hi").unwrap();
-        assert_eq!(ts, 1_795_477_844_000_000_000);
-        assert_eq!(text, "<13>1 - d ssh - - hi");
-        let (ts, _) = stamped("2026-11-23T23:50:44.000000123Z x").unwrap();
-        assert_eq!(ts, 1_795_477_844_000_000_123);
-        assert!(stamped("no stamp here").is_none());
-    }
 }
