@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod deckies;
 pub mod docs;
 pub mod error;
+pub mod export;
 pub mod extract;
 pub mod guard;
 pub mod health;
@@ -87,6 +88,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(credentials::router())
         .merge(attackers::router())
         .merge(attacker_evidence::router())
+        .merge(export::router())
         .merge(stream::router())
         .merge(webhooks::router())
         .merge(topologies::router())
