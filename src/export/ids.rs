@@ -10,7 +10,7 @@ use uuid::Uuid;
 /// DECNET's namespace for the ids it derives (`decnet/ttp/stix_export.py`).
 pub const NAMESPACE: Uuid = Uuid::from_u128(0xb5d2c3a1_8f4e_4d1b_9a6c_0e7f5b3d2c1a);
 /// STIX 2.1's namespace for cyber-observable ids.
-pub const STIX_SCO_NAMESPACE: Uuid = Uuid::from_u128(0x00abedb4_aa42_453b_a9fe_48c4f8d04e07);
+pub const STIX_SCO_NAMESPACE: Uuid = Uuid::from_u128(0x00abedb4_aa42_466c_9c01_fed23315a9b7);
 
 /// RFC 4122 version 5: SHA-1 of the namespace and the name.
 pub fn uuid5(namespace: Uuid, name: &str) -> Uuid {
@@ -18,6 +18,13 @@ pub fn uuid5(namespace: Uuid, name: &str) -> Uuid {
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     uuid::Builder::from_sha1_bytes(bytes).into_uuid()
+}
+
+/// `<kind>--<uuid>` for the kinds STIX requires a version 4 id of (`process`, which has no
+/// id-contributing property): the bits of the name's UUIDv5 with version 4 set, so the id is as
+/// stable as the others and still the version the specification asks for.
+pub fn random_shaped_id(kind: &str, name: &str) -> String {
+    format!("{kind}--{}", uuid::Builder::from_random_bytes(uuid5(NAMESPACE, name).into_bytes()).into_uuid())
 }
 
 /// `<kind>--<uuid5 of name>` in DECNET's namespace.

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Map, Value, json};
 
-use super::ids::{object_id, observable_id, quoted, stix_time};
+use super::ids::{object_id, observable_id, quoted, random_shaped_id, stix_time};
 use super::record::{AttackerRecord, CapturedAccount};
 use super::techniques::Technique;
 
@@ -126,7 +126,7 @@ pub fn attacker_objects(record: &AttackerRecord) -> Vec<Value> {
         let mut refs = Vec::new();
         for command in &record.commands {
             // A process has no id-contributing property: named by the attacker and the log row.
-            let id = object_id("process", &format!("command:{uuid}:{}", command.log_id));
+            let id = random_shaped_id("process", &format!("command:{uuid}:{}", command.log_id));
             objects.push(json!({"type": "process", "spec_version": "2.1", "id": id, "command_line": command.command}));
             refs.push(id);
         }
