@@ -141,7 +141,8 @@ async fn profile_all(config: &svc::config::Config, db: &svc::db::Db) {
 /// `check.py ARGS`: what the reference tool made of it.
 fn check(args: &[&str]) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/intel/check.py");
-    let out = Command::new("python3").arg(script).args(args).output().expect("python3 runs");
+    // Bounded: a tool that hangs fails the test instead of holding it.
+    let out = Command::new("timeout").args(["120", "python3", script]).args(args).output().expect("python3 runs");
     assert!(
         out.status.success(),
         "check.py {args:?} failed (scripts/test installs the tools: ensure_intel_test_tools):\n{}",
@@ -188,7 +189,9 @@ fn objects_of<'a>(bundle: &'a Value, kind: &str) -> Vec<&'a Value> {
     bundle["objects"].as_array().unwrap().iter().filter(|o| o["type"] == kind).collect()
 }
 
-#[tokio::test]
+// Several threads: the reference tools run as blocking subprocesses while the API under test
+// answers the TAXII client on the runtime's other thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exports_of_real_attacks_pass_the_reference_tools() {
     let dir = tempfile::tempdir().unwrap();
     let lines = attacked_decky_lines(dir.path());
@@ -324,6 +327,68 @@ async fn exports_of_real_attacks_pass_the_reference_tools() {
             }
             assert_eq!(api.get(route, None, &[]).await.status, StatusCode::UNAUTHORIZED, "{route}");
         }
+
+        // TAXII 2.1, read by OASIS's client with HTTP Basic: discovery, API root, collection, pages.
+        let root = api.base.trim_end_matches("/api/v1").to_string();
+        let taxii = check(&["taxii", &format!("{root}/taxii2/"), "watcher", store::ADMIN_PASSWORD]);
+        assert_eq!(taxii["can_read"], true, "{taxii}");
+        let ids = taxii["ids"].to_string();
+        assert!(ids.contains(&expected_actor), "{taxii}");
+        let before: Value = api.ok("/attackers", &viewer, &[]).await;
+        let first_added = before["data"][0]["updated_at"].as_str().unwrap().to_string();
+        // A new attacker arrives; `added_after` the first one's change gets only the newcomer.
+        let later = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let newcomer = format!(
+            "<134>1 {later} web-01 ssh - auth_attempt [relay@55555 src_ip=\"192.0.2.77\" principal=\"pi\" \
+             secret_printable=\"raspberry\"]\n"
+        );
+        let more = dir.path().join(format!("more-{}.log", backend.name));
+        std::fs::write(&more, newcomer).unwrap();
+        let mut replay = svc(dir.path(), &["ingest-replay", more.to_str().unwrap()]);
+        replay.envs(backend.vars());
+        let mut replay = Proc::spawn(replay);
+        assert!(replay.wait().success(), "{}", replay.output());
+        profile_all(&backend.api_config(&[("SVC_PROFILER_POLL_MS", "20")]), &db).await;
+        let all = check(&["taxii", &format!("{root}/taxii2/"), "watcher", store::ADMIN_PASSWORD]);
+        let actors = |report: &Value| -> Vec<String> {
+            report["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|i| i.as_str())
+                .filter(|i| i.starts_with("threat-actor--"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(actors(&all).len(), 2, "{all}");
+        let newer = check(&["taxii", &format!("{root}/taxii2/"), "watcher", store::ADMIN_PASSWORD, &first_added]);
+        assert_eq!(actors(&newer).len(), 1, "{newer}");
+        assert!(!actors(&newer).contains(&expected_actor), "{newer}");
+
+        // Bearer tokens too; the media type; what is refused.
+        let objects = format!("{root}/taxii2/svc/collections/{}/objects/", svc::http::taxii::COLLECTION);
+        let reply = api.client.get(&objects).bearer_auth(&viewer).send().await.unwrap();
+        assert_eq!(reply.status(), StatusCode::OK);
+        assert_eq!(reply.headers()[reqwest::header::CONTENT_TYPE], svc::http::taxii::MEDIA_TYPE);
+        assert!(reply.headers().contains_key("x-taxii-date-added-last"));
+        let anonymous = api.client.get(format!("{root}/taxii2/")).send().await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+        let challenges: Vec<_> = anonymous.headers().get_all(reqwest::header::WWW_AUTHENTICATE).iter().collect();
+        assert!(challenges.iter().any(|c| c.to_str().unwrap().starts_with("Basic")), "{challenges:?}");
+        for (user, password) in [("watcher", "wrong password"), ("nobody", store::ADMIN_PASSWORD), ("watcher", "")] {
+            let reply =
+                api.client.get(format!("{root}/taxii2/")).basic_auth(user, Some(password)).send().await.unwrap();
+            assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{user}");
+        }
+        let garbage =
+            api.client.get(format!("{root}/taxii2/")).header("Authorization", "Basic %%%").send().await.unwrap();
+        assert_eq!(garbage.status(), StatusCode::UNAUTHORIZED);
+        for query in [("added_after", "soon"), ("limit", "0"), ("next", "forged"), ("limit", "x")] {
+            let reply = api.client.get(&objects).query(&[query]).bearer_auth(&viewer).send().await.unwrap();
+            assert_eq!(reply.status(), StatusCode::UNPROCESSABLE_ENTITY, "{query:?}");
+        }
+        let other = format!("{root}/taxii2/svc/collections/{}/objects/", uuid::Uuid::new_v4());
+        assert_eq!(api.client.get(&other).bearer_auth(&viewer).send().await.unwrap().status(), StatusCode::NOT_FOUND);
         api.stop().await;
     }
 }

@@ -28,6 +28,7 @@ pub mod stats;
 pub mod stream;
 pub mod system;
 pub mod tarpit;
+pub mod taxii;
 pub mod topologies;
 pub mod users;
 pub mod webhooks;
@@ -110,6 +111,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application.
 pub fn router(state: AppState) -> Router {
     let (app, document) = routes_and_document();
+    let app = app.merge(taxii::router());
     let app = if state.config.api.developer { app.merge(docs::router(document)) } else { app };
     with_layers(app, state)
 }
