@@ -231,11 +231,9 @@ fn stream_fleet(db: &Db, window: AttackerWindow, format: FleetFormat, name: &str
     let (mut sender, receiver) = mpsc::channel::<std::io::Result<Bytes>>(STREAM_AHEAD);
     let db = db.clone();
     tokio::spawn(async move {
-        if let Err(err) = write_fleet(&db, window, FleetWriter::new(format, now), &mut sender).await {
-            if let Some(err) = err {
-                tracing::error!(error = %err, ?format, "Fleet export failed midway; the download was cut short");
-                let _ = sender.send(Err(std::io::Error::other("export failed"))).await;
-            }
+        if let Err(Some(err)) = write_fleet(&db, window, FleetWriter::new(format, now), &mut sender).await {
+            tracing::error!(error = %err, ?format, "Fleet export failed midway; the download was cut short");
+            let _ = sender.send(Err(std::io::Error::other("export failed"))).await;
         }
     });
     attachment(Body::from_stream(receiver), &format!("{name}-{}.{extension}", stamp(now)))
