@@ -100,6 +100,21 @@ ensure_sniffer_test_tools() {
     export PATH="$PWD/$venv/bin:$PATH"
 }
 
+# The threat-intel exports' validators and clients (PyPI), into the same project-local virtualenv,
+# put on PATH: OASIS's stix2-validator, stix2 and taxii2-client, CIRCL's PyMISP, and jsonschema for
+# the ATT&CK Navigator layer. Pinned majors, so a new release cannot change what a run checks.
+ensure_intel_test_tools() {
+    apt_install_missing python3 python3-venv
+    local venv=.svc/venv
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    if ! "$venv/bin/python" -c 'import stix2validator, stix2, pymisp, taxii2client, jsonschema' 2>/dev/null; then
+        echo "==> installing the threat-intel validators into $venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'stix2-validator>=3.3,<4' 'stix2>=3,<4' \
+            'pymisp>=2.5,<3' 'taxii2-client>=2.3,<3' 'jsonschema>=4,<5'
+    fi
+    export PATH="$PWD/$venv/bin:$PATH"
+}
+
 # MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.
 ensure_mariadb_running() {
     apt_install_missing mariadb-server mariadb-client

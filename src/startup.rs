@@ -77,6 +77,7 @@ impl Lifespan {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
                 passwords: Arc::new(HashPool::default()),
                 limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
+                basic_logins: Arc::default(),
                 db_health: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
                 tarpit: Tarpit::new(db.clone(), fleet.clone(), config.ingest.log_file.clone()),

@@ -36,8 +36,8 @@ use dialect::both_backends;
 use seal::Seal;
 
 pub use attackers::{
-    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore,
-    MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
+    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore, AttackerWindow,
+    ChangePosition, MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
 pub use codec::Page;
 pub use config::DatabaseConfig;

@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod deckies;
 pub mod docs;
 pub mod error;
+pub mod export;
 pub mod extract;
 pub mod guard;
 pub mod headers;
@@ -30,6 +31,7 @@ pub mod stream;
 pub mod swarm;
 pub mod system;
 pub mod tarpit;
+pub mod taxii;
 pub mod topologies;
 pub mod users;
 pub mod webhooks;
@@ -90,6 +92,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(credentials::router())
         .merge(attackers::router())
         .merge(attacker_evidence::router())
+        .merge(export::router())
         .merge(stream::router())
         .merge(webhooks::router())
         .merge(topologies::router())
@@ -112,6 +115,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application.
 pub fn router(state: AppState) -> Router {
     let (app, document) = routes_and_document();
+    let app = app.merge(taxii::router());
     let app = if state.config.api.developer { app.merge(docs::router(document)) } else { app };
     with_layers(app, state)
 }

@@ -9,6 +9,7 @@ use super::health::DatabaseHealth;
 use super::hot::HotReads;
 use super::limit::RateLimits;
 use super::stream::{LogTail, SseSlots, Summaries};
+use super::taxii::BasicLogins;
 use crate::auth::hashing::HashPool;
 use crate::auth::session::Sessions;
 use crate::bus::{Bus, WorkerRegistry};
@@ -47,6 +48,8 @@ pub struct State {
     pub sessions: Arc<Sessions>,
     pub passwords: Arc<HashPool>,
     pub limits: Arc<RateLimits>,
+    /// TAXII's verified HTTP Basic logins, reused a while (`taxii`).
+    pub basic_logins: Arc<BasicLogins>,
     pub bus: Bus,
     pub workers: Arc<WorkerRegistry>,
     /// The deckies: deploys, teardowns and the container runtime they run on.

@@ -137,6 +137,30 @@ pub struct AttackerFilter {
     pub sort: AttackerSort,
 }
 
+/// Which profiles a walk in change order ([`AttackerStore::attackers_changed`]) reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AttackerWindow {
+    /// Only attackers last seen at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// Only attackers first seen at or before this.
+    pub until: Option<DateTime<Utc>>,
+    /// Only profiles changed (`updated_at`) strictly after this.
+    pub changed_after: Option<DateTime<Utc>>,
+}
+
+/// Where a walk in change order stands: the last profile read, by (`updated_at`, `uuid`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChangePosition {
+    pub updated_at: DateTime<Utc>,
+    pub uuid: Uuid,
+}
+
+impl ChangePosition {
+    pub fn of(profile: &AttackerProfile) -> ChangePosition {
+        ChangePosition { updated_at: profile.updated_at, uuid: profile.uuid }
+    }
+}
+
 /// One profiler step, stored in one transaction: the profiles it touched (inserted or replaced
 /// whole), the commands it found and the observations it derived, and the log cursor after them.
 #[derive(Clone, Debug, Default)]
@@ -195,6 +219,16 @@ pub trait AttackerStore {
         limit: u32,
         offset: u64,
     ) -> DbResult<Page<AttackerCommand>>;
+
+    /// Profiles in the window, in the order they last changed (`updated_at`, then uuid), after
+    /// `after` (from the start when `None`), at most `limit`: a keyset walk down one index, so a
+    /// fleet-wide reader holds one page at a time, however many attackers there are.
+    async fn attackers_changed(
+        &self,
+        window: &AttackerWindow,
+        after: Option<ChangePosition>,
+        limit: u32,
+    ) -> DbResult<Vec<AttackerProfile>>;
 
     /// The newest `per_attacker` commands of each of `attackers`, each attacker's oldest first (the
     /// order DECNET keeps a list in, so the last is the newest), texts cut to `max_chars`

@@ -9,8 +9,8 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::{
-    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore,
-    MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
+    AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore, AttackerWindow,
+    ChangePosition, MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
 use crate::db::codec::{
     MAX_IN_LIST, MAX_ROWS_PER_INSERT, contains_pattern, convert, count, json_text, millis, offset, parse_uuid,
@@ -464,6 +464,33 @@ both_backends! {
                 commands.sort_by_key(|command| (command.timestamp, command.log_id));
             }
             Ok(recent)
+        }
+
+        async fn attackers_changed(
+            &self,
+            window: &AttackerWindow,
+            after: Option<ChangePosition>,
+            limit: u32,
+        ) -> DbResult<Vec<AttackerProfile>> {
+            let mut select = QueryBuilder::<Sql>::new(format!("select {ATTACKER_COLUMNS} from attackers where 1 = 1"));
+            if let Some(since) = window.since {
+                select.push(" and last_seen >= ").push_bind(millis(since));
+            }
+            if let Some(until) = window.until {
+                select.push(" and first_seen <= ").push_bind(millis(until));
+            }
+            if let Some(changed_after) = window.changed_after {
+                select.push(" and updated_at > ").push_bind(millis(changed_after));
+            }
+            if let Some(after) = after {
+                let at = millis(after.updated_at);
+                select.push(" and (updated_at > ").push_bind(at);
+                select.push(" or (updated_at = ").push_bind(at).push(" and uuid > ").push_bind(after.uuid.to_string());
+                select.push("))");
+            }
+            select.push(" order by updated_at, uuid limit ").push_bind(i64::from(limit));
+            let rows: Vec<AttackerRow> = select.build_query_as().fetch_all(&self.pool).await?;
+            convert(rows)
         }
     }
 
