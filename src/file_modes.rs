@@ -40,13 +40,18 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// Creates `path` empty and 0600 when it does not exist; tightens it when it does.
+/// Creates `path` empty and 0600 when it does not exist; tightens it when it does. An existing
+/// file is never opened: closing any descriptor of a file drops every POSIX lock this process holds
+/// on it, and a database this process already has open (its connections' locks) would be corrupted.
 pub fn private_file(path: &Path) -> io::Result<()> {
     if let Some(dir) = path.parent() {
         create_private_dirs(dir)?;
     }
-    let file = OpenOptions::new().create(true).append(true).mode(PRIVATE_FILE).open(path)?;
-    tighten_open(&file, path)
+    match OpenOptions::new().write(true).create_new(true).mode(PRIVATE_FILE).open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => tighten(path, PRIVATE_FILE),
+        Err(err) => Err(err),
+    }
 }
 
 /// Takes from an existing `path` every permission `mode` does not grant; a missing path is fine.

@@ -322,7 +322,7 @@ async fn a_restarted_containers_lines_are_collected_within_two_seconds() {
             })
             .await;
         let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string();
-        podman.run(&["restart", "--time", "0", &container]);
+        podman.restart_container(&["--time", "0"], &container);
         visit(&client, &fleet.decky_ip, &format!("/again/{n}/end")).await;
         let deadline = Instant::now() + DEADLINE;
         while !podman

@@ -340,7 +340,7 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
     topo.healed(&id, "'db': its container", "'db': container made again").await;
     assert_eq!(addresses(&podman, &format!("{prefix}-db")), db);
     assert_eq!(routes_of(&podman, &format!("{prefix}-db")), ["10.214.0.0/24 via 10.214.1.2 dev eth0"]);
-    podman.run(&["restart", &format!("{prefix}-web")]);
+    podman.restart_container(&[], &format!("{prefix}-web"));
     topo.healed(&id, "'web': its", "routes set again").await;
     assert_eq!(routes_of(&podman, &format!("{prefix}-web")), ["10.214.1.0/24 via 10.214.0.3 dev eth0"]);
     podman.run(&["stop", &format!("{prefix}-gw")]);

@@ -102,6 +102,15 @@ impl Podman {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// `podman restart [OPTIONS] NAME`. svc's reconcile, woken by the stop's `die` event, may start the
+    /// container before podman does; podman then fails with "already running", and the container
+    /// was restarted all the same.
+    pub fn restart_container(&self, options: &[&str], name: &str) {
+        let output = self.podman().arg("restart").args(options).arg(name).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success() || stderr.contains("already running"), "podman restart {name}: {stderr}");
+    }
+
     /// The ids of this fleet's containers, running or not.
     pub fn containers(&self) -> Vec<String> {
         self.run(&["ps", "-aq", "--filter", &format!("label=svc.fleet={}", self.fleet)])
