@@ -51,7 +51,8 @@ impl Modify for BearerAuth {
 
 /// Rules of parameters the handlers check by hand, written into every operation that takes them, so
 /// the document states exactly what the server enforces: the time filters' pattern
-/// ([`TIME_FILTER_PATTERN`], the one the server matches), and `Last-Event-ID` a non-negative integer.
+/// ([`TIME_FILTER_PATTERN`], the one the server matches) on `start_time` and `end_time` and the
+/// exports' `since` and `until`, and `Last-Event-ID` a non-negative integer.
 struct ParameterRules;
 
 impl Modify for ParameterRules {
@@ -63,7 +64,9 @@ impl Modify for ParameterRules {
             for parameter in operation.parameters.iter_mut().flatten() {
                 let Some(RefOr::T(Schema::Object(schema))) = &mut parameter.schema else { continue };
                 match parameter.name.as_str() {
-                    "start_time" | "end_time" => schema.pattern = Some(TIME_FILTER_PATTERN.to_string()),
+                    "start_time" | "end_time" | "since" | "until" => {
+                        schema.pattern = Some(TIME_FILTER_PATTERN.to_string())
+                    }
                     "Last-Event-ID" => schema.minimum = Some(0.into()),
                     _ => {}
                 }

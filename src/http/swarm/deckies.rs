@@ -77,7 +77,11 @@ impl DeckyShardView {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct DeckiesQuery {
-    /// Only the deckies of this host.
+    /// Only the deckies of this host (blank, `null` or `undefined`: every host). The pattern is what
+    /// the server accepts: those, or a uuid as the uuid crate reads one.
+    #[param(
+        pattern = r"^([ \t\n\r\x0b\x0c]*(|null|NULL|undefined)[ \t\n\r\x0b\x0c]*|[0-9a-fA-F]{32}|(urn:uuid:)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|\{[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\})$"
+    )]
     pub host_uuid: Option<String>,
     /// Only deckies in this state; any other value matches none.
     pub state: Option<String>,

@@ -43,7 +43,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct EnrollRequest {
     /// The master as the new host will reach it: a host name or an address.
-    #[schema(min_length = 1, max_length = 253)]
+    #[schema(min_length = 1, max_length = 253, pattern = r"^[A-Za-z0-9\[][A-Za-z0-9.:\[\]-]*$")]
     pub master_host: String,
     #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub agent_name: String,

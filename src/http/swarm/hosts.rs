@@ -170,6 +170,7 @@ pub struct TeardownAccepted {
     request_body = TeardownRequest,
     responses(
         (status = 202, description = "Teardown queued", body = TeardownAccepted),
+        (status = 400, description = "No body, or a body of the wrong shape"),
         (status = 404, description = "host not found"),
         (status = 422, description = "Not a uuid, or not a decky name"),
         AdminOnly, NotJson,
