@@ -220,6 +220,11 @@ async fn the_collector_writes_every_line_exactly_once_across_twenty_kills() {
         command
     };
     let mut collector = Proc::spawn(collector_command());
+    // A running container's decoys bind their ports a moment later (longer on a loaded machine).
+    eventually("the decky's HTTP decoy listens", || async {
+        tokio::net::TcpStream::connect(format!("{ip}:80")).await.is_ok()
+    })
+    .await;
 
     // The attacker: numbered requests, while the collector is killed at random moments.
     let load = tokio::spawn({
@@ -420,9 +425,10 @@ async fn a_second_deployment_on_the_engine_leaves_the_first_ones_deckies_alone()
     assert!(health(first.port).await["components"].get("fleet").is_none(), "the first sees only its own");
 
     // The first still brings its own decky back; the second still leaves it alone.
-    podman.run(&["stop", "-t", "1", &container]);
+    let started = podman.started_at(&container);
+    podman.stop_container(&["-t", "1"], &container);
     eventually("the first deployment restarts its stopped decky", || async {
-        podman.state(&container).as_deref() == Some("running")
+        podman.state(&container).as_deref() == Some("running") && podman.started_at(&container) != started
     })
     .await;
     assert!(!second.api.output().contains("Removing a container"), "{}", second.api.output());

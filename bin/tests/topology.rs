@@ -343,7 +343,7 @@ async fn a_topology_deploys_mutates_live_and_tears_down_exactly_what_it_made() {
     podman.restart_container(&[], &format!("{prefix}-web"));
     topo.healed(&id, "'web': its", "routes set again").await;
     assert_eq!(routes_of(&podman, &format!("{prefix}-web")), ["10.214.1.0/24 via 10.214.0.3 dev eth0"]);
-    podman.run(&["stop", &format!("{prefix}-gw")]);
+    podman.stop_container(&[], &format!("{prefix}-gw"));
     topo.healed(&id, "'gw': its container", "'gw': container").await;
     assert_eq!(addresses(&podman, &format!("{prefix}-gw")), gw);
     eventually("the inner decky answers through the bridge again", || async {

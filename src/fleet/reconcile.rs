@@ -193,8 +193,10 @@ impl Fleet {
             // `created` (its deploy interrupted) or one that will not start is replaced.
             if decky.state == DeployState::Running
                 && let Some(container) = container.filter(|c| c.state != "created")
-                && self.runtime.start(&container.id).await.is_ok()
+                && (self.runtime.start(&container.id).await.is_ok()
+                    || self.runtime.pid(&container.id).await.is_ok_and(|pid| pid.is_some()))
             {
+                // Started by someone else meanwhile (`docker restart`) is as good.
                 continue;
             }
             tracing::info!(decky = name, state = decky.state.as_str(), "Making the decky's container");

@@ -1,8 +1,8 @@
 //! Bringing deployed topologies back after their containers went away or restarted (an engine
 //! or host restart, a container removed or stopped by hand), as the fleet's reconcile does for
 //! the flat fleet and on the same schedule. For each live topology: a decky that ran and whose
-//! container stopped is started again, one whose container is gone is made again (the same
-//! networks and addresses), every decky whose routes between LANs are not as planned gets them
+//! container stopped is started again, one whose container is gone, or runs without its
+//! addresses, is made again (the same networks and addresses), every decky whose routes between LANs are not as planned gets them
 //! again (a container's new namespace has none), and the host's NAT exemption is set again (a
 //! host restart empties the NAT table). The topology's status events say what was found
 //! (`active` → `degraded`) and, once all is back, what was restored (→ `active`).
@@ -26,6 +26,9 @@ use crate::runtime::ContainerInfo;
 enum Wrong {
     Stopped,
     Gone,
+    /// Running without its addresses: podman's network set-up lost a race with a concurrent
+    /// start (`podman restart` while we start it), and nothing but a new container mends it.
+    Unwired,
     Unrouted,
 }
 
@@ -34,6 +37,7 @@ impl Wrong {
         match self {
             Wrong::Stopped => "its container had stopped",
             Wrong::Gone => "its container was gone",
+            Wrong::Unwired => "its container had lost its addresses",
             Wrong::Unrouted => "its routes between LANs were not set",
         }
     }
@@ -125,11 +129,21 @@ impl Topologies {
                 Some(container) if !container.is_running() => Some(Wrong::Stopped),
                 Some(container) => {
                     let planned = plans.get(&decky.uuid).map(Vec::as_slice).unwrap_or_default();
-                    let current = match self.fleet.runtime().pid(&container.id).await {
-                        Ok(Some(pid)) if !planned.is_empty() => routes::current(pid).await.ok(),
-                        _ => Some(Vec::new()),
-                    };
-                    (current.is_none_or(|current| current != planned)).then_some(Wrong::Unrouted)
+                    let wired: BTreeSet<&str> = detail.edges_of(decky).iter().filter_map(|e| e.ip.as_deref()).collect();
+                    match self.fleet.runtime().pid(&container.id).await {
+                        Ok(Some(pid)) => {
+                            // Addresses that cannot be read are not taken for lost ones.
+                            let has = routes::addresses(pid).await.ok();
+                            if has.is_some_and(|has| !wired.iter().all(|ip| has.contains(*ip))) {
+                                Some(Wrong::Unwired)
+                            } else if planned.is_empty() {
+                                None
+                            } else {
+                                routes::current(pid).await.ok().is_none_or(|c| c != planned).then_some(Wrong::Unrouted)
+                            }
+                        }
+                        _ => (!planned.is_empty()).then_some(Wrong::Unrouted),
+                    }
                 }
             };
             if let Some(found) = found {
@@ -153,11 +167,21 @@ impl Topologies {
         let mut shortfalls = Shortfalls::default();
         let mut image = None;
         for decky in detail.deckies.iter().filter(|d| wrong.get(&d.name).is_some_and(|w| *w != Wrong::Unrouted)) {
-            if let Some(container) = containers.get(&decky.name)
-                && runtime.start(&container.id).await.is_ok()
+            let found = wrong[&decky.name];
+            // Started by someone else meanwhile (an engine restart, `docker restart`) is as good.
+            if found == Wrong::Stopped
+                && let Some(container) = containers.get(&decky.name)
+                && (runtime.start(&container.id).await.is_ok()
+                    || runtime.pid(&container.id).await.is_ok_and(|pid| pid.is_some()))
             {
                 done.entry(decky.name.clone()).or_default().push(STARTED);
                 continue;
+            }
+            if found == Wrong::Unwired
+                && let Some(container) = containers.get(&decky.name)
+                && let Err(err) = runtime.remove(&container.id).await
+            {
+                tracing::warn!(decky = %decky.name, error = %err, "Could not remove a container that lost its addresses");
             }
             if image.is_none() {
                 image = self.fleet.default_image().await.ok();

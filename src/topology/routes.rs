@@ -107,6 +107,17 @@ pub async fn current(pid: u32) -> Result<Vec<Route>, RouteError> {
     Ok(parse(&listing))
 }
 
+/// The IPv4 addresses on the interfaces of process `pid`'s namespace (`ip -4 -o addr`).
+pub async fn addresses(pid: u32) -> Result<BTreeSet<String>, RouteError> {
+    let listing = ip(pid, &["-4", "-o", "addr", "show"], String::new()).await?;
+    Ok(listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().skip_while(|w| *w != "inet").nth(1))
+        .filter_map(|cidr| cidr.split('/').next())
+        .map(str::to_string)
+        .collect())
+}
+
 /// Makes the routes of ours in process `pid`'s namespace exactly `routes` (sorted, as [`plan`]
 /// gives them); whether they had to change (a new namespace has none).
 pub async fn ensure(pid: u32, routes: &[Route]) -> Result<bool, RouteError> {

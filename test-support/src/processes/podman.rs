@@ -111,6 +111,20 @@ impl Podman {
         assert!(output.status.success() || stderr.contains("already running"), "podman restart {name}: {stderr}");
     }
 
+    /// `podman stop [OPTIONS] NAME`. svc's reconcile, woken by the container's `die` event, may
+    /// start it again before podman has finished; podman then fails with "container state
+    /// improper", and the container was stopped all the same.
+    pub fn stop_container(&self, options: &[&str], name: &str) {
+        let output = self.podman().arg("stop").args(options).arg(name).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success() || stderr.contains("state improper"), "podman stop {name}: {stderr}");
+    }
+
+    /// When the container `name` last started (the engine's own words), to tell a restart.
+    pub fn started_at(&self, name: &str) -> String {
+        self.run(&["inspect", "--format", "{{.State.StartedAt}}", name]).trim().to_string()
+    }
+
     /// The ids of this fleet's containers, running or not.
     pub fn containers(&self) -> Vec<String> {
         self.run(&["ps", "-aq", "--filter", &format!("label=svc.fleet={}", self.fleet)])
