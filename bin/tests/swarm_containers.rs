@@ -101,6 +101,7 @@ async fn deckies_dispatched_to_hosts_become_their_containers_and_are_mutated_and
         .env("SVC_SWARM_HOST", &listener)
         .env("SVC_SWARM_PORT", swarm_port.to_string())
         .env("SVC_SWARM_DIR", dir.path().join("swarm"))
+        .env("SVC_DEPLOYMENT_LIMIT", "300")
         .env("SVC_DOCKER_HOST", format!("unix://{}", dir.path().join("no-engine.sock").display()));
     let api = start_api(api, port).await;
     let master = Master { token: admin_token(port).await, api, port };
@@ -121,7 +122,8 @@ async fn deckies_dispatched_to_hosts_become_their_containers_and_are_mutated_and
             .env("SVC_SWARM_PORT", swarm_port.to_string())
             .env("SVC_HOST_UUID", record.uuid.to_string())
             .env("SVC_AGENT_HEARTBEAT_S", "0.5")
-            .env("SVC_AGENT_DECKY_NET", &podman.subnet);
+            .env("SVC_AGENT_DECKY_NET", &podman.subnet)
+            .env("SVC_DEPLOYMENT_LIMIT", "100");
         let agent = Proc::spawn(net.wrap(&command));
         hosts.push(Host { name, uuid: record.uuid.to_string(), podman, _agent: agent, _net: net });
     }
