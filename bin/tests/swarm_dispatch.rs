@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use common::swarm::{agent_command, enroll, listening, master_store};
 use common::{Proc, admin_token, api_call, api_command, eventually, free_port, start_api};
 use serde_json::json;
-use svc::db::{HostStatus, ShardFilter};
+use svc::db::{HostStatus, ShardFilter, ShardState};
 use svc::swarm::pki::Ca;
 
 const INI: &str = "[general]\nnet = 172.30.98.0/24\n\n[web]\narchetype = web-server\namount = 6\n\n\
@@ -116,5 +116,31 @@ async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own
         assert!(names(host).contains(&shard.decky_name), "{} reported by {host}", shard.decky_name);
     }
     assert!(api.output().contains("Deploy not delivered to the agent"), "the unreachable host is logged");
+
+    // A decky recorded on delta, whose agent is down: mutating or deleting it through the fleet
+    // routes reaches for delta, and says plainly that it could not.
+    let delta = db.swarm_host_by_name("delta").await.unwrap();
+    let mut stranded = shards[0].clone();
+    (stranded.decky_name, stranded.host_uuid) = ("stranded".into(), delta.uuid);
+    stranded.decky_config.as_mut().expect("the agent reported its config").name = "stranded".into();
+    db.upsert_decky_shards(std::slice::from_ref(&stranded)).await.unwrap();
+    let (status, body) = api_call(api_port, &token, reqwest::Method::POST, "/deckies/stranded/mutate", None).await;
+    assert_eq!(
+        (status, &body["detail"]),
+        (409, &json!("Swarm host 'delta' did not mutate 'stranded': host unreachable")),
+        "{body}"
+    );
+    let (_, mine) = api_call(api_port, &token, reqwest::Method::GET, "/deckies", None).await;
+    let listed = mine.as_array().unwrap().iter().find(|d| d["name"] == "stranded").cloned().unwrap();
+    assert_eq!((&listed["host_name"], &listed["host_uuid"]), (&json!("delta"), &json!(delta.uuid.to_string())));
+    let (status, body) = api_call(api_port, &token, reqwest::Method::DELETE, "/deckies/stranded", None).await;
+    assert_eq!(
+        (status, &body["detail"]),
+        (409, &json!("agent teardown failed on swarm host 'delta': host unreachable")),
+        "{body}"
+    );
+    let filter = ShardFilter { decky_name: Some("stranded".into()), ..ShardFilter::default() };
+    let left = db.decky_shards(&filter).await.unwrap();
+    assert_eq!((left[0].state, left[0].last_error.as_deref()), (ShardState::TeardownFailed, Some("agent teardown failed")));
     db.close().await;
 }
