@@ -77,7 +77,11 @@ impl Master {
         let (status, body) = self.call(Method::GET, "/swarm/deckies", None).await;
         assert_eq!(status, 200, "{body}");
         let text = |row: &Value, key: &str| row[key].as_str().unwrap_or_default().to_string();
-        body.as_array().unwrap().iter().map(|r| (text(r, "decky_name"), text(r, "host_name"), text(r, "state"))).collect()
+        body.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (text(r, "decky_name"), text(r, "host_name"), text(r, "state")))
+            .collect()
     }
 }
 
@@ -196,7 +200,10 @@ async fn deckies_dispatched_to_hosts_become_their_containers_and_are_mutated_and
     // Replace the whole swarm with one decky: every host is cleared, the new one lands on alpha.
     let ids = master.deploy("[general]\nnet = 172.30.97.0/24\n\n[solo]\narchetype = linux-server\n", true).await;
     let rows = master.ended(&ids).await;
-    assert_eq!((&rows[0]["status"], host_named(rows[0]["host_uuid"].as_str().unwrap())), (&json!("succeeded"), "alpha"));
+    assert_eq!(
+        (&rows[0]["status"], host_named(rows[0]["host_uuid"].as_str().unwrap())),
+        (&json!("succeeded"), "alpha")
+    );
     eventually("only the new decky is left anywhere", || async {
         master.swarm_deckies().await == [("solo".to_string(), "alpha".to_string(), "running".to_string())]
     })

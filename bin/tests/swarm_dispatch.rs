@@ -141,6 +141,9 @@ async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own
     );
     let filter = ShardFilter { decky_name: Some("stranded".into()), ..ShardFilter::default() };
     let left = db.decky_shards(&filter).await.unwrap();
-    assert_eq!((left[0].state, left[0].last_error.as_deref()), (ShardState::TeardownFailed, Some("agent teardown failed")));
+    assert_eq!(
+        (left[0].state, left[0].last_error.as_deref()),
+        (ShardState::TeardownFailed, Some("agent teardown failed"))
+    );
     db.close().await;
 }

@@ -194,7 +194,8 @@ mod tests {
         assert_eq!(general["ipvlan"], "false");
         assert_eq!(local.section("a").unwrap()["services"], "ssh");
         assert!(!local.section("a").unwrap().contains_key("ip"), "the agent picks the address");
-        let bare = Ini::parse(&localised(&Ini::parse("[a]\nservices = ssh\n").unwrap(), "10.9.0.0/24".parse().unwrap()));
+        let bare =
+            Ini::parse(&localised(&Ini::parse("[a]\nservices = ssh\n").unwrap(), "10.9.0.0/24".parse().unwrap()));
         assert_eq!(bare.unwrap().section("general").unwrap()["net"], "10.9.0.0/24");
     }
 

@@ -11,10 +11,12 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::caller::{AgentCallError, AgentCaller};
-use super::config::SwarmConfig;
 use super::client::CallError;
+use super::config::SwarmConfig;
 use super::wire::MutateRequest;
-use crate::db::{Db, DbError, DbResult, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost};
+use crate::db::{
+    Db, DbError, DbResult, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost,
+};
 use crate::fleet::FleetError;
 
 /// What a teardown that failed at the agent leaves on its records; the cause is in the log.
@@ -87,7 +89,9 @@ pub async fn mutate(db: &Db, config: &SwarmConfig, host: &SwarmHost, decky: &str
         AgentCallError::Refused(404) => {
             FleetError::NotFound(format!("Decky '{decky}' not found on swarm host '{}'", host.name))
         }
-        other => FleetError::Refused(format!("Swarm host '{}' did not mutate '{decky}': {}", host.name, other.reason())),
+        other => {
+            FleetError::Refused(format!("Swarm host '{}' did not mutate '{decky}': {}", host.name, other.reason()))
+        }
     })
 }
 
