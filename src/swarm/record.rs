@@ -1,9 +1,9 @@
 //! What a verified heartbeat writes to the master's store: the host `active` and heard from now,
 //! one shard per decky it reports (`running` when its container runs, else `degraded`), the host's
 //! shards of deckies it no longer reports gone (a heartbeat read before a teardown may bring one
-//! back; the next removes it), and each
-//! outcome of a deploy or mutation onto the newest open lifecycle record of that decky, operation
-//! and host. Outcomes of an unknown status, or with no open record, are logged and dropped.
+//! back; the next removes it), and each outcome of a deploy or mutation onto the newest open
+//! lifecycle record of that decky, operation and host. Outcomes of an unknown status, or with no
+//! open record, are logged and dropped.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
