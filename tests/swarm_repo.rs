@@ -78,10 +78,12 @@ async fn hosts_are_unique_by_name_and_move_by_heartbeat_and_silence() {
         assert_eq!(stored.address, "10.9.0.2");
         assert_eq!(stored.client_cert_fingerprint.as_deref(), Some("ab".repeat(32).as_str()));
         assert_eq!(stored.updater_cert_fingerprint.as_deref(), Some("cd".repeat(32).as_str()));
-        assert!(stored.is_usable() && !db.swarm_host(b.uuid).await.unwrap().is_usable());
+        // An address is not enough: deckies go to a host once it has been heard from.
+        assert!(!stored.is_usable());
 
         // Heard from: active. Silent past the cutoff: unreachable, once, and only that one.
         db.record_swarm_heartbeat(a.uuid, t0()).await.unwrap();
+        assert!(db.swarm_host(a.uuid).await.unwrap().is_usable(), "active with an address");
         db.record_swarm_heartbeat(b.uuid, t0() + Duration::seconds(60)).await.unwrap();
         assert_eq!(db.swarm_hosts(Some(HostStatus::Active)).await.unwrap().len(), 2);
         let silent = db.mark_silent_swarm_hosts(t0() + Duration::seconds(30)).await.unwrap();
@@ -89,6 +91,7 @@ async fn hosts_are_unique_by_name_and_move_by_heartbeat_and_silence() {
         assert_eq!(silent[0].last_heartbeat, Some(t0()));
         assert!(db.mark_silent_swarm_hosts(t0() + Duration::seconds(30)).await.unwrap().is_empty());
         let unreachable = db.swarm_hosts(Some(HostStatus::Unreachable)).await.unwrap();
+        assert!(!unreachable[0].is_usable(), "an unreachable host gets no deckies");
         assert_eq!(unreachable.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["worker-a"]);
         // Heard from again: active again.
         db.record_swarm_heartbeat(a.uuid, t0() + Duration::seconds(90)).await.unwrap();

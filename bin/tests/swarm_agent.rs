@@ -2,8 +2,7 @@
 //! refuses, and logs, every other peer (a certificate of another CA, a wrong pin, plaintext,
 //! TLS 1.1, an agent's certificate on a master-only route) with nothing deployed; self-destruct
 //! removes its installed files; and an agent in a network namespace of its own heart-beats to a
-//! real `svc api`, whose listener makes the host `active` and refuses forged heartbeats; killed, its
-//! host goes `unreachable` within three heartbeats, and `active` again when it is restarted.
+//! real `svc api`, whose listener makes the host `active` and refuses forged heartbeats.
 
 use svc_test_support::processes as common;
 
@@ -127,7 +126,7 @@ async fn the_agent_answers_only_its_pinned_master_and_logs_every_refusal() {
 
 #[tokio::test]
 async fn an_agent_in_its_own_namespace_heart_beats_its_host_active_and_forgeries_are_refused() {
-    let net = NetnsHost::create(201);
+    let net = NetnsHost::create(205);
     let dir = tempfile::tempdir().unwrap();
     let swarm_port = free_port();
     let (mut api, api_port) = api_command(dir.path(), None);
@@ -182,17 +181,7 @@ async fn an_agent_in_its_own_namespace_heart_beats_its_host_active_and_forgeries
     })
     .await;
 
-    // Killed, the agent falls silent: three intervals later its host is unreachable by itself;
-    // restarted, its next heartbeat makes it active again.
+    // (A killed agent's host going unreachable, and active again on restart, is swarm_enroll's.)
     drop(agent);
-    eventually("the silent host becomes unreachable", || async {
-        db.swarm_host(host.uuid).await.is_ok_and(|h| h.status == HostStatus::Unreachable)
-    })
-    .await;
-    let _agent = Proc::spawn(net.wrap(&command));
-    eventually("the restarted agent makes its host active again", || async {
-        db.swarm_host(host.uuid).await.is_ok_and(|h| h.status == HostStatus::Active)
-    })
-    .await;
     db.close().await;
 }

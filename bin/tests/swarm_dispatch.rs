@@ -2,7 +2,8 @@
 //! over four enrolled hosts, two per host in name order, each record carrying its host; three real
 //! `svc agent`s take theirs (their engines are absent, so each decky fails there, and the failure
 //! comes back through the heartbeat with the fleet's own reason), and the fourth host, whose agent
-//! is down, fails its two records at once as unreachable.
+//! went down after its host became `active` (the master has not yet missed it), fails its two
+//! records at once as unreachable. A host never heard from gets nothing.
 
 use svc_test_support::processes as common;
 
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use common::swarm::{agent_command, enroll, listening, master_store};
 use common::{Proc, admin_token, api_call, api_command, eventually, free_port, start_api};
 use serde_json::json;
-use svc::db::ShardFilter;
+use svc::db::{HostStatus, ShardFilter, ShardState};
 use svc::swarm::pki::Ca;
 
 const INI: &str = "[general]\nnet = 172.30.98.0/24\n\n[web]\narchetype = web-server\namount = 6\n\n\
@@ -36,18 +37,25 @@ async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own
         let leaf = ca.issue(name, &["127.0.0.1".to_string()]).unwrap();
         let port = free_port();
         let host = enroll(&db, name, "127.0.0.1", port, &leaf.fingerprint).await;
-        if name != "delta" {
-            let mut command = agent_command(&dir.path().join(name), &ca, &leaf, "127.0.0.1", port);
-            command
-                .env("SVC_MASTER_HOST", "127.0.0.1")
-                .env("SVC_SWARM_PORT", swarm_port.to_string())
-                .env("SVC_HOST_UUID", host.uuid.to_string())
-                .env("SVC_AGENT_HEARTBEAT_S", "0.5");
-            agents.push(Proc::spawn(command));
-            listening("127.0.0.1", port).await;
-        }
+        let mut command = agent_command(&dir.path().join(name), &ca, &leaf, "127.0.0.1", port);
+        command
+            .env("SVC_MASTER_HOST", "127.0.0.1")
+            .env("SVC_SWARM_PORT", swarm_port.to_string())
+            .env("SVC_HOST_UUID", host.uuid.to_string())
+            .env("SVC_AGENT_HEARTBEAT_S", "0.5");
+        agents.push(Proc::spawn(command));
+        listening("127.0.0.1", port).await;
         hosts.insert(host.uuid.to_string(), name);
     }
+    // Enrolled but never heard from: not a host deckies go to.
+    let leaf = ca.issue("echo", &["127.0.0.1".to_string()]).unwrap();
+    enroll(&db, "echo", "127.0.0.1", free_port(), &leaf.fingerprint).await;
+    eventually("the four agents' heartbeats make their hosts active", || async {
+        db.swarm_hosts(Some(HostStatus::Active)).await.is_ok_and(|active| active.len() == 4)
+    })
+    .await;
+    // Delta's agent dies; the master misses it only after three of its own 30 s intervals.
+    drop(agents.pop());
 
     let token = admin_token(api_port).await;
     let body = json!({"ini_content": INI});
@@ -108,5 +116,34 @@ async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own
         assert!(names(host).contains(&shard.decky_name), "{} reported by {host}", shard.decky_name);
     }
     assert!(api.output().contains("Deploy not delivered to the agent"), "the unreachable host is logged");
+
+    // A decky recorded on delta, whose agent is down: mutating or deleting it through the fleet
+    // routes reaches for delta, and says plainly that it could not.
+    let delta = db.swarm_host_by_name("delta").await.unwrap();
+    let mut stranded = shards[0].clone();
+    (stranded.decky_name, stranded.host_uuid) = ("stranded".into(), delta.uuid);
+    stranded.decky_config.as_mut().expect("the agent reported its config").name = "stranded".into();
+    db.upsert_decky_shards(std::slice::from_ref(&stranded)).await.unwrap();
+    let (status, body) = api_call(api_port, &token, reqwest::Method::POST, "/deckies/stranded/mutate", None).await;
+    assert_eq!(
+        (status, &body["detail"]),
+        (409, &json!("Swarm host 'delta' did not mutate 'stranded': host unreachable")),
+        "{body}"
+    );
+    let (_, mine) = api_call(api_port, &token, reqwest::Method::GET, "/deckies", None).await;
+    let listed = mine.as_array().unwrap().iter().find(|d| d["name"] == "stranded").cloned().unwrap();
+    assert_eq!((&listed["host_name"], &listed["host_uuid"]), (&json!("delta"), &json!(delta.uuid.to_string())));
+    let (status, body) = api_call(api_port, &token, reqwest::Method::DELETE, "/deckies/stranded", None).await;
+    assert_eq!(
+        (status, &body["detail"]),
+        (409, &json!("agent teardown failed on swarm host 'delta': host unreachable")),
+        "{body}"
+    );
+    let filter = ShardFilter { decky_name: Some("stranded".into()), ..ShardFilter::default() };
+    let left = db.decky_shards(&filter).await.unwrap();
+    assert_eq!(
+        (left[0].state, left[0].last_error.as_deref()),
+        (ShardState::TeardownFailed, Some("agent teardown failed"))
+    );
     db.close().await;
 }

@@ -166,6 +166,10 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_HOST_UUID", "`svc agent`: the master's id for this host, sent with each heartbeat"),
     ("SVC_AGENT_HEARTBEAT_S", "`svc agent`: seconds between heartbeats (one is also sent when a deploy ends)"),
     ("SVC_INSTALL_ROOT", "`svc agent`: the root its files were installed under; self-destruct removes them there"),
+    (
+        "SVC_AGENT_DECKY_NET",
+        "`svc agent`: the subnet (CIDR) its deckies go on, whatever a deploy's `[general] net` says",
+    ),
 ];
 
 #[cfg(test)]

@@ -26,6 +26,13 @@ impl SwarmConfig {
                 None
             }
         });
+        let decky_net = env.non_empty("SVC_AGENT_DECKY_NET").and_then(|text| match text.trim().parse() {
+            Ok(subnet) => Some(subnet),
+            Err(_) => {
+                env.report("SVC_AGENT_DECKY_NET", "must be an IPv4 subnet in CIDR form, e.g. 10.20.0.0/24");
+                None
+            }
+        });
         let agent = AgentConfig {
             host: env.non_empty_or("SVC_AGENT_HOST", "0.0.0.0"),
             port: env.port("SVC_AGENT_PORT", 8765),
@@ -37,6 +44,7 @@ impl SwarmConfig {
             host_uuid,
             heartbeat: env.seconds("SVC_AGENT_HEARTBEAT_S", 30.0),
             install_root: env.path_or("SVC_INSTALL_ROOT", PathBuf::from("/")),
+            decky_net,
         };
         SwarmConfig { enabled, dir, listen_host, listen_port, verify_hostname, connect_timeout, read_timeout, agent }
     }

@@ -282,7 +282,8 @@ impl Fleet {
         }
         let stored = self.db.fleet().await?;
         let deckies: BTreeMap<&str, &FleetDecky> = stored.deckies.iter().map(|d| (d.config.name.as_str(), d)).collect();
-        for record in open.iter().filter(|r| !busy.contains(&r.decky_name)) {
+        // A record carrying a swarm host is that host's agent's to end (by its heartbeat).
+        for record in open.iter().filter(|r| r.host_uuid.is_none() && !busy.contains(&r.decky_name)) {
             let (status, error) = match deckies.get(record.decky_name.as_str()) {
                 None => (LifecycleStatus::Failed, Some(REMOVED_BEFORE_DEPLOYED)),
                 Some(d) if d.state == DeployState::Running => (LifecycleStatus::Succeeded, None),

@@ -1,7 +1,9 @@
 //! The fleet's routes: `POST /deckies/deploy` (a deployment INI, carried out in the background),
 //! `GET /deckies/lifecycle` (polling those deploys), `GET /deckies` (the fleet with each
-//! container's state) and `DELETE /deckies/{name}`. Shapes are DECNET's; the engine's own words
-//! never reach the client.
+//! container's state, and with the swarm on the deckies its hosts report, each with its host),
+//! `DELETE /deckies/{name}` and `POST /deckies/{name}/mutate` (a decky a swarm host runs is acted
+//! on there, through `swarm::remote`). Shapes are DECNET's; the engine's own words never reach the
+//! client.
 
 use axum::Json;
 use axum::extract::{RawQuery, State};
@@ -99,6 +101,10 @@ pub struct DeckyEntry {
     pub state: String,
     /// Why its last deploy failed.
     pub last_error: Option<String>,
+    /// The swarm host that runs it (its uuid is the config's `host_uuid`); absent for a decky of
+    /// this host's own engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_name: Option<String>,
 }
 
 fn fleet_error(err: FleetError) -> ApiError {
@@ -134,7 +140,9 @@ pub async fn deploy(
     let swarm = &state.config.swarm;
     let dispatched = if swarm.enabled {
         let limit = state.config.fleet.deployment_limit;
-        crate::swarm::deploy::deploy(&state.db, swarm, &request.ini_content, limit).await.map_err(fleet_error)?
+        crate::swarm::deploy::deploy(&state.db, swarm, &request.ini_content, request.replace_fleet, limit)
+            .await
+            .map_err(fleet_error)?
     } else {
         None
     };
@@ -217,12 +225,44 @@ fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>>
 )]
 pub async fn list_deckies(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<Vec<DeckyEntry>>> {
     let statuses = state.fleet.statuses().await.map_err(fleet_error)?;
-    Ok(Json(
-        statuses
-            .into_iter()
-            .map(|s| DeckyEntry { config: s.config, state: s.state, last_error: s.last_error })
-            .collect(),
-    ))
+    let mut entries: Vec<DeckyEntry> = statuses
+        .into_iter()
+        .map(|s| DeckyEntry { config: s.config, state: s.state, last_error: s.last_error, host_name: None })
+        .collect();
+    if state.config.swarm.enabled {
+        entries.extend(swarm_entries(&state).await?);
+        entries.sort_by(|a, b| a.config.name.cmp(&b.config.name));
+    }
+    Ok(Json(entries))
+}
+
+/// The deckies the swarm's hosts reported, as their heartbeats left them: the shard's state is the
+/// decky's, its host's uuid in the config.
+async fn swarm_entries(state: &AppState) -> Result<Vec<DeckyEntry>> {
+    let hosts: std::collections::HashMap<Uuid, String> =
+        state.db.swarm_hosts(None).await?.into_iter().map(|h| (h.uuid, h.name)).collect();
+    let shards = state.db.decky_shards(&crate::db::ShardFilter::default()).await?;
+    Ok(shards
+        .into_iter()
+        .filter_map(|shard| {
+            let mut config = shard.decky_config?;
+            config.host_uuid = Some(shard.host_uuid.to_string());
+            Some(DeckyEntry {
+                config,
+                state: shard.state.as_str().to_string(),
+                last_error: shard.last_error,
+                host_name: hosts.get(&shard.host_uuid).cloned(),
+            })
+        })
+        .collect())
+}
+
+/// The swarm host that runs `name`, when the swarm is on and one reported it.
+async fn swarm_host_of(state: &AppState, name: &str) -> Result<Option<crate::db::SwarmHost>> {
+    if !state.config.swarm.enabled {
+        return Ok(None);
+    }
+    Ok(crate::swarm::remote::host_of(&state.db, name).await?.map(|(_, host)| host))
 }
 
 /// A decky name as paths carry it: `^[a-z0-9-]{1,64}$`.
@@ -242,7 +282,8 @@ impl<'de> Deserialize<'de> for DeckyName {
     }
 }
 
-/// Removes a decky and its container.
+/// Removes a decky and its container; a decky of a swarm host is removed there (its agent's answer
+/// awaited).
 #[utoipa::path(
     delete,
     path = "/deckies/{name}",
@@ -252,7 +293,7 @@ impl<'de> Deserialize<'de> for DeckyName {
     responses(
         (status = 204, description = "Removed"),
         (status = 404, description = "No active deployment, or no such decky"),
-        (status = 409, description = "The container runtime failed"),
+        (status = 409, description = "The container runtime failed, or the decky's swarm host did not tear it down"),
         (status = 422, description = "The name does not match the pattern"),
         AdminOnly,
     )
@@ -262,7 +303,12 @@ pub async fn teardown(
     _admin: Admin,
     ValidPath(DeckyName(name)): ValidPath<DeckyName>,
 ) -> Result<StatusCode> {
-    state.fleet.teardown(&name).await.map_err(fleet_error)?;
+    match swarm_host_of(&state, &name).await? {
+        Some(host) => {
+            crate::swarm::remote::teardown(&state.db, &state.config.swarm, &host, &name).await.map_err(fleet_error)?
+        }
+        None => state.fleet.teardown(&name).await.map_err(fleet_error)?,
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -272,7 +318,8 @@ pub struct MutateResponse {
     pub lifecycle_ids: Vec<Uuid>,
 }
 
-/// Gives a decky a new set of services now (trigger `operator`), in the background.
+/// Gives a decky a new set of services now (trigger `operator`), in the background; a decky of a
+/// swarm host is mutated by its agent, its record carrying the host.
 #[utoipa::path(
     post,
     path = "/deckies/{name}/mutate",
@@ -282,7 +329,7 @@ pub struct MutateResponse {
     responses(
         (status = 202, description = "Accepted; poll /deckies/lifecycle with the id", body = MutateResponse),
         (status = 404, description = "No active deployment, no such decky, or no services to mutate it to"),
-        (status = 409, description = "Another mutation of the decky got there first"),
+        (status = 409, description = "Another mutation of the decky got there first, or its swarm host did not take the mutation"),
         (status = 422, description = "The name does not match the pattern"),
         AdminOnly,
     )
@@ -292,8 +339,15 @@ pub async fn mutate(
     _admin: Admin,
     ValidPath(DeckyName(name)): ValidPath<DeckyName>,
 ) -> Result<(StatusCode, Json<MutateResponse>)> {
-    let ingest = state.config.ingest.log_file.clone();
-    let id = state.fleet.mutate(&name, "operator", ingest).await.map_err(fleet_error)?;
+    let id = match swarm_host_of(&state, &name).await? {
+        Some(host) => {
+            crate::swarm::remote::mutate(&state.db, &state.config.swarm, &host, &name).await.map_err(fleet_error)?
+        }
+        None => {
+            let ingest = state.config.ingest.log_file.clone();
+            state.fleet.mutate(&name, "operator", ingest).await.map_err(fleet_error)?
+        }
+    };
     Ok((StatusCode::ACCEPTED, Json(MutateResponse { lifecycle_ids: vec![id] })))
 }
 

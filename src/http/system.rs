@@ -1,5 +1,5 @@
 //! `GET /system/deployment-mode`: which role this master plays and how many swarm hosts deckies can
-//! be sent to (enrolled or active, with an address, on a master with `SVC_SWARM_ENABLED`): `swarm`
+//! be sent to (active, with an address, on a master with `SVC_SWARM_ENABLED`): `swarm`
 //! as soon as there is one.
 
 use axum::Json;

@@ -1,15 +1,32 @@
 //! The master's side of every call to an agent: its `svc-master` identity and the CA (made on first
 //! use under `SVC_SWARM_DIR`), and per host an [`Endpoint`] pinned by the fingerprint stored for it
 //! (none stored: every handshake fails), checking the host's address against its certificate when
-//! `SVC_VERIFY_HOSTNAME`. Dispatch, teardown and decommission all call agents through it.
+//! `SVC_VERIFY_HOSTNAME`. Dispatch, mutation, teardown and decommission all call agents through it
+//! ([`AgentCaller::post`]); what went wrong comes back as an [`AgentCallError`] whose text is
+//! generic (the agent's own words and the TLS detail go to the log).
 
 use std::sync::Arc;
 
-use super::client::Endpoint;
+use serde_json::Value;
+
+use super::client::{Answer, CallError, Endpoint};
 use super::config::SwarmConfig;
 use super::pki::Ca;
 use super::tls::{Identity, PeerPin, client_config};
 use crate::db::SwarmHost;
+
+/// Why a call to an agent did not do what was asked; the texts are what a client or a record sees.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentCallError {
+    #[error("host has no address yet")]
+    NoAddress,
+    #[error("the swarm's certificates are unavailable")]
+    Certificates,
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("agent answered {0}")]
+    Refused(u16),
+}
 
 /// The master's identity and the swarm's settings, ready to call any host's agent; cheap to clone.
 #[derive(Clone, Debug)]
@@ -26,8 +43,8 @@ pub struct CertificatesUnavailable;
 
 impl AgentCaller {
     pub fn load(config: &SwarmConfig) -> Result<AgentCaller, CertificatesUnavailable> {
-        let loaded = Ca::load_or_create(&config.dir.join("ca")).and_then(|ca| {
-            let leaf = ca.master_leaf(&config.dir.join("master"))?;
+        let loaded = Ca::load_or_create(&config.ca_dir()).and_then(|ca| {
+            let leaf = ca.master_leaf(&config.master_dir())?;
             Ok((ca.cert_pem().to_string(), leaf))
         });
         let (ca_pem, leaf) = loaded.map_err(|err| {
@@ -54,5 +71,26 @@ impl AgentCaller {
             connect_timeout: self.config.connect_timeout,
             read_timeout: self.config.read_timeout,
         })
+    }
+
+    /// `POST path` with `body` to `host`'s agent; a 2xx answer is the answer, any other status is
+    /// [`AgentCallError::Refused`] (the agent's body is logged, never returned).
+    pub async fn post(&self, host: &SwarmHost, path: &str, body: &Value) -> Result<Answer, AgentCallError> {
+        if host.address.is_empty() {
+            return Err(AgentCallError::NoAddress);
+        }
+        let endpoint = self.endpoint(host).ok_or(AgentCallError::Certificates)?;
+        let answer = endpoint.post(path, body).await?;
+        if answer.status.is_success() {
+            return Ok(answer);
+        }
+        tracing::warn!(
+            host = %host.name,
+            %path,
+            status = answer.status.as_u16(),
+            body = %crate::text::prefix_chars(&String::from_utf8_lossy(&answer.body), 300),
+            "Agent refused the call"
+        );
+        Err(AgentCallError::Refused(answer.status.as_u16()))
     }
 }

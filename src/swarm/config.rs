@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::fleet::subnet::Subnet;
+
 #[derive(Clone, Debug)]
 pub struct SwarmConfig {
     /// `SVC_SWARM_ENABLED`: `svc api` runs the heartbeat listener (and may dispatch to agents).
@@ -24,6 +26,18 @@ pub struct SwarmConfig {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub agent: AgentConfig,
+}
+
+impl SwarmConfig {
+    /// The swarm CA's directory (`SVC_SWARM_DIR/ca`): its key and certificate.
+    pub fn ca_dir(&self) -> PathBuf {
+        self.dir.join("ca")
+    }
+
+    /// The master's own identity (`SVC_SWARM_DIR/master`), CN `svc-master`.
+    pub fn master_dir(&self) -> PathBuf {
+        self.dir.join("master")
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -47,4 +61,7 @@ pub struct AgentConfig {
     /// `SVC_INSTALL_ROOT`: the root the agent's files were installed under; self-destruct removes
     /// them from there.
     pub install_root: PathBuf,
+    /// `SVC_AGENT_DECKY_NET`: the subnet this host's deckies go on, whatever network a deploy's
+    /// `[general]` names (unset: the deploy's).
+    pub decky_net: Option<Subnet>,
 }

@@ -2,19 +2,20 @@
 //! fleet would, spreads its deckies (`dispatch`), stores one lifecycle record per decky carrying
 //! its host, answers at once, and in the background calls each host's agent (`POST /deploy`,
 //! pinned by the stored fingerprint). Records end with the agent's heartbeat; a host that cannot
-//! be reached, or refuses, fails its records at once with a generic reason.
+//! be reached, or refuses, fails its records at once with a generic reason. A deploy that replaces
+//! the fleet first has every host that runs deckies, or gets some, tear all of its own down.
 
 use std::collections::BTreeSet;
 
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::caller::AgentCaller;
-use super::client::CallError;
+use super::caller::{AgentCallError, AgentCaller};
 use super::config::SwarmConfig;
 use super::dispatch::{self, Slice};
+use super::remote;
 use super::wire::DeployRequest;
-use crate::db::{Db, DeckyLifecycle, LifecycleStatus, SwarmHost};
+use crate::db::{Db, DeckyLifecycle, LifecycleStatus, ShardFilter, SwarmHost};
 use crate::fleet::ini::Ini;
 use crate::fleet::{Accepted, FleetError, plan};
 
@@ -22,11 +23,13 @@ use crate::fleet::{Accepted, FleetError, plan};
 const AGENT_REFUSED: &str = "the agent refused the deploy";
 
 /// Deploys `ini_text` over the usable swarm hosts; `None` when there is none (the deploy is then
-/// the local fleet's).
+/// the local fleet's). With `replace`, each usable host, and each host a decky is recorded on,
+/// tears down every decky it runs before it gets its share (if any): the INI is the whole swarm.
 pub async fn deploy(
     db: &Db,
     config: &SwarmConfig,
     ini_text: &str,
+    replace: bool,
     deployment_limit: usize,
 ) -> Result<Option<Accepted>, FleetError> {
     let hosts: Vec<SwarmHost> = db.swarm_hosts(None).await?.into_iter().filter(SwarmHost::is_usable).collect();
@@ -46,6 +49,11 @@ pub async fn deploy(
         )));
     }
     let client = AgentCaller::load(config).map_err(|err| FleetError::Refused(err.to_string()))?;
+    let mut clear: BTreeSet<Uuid> = BTreeSet::new();
+    if replace {
+        clear.extend(hosts.iter().map(|h| h.uuid));
+        clear.extend(db.decky_shards(&ShardFilter::default()).await?.into_iter().map(|s| s.host_uuid));
+    }
     let now = Utc::now();
     let mut ids = Vec::new();
     let mut work = Vec::new();
@@ -68,12 +76,29 @@ pub async fn deploy(
             ids.push(record.id);
             records.push(record.id);
         }
-        work.push((host, slice, records));
+        let cleared = clear.remove(&host.uuid);
+        work.push((host, cleared, Some((slice, records))));
     }
-    tracing::info!(deckies = ids.len(), hosts = work.len(), "Swarm deploy accepted");
-    for (host, slice, records) in work {
-        let (db, client) = (db.clone(), client.clone());
-        tokio::spawn(async move { send(&db, &client, &host, slice, &records).await });
+    // Hosts the new deploy gives nothing keep nothing either.
+    for uuid in clear {
+        match db.swarm_host(uuid).await {
+            Ok(host) => work.push((host, true, None)),
+            Err(err) => tracing::warn!(host = %uuid, error = %err, "A replaced host's deckies not torn down"),
+        }
+    }
+    tracing::info!(deckies = ids.len(), hosts = work.len(), replace, "Swarm deploy accepted");
+    for (host, cleared, share) in work {
+        let (db, client, config) = (db.clone(), client.clone(), config.clone());
+        tokio::spawn(async move {
+            // Its outcome is on the host's shards (and in the log); the deploy goes on regardless,
+            // and the agent refuses what would collide with a decky left behind.
+            if cleared && let Ok(filter) = remote::start_teardown(&db, &host, None).await {
+                let _ = remote::finish_teardown(&db, &config, &host, filter).await;
+            }
+            if let Some((slice, records)) = share {
+                send(&db, &client, &host, slice, &records).await;
+            }
+        });
     }
     Ok(Some(Accepted { deckies: ids.len(), lifecycle_ids: ids }))
 }
@@ -87,32 +112,15 @@ async fn send(db: &Db, client: &AgentCaller, host: &SwarmHost, slice: Slice, rec
         }
     };
     mark(LifecycleStatus::Running, None).await;
-    let Some(endpoint) = client.endpoint(host) else {
-        mark(LifecycleStatus::Failed, Some("TLS handshake refused")).await;
-        return;
-    };
     let body = DeployRequest { config: slice.ini, dry_run: false, no_cache: false };
     let body = serde_json::to_value(&body).expect("a deploy request serialises");
-    match endpoint.post("/deploy", &body).await {
-        Ok(answer) if answer.status.is_success() => {
-            tracing::info!(host = %host.name, deckies = slice.deckies.len(), "Agent accepted its deckies");
-        }
-        Ok(answer) => {
-            tracing::warn!(
-                host = %host.name,
-                status = %answer.status,
-                body = %String::from_utf8_lossy(&answer.body),
-                "Agent refused a deploy"
-            );
-            mark(LifecycleStatus::Failed, Some(AGENT_REFUSED)).await;
-        }
+    match client.post(host, "/deploy", &body).await {
+        Ok(_) => tracing::info!(host = %host.name, deckies = slice.deckies.len(), "Agent accepted its deckies"),
         Err(err) => {
             tracing::warn!(host = %host.name, error = %err, "Deploy not delivered to the agent");
-            let reason: &'static str = match err {
-                CallError::Unreachable => "host unreachable",
-                CallError::Handshake => "TLS handshake refused",
-                CallError::Timeout => "no answer in time",
-                CallError::Transport => "transport failure",
+            let reason = match err {
+                AgentCallError::Refused(_) => AGENT_REFUSED,
+                other => other.reason(),
             };
             mark(LifecycleStatus::Failed, Some(reason)).await;
         }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::db::SwarmHost;
 use crate::fleet::ini::{Ini, Options};
 use crate::fleet::plan::is_decky_section;
+use crate::fleet::subnet::Subnet;
 
 /// The INI option that pins a decky's section to a swarm host; the master reads it, agents never
 /// see it.
@@ -45,7 +46,7 @@ pub fn split(ini: &Ini, hosts: &[SwarmHost]) -> Result<Split, String> {
         let pinned = match options.get(HOST_OPTION).map(|v| v.trim()).filter(|v| !v.is_empty()) {
             Some(pin) => {
                 Some(hosts.iter().position(|h| h.name == pin || h.uuid.to_string() == pin).ok_or_else(|| {
-                    format!("[{section}] host `{pin}` is not a usable swarm host (enrolled or active, with an address)")
+                    format!("[{section}] host `{pin}` is not a usable swarm host (active: heard from, with an address)")
                 })?)
             }
             None => None,
@@ -80,6 +81,25 @@ fn write_section(out: &mut String, name: &str, options: &Options, skip: &[&str])
         out.push_str(&format!("{key} = {}\n", value.replace('\n', "\n    ")));
     }
     out.push('\n');
+}
+
+/// `ini` with its deckies on `subnet` (gateway: its first host) instead of the network its
+/// `[general]` names: how an agent whose deckies have a network of their own
+/// (`SVC_AGENT_DECKY_NET`) takes a deploy, as DECNET's agents re-localise theirs. Each decky's
+/// address is then the agent's to choose.
+pub fn localised(ini: &Ini, subnet: Subnet) -> String {
+    let mut out = format!("[general]\nnet = {subnet}\ngw = {}\n", subnet.first_host());
+    if let Some(general) = ini.section("general") {
+        let mut rest = String::new();
+        write_section(&mut rest, "general", general, &["net", "gw"]);
+        out.push_str(rest.strip_prefix("[general]\n").unwrap_or_default());
+    } else {
+        out.push('\n');
+    }
+    for (name, options) in ini.sections().filter(|(name, _)| *name != "general") {
+        write_section(&mut out, name, options, &["ip"]);
+    }
+    out
 }
 
 /// The INI as given, less the master's `host` pins.
@@ -160,6 +180,23 @@ mod tests {
         let zed = Ini::parse(&split.slices[1].ini).unwrap();
         assert!(!zed.section("b").unwrap().contains_key("host"), "agents never see the pin");
         assert!(!Ini::parse(&split.unpinned).unwrap().section("b").unwrap().contains_key("host"));
+    }
+
+    #[test]
+    fn an_agent_with_a_network_of_its_own_puts_the_deckies_there() {
+        let ini = Ini::parse(
+            "[general]\nnet = 172.30.0.0/24\ngw = 172.30.0.1\nipvlan = false\n[a]\nip = 172.30.0.9\nservices = ssh\n",
+        )
+        .unwrap();
+        let local = Ini::parse(&localised(&ini, "10.213.5.0/24".parse().unwrap())).unwrap();
+        let general = local.section("general").unwrap();
+        assert_eq!((general["net"].as_str(), general["gw"].as_str()), ("10.213.5.0/24", "10.213.5.1"));
+        assert_eq!(general["ipvlan"], "false");
+        assert_eq!(local.section("a").unwrap()["services"], "ssh");
+        assert!(!local.section("a").unwrap().contains_key("ip"), "the agent picks the address");
+        let bare =
+            Ini::parse(&localised(&Ini::parse("[a]\nservices = ssh\n").unwrap(), "10.9.0.0/24".parse().unwrap()));
+        assert_eq!(bare.unwrap().section("general").unwrap()["net"], "10.9.0.0/24");
     }
 
     #[test]

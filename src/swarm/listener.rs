@@ -48,8 +48,8 @@ impl SwarmListener {
     /// Binds `SVC_SWARM_HOST:SVC_SWARM_PORT` with the master's certificate (made, with the CA,
     /// on first use under `SVC_SWARM_DIR`).
     pub async fn bind(config: &SwarmConfig) -> anyhow::Result<SwarmListener> {
-        let ca = Ca::load_or_create(&config.dir.join("ca"))?;
-        let master = ca.master_leaf(&config.dir.join("master"))?;
+        let ca = Ca::load_or_create(&config.ca_dir())?;
+        let master = ca.master_leaf(&config.master_dir())?;
         let identity = Identity::from_pem(&master.cert_pem, &master.key_pem)?;
         let tls = server_config(&identity, ca.cert_pem())?;
         let listener = TcpListener::bind((config.listen_host.as_str(), config.listen_port)).await?;

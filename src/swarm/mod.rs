@@ -18,6 +18,7 @@ pub mod dispatch;
 pub mod listener;
 pub mod pki;
 pub mod record;
+pub mod remote;
 pub mod serve;
 pub mod sweep;
 pub mod tls;

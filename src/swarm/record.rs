@@ -1,7 +1,9 @@
 //! What a verified heartbeat writes to the master's store: the host `active` and heard from now,
-//! one shard per decky it reports (`running` when its container runs, else `degraded`), and each
-//! outcome of a deploy or mutation onto the newest open lifecycle record of that decky, operation
-//! and host. Outcomes of an unknown status, or with no open record, are logged and dropped.
+//! one shard per decky it reports (`running` when its container runs, else `degraded`), the host's
+//! shards of deckies it no longer reports gone (a heartbeat read before a teardown may bring one
+//! back; the next removes it), and each outcome of a deploy or mutation onto the newest open
+//! lifecycle record of that decky, operation and host. Outcomes of an unknown status, or with no
+//! open record, are logged and dropped.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -9,7 +11,7 @@ use uuid::Uuid;
 
 use super::listener::HeartbeatStore;
 use super::wire::Heartbeat;
-use crate::db::{Db, DbError, DbResult, DeckyShard, LifecycleStatus, ShardState};
+use crate::db::{Db, DbError, DbResult, DeckyShard, LifecycleStatus, ShardFilter, ShardState};
 
 /// The master's store as the heartbeat listener sees it.
 pub struct StoredHeartbeats(pub Db);
@@ -28,6 +30,13 @@ impl HeartbeatStore for StoredHeartbeats {
         let db = &self.0;
         let host = heartbeat.host_uuid;
         db.record_swarm_heartbeat(host, at).await?;
+        let reported: std::collections::BTreeSet<&str> =
+            heartbeat.status.deckies.iter().map(|d| d.name.as_str()).collect();
+        let recorded = db.decky_shards(&ShardFilter { host_uuid: Some(host), ..ShardFilter::default() }).await?;
+        for gone in recorded.iter().filter(|shard| !reported.contains(shard.decky_name.as_str())) {
+            let filter = ShardFilter { host_uuid: Some(host), decky_name: Some(gone.decky_name.clone()), state: None };
+            db.delete_decky_shards(&filter).await?;
+        }
         if heartbeat.status.deployed {
             let shards: Vec<DeckyShard> = heartbeat
                 .status

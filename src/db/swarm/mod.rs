@@ -69,9 +69,11 @@ pub struct SwarmHost {
 }
 
 impl SwarmHost {
-    /// Whether deckies may be sent to it (DECNET's rule): enrolled or active, with an address.
+    /// Whether deckies may be sent to it: `active` (its agent has heart-beaten and not fallen
+    /// silent since), with an address. DECNET also sends to an `enrolled` host; one that fetched its
+    /// bundle but never came up would fail every deploy sent its way.
     pub fn is_usable(&self) -> bool {
-        matches!(self.status, HostStatus::Enrolled | HostStatus::Active) && !self.address.is_empty()
+        self.status == HostStatus::Active && !self.address.is_empty()
     }
 }
 

@@ -254,7 +254,7 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
     })?;
     let address = fetcher.to_string();
     state.db.set_swarm_host_address(host.uuid, &address).await?;
-    let ca_dir = state.config.swarm.dir.join("ca");
+    let ca_dir = state.config.swarm.ca_dir();
     let binary = match &state.config.api.bundle_binary {
         Some(path) => path.clone(),
         None => std::env::current_exe().map_err(|err| anyhow::anyhow!("the running svc binary: {err}"))?,

@@ -9,24 +9,21 @@ use std::net::SocketAddr;
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
-use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::{HOST_NOT_FOUND, agent};
-use crate::db::{DbError, HostStatus, ShardFilter, ShardState, SwarmHost};
+use super::HOST_NOT_FOUND;
+use crate::db::{DbError, HostStatus, SwarmHost};
 use crate::http::deckies::DeckyName;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, check_max_chars, given};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson};
 use crate::http::{ApiError, AppState, Result};
+use crate::swarm::remote;
 use crate::time::format_utc;
-
-/// What a teardown that failed at the agent leaves on its records; the cause is in the log.
-pub const TEARDOWN_FAILED: &str = "agent teardown failed";
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_hosts)).routes(routes!(decommission_host)).routes(routes!(teardown_host))
@@ -135,7 +132,8 @@ pub async fn decommission_host(
 ) -> Result<StatusCode> {
     state.limits.host_delete(peer.ip())?;
     let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
-    if let Err(err) = agent::self_destruct(&state, &host).await {
+    let asked = remote::call(&state.config.swarm, &host, "/self-destruct", &serde_json::json!({})).await;
+    if let Err(err) = asked {
         tracing::warn!(host = %host.name, %uuid, error = %err, "Agent self-destruct failed; forgetting the host anyway");
     }
     state.db.delete_swarm_host(uuid).await.map_err(host_not_found)?;
@@ -184,8 +182,7 @@ pub async fn teardown_host(
 ) -> Result<(StatusCode, Json<TeardownAccepted>)> {
     let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
     let decky_id = body.decky_id.map(|name| name.0);
-    let filter = ShardFilter { host_uuid: Some(uuid), decky_name: decky_id.clone(), state: None };
-    state.db.set_decky_shard_state(&filter, ShardState::TearingDown, None, Utc::now()).await?;
+    let filter = remote::start_teardown(&state.db, &host, decky_id.as_deref()).await?;
     tracing::info!(host = %host.name, %uuid, decky = ?decky_id, by = %admin.user.username, "Swarm teardown queued");
     let answer = TeardownAccepted {
         host_uuid: uuid,
@@ -194,27 +191,9 @@ pub async fn teardown_host(
         accepted: true,
         detail: "teardown queued".into(),
     };
-    let background = state.clone();
-    tokio::spawn(async move { finish_teardown(background, host, filter).await });
+    tokio::spawn(async move {
+        // The outcome is on the records (and in the log).
+        let _ = remote::finish_teardown(&state.db, &state.config.swarm, &host, filter).await;
+    });
     Ok((StatusCode::ACCEPTED, Json(answer)))
-}
-
-/// Asks the agent and records its answer on the records the request marked.
-async fn finish_teardown(state: AppState, host: SwarmHost, filter: ShardFilter) {
-    let outcome = agent::teardown(&state, &host, filter.decky_name.as_deref()).await;
-    let marked = ShardFilter { state: Some(ShardState::TearingDown), ..filter };
-    let recorded = match outcome {
-        Ok(()) => state.db.delete_decky_shards(&marked).await.map(drop),
-        Err(err) => {
-            tracing::warn!(host = %host.name, uuid = %host.uuid, error = %err, "Agent teardown failed");
-            state
-                .db
-                .set_decky_shard_state(&marked, ShardState::TeardownFailed, Some(TEARDOWN_FAILED), Utc::now())
-                .await
-                .map(drop)
-        }
-    };
-    if let Err(err) = recorded {
-        tracing::warn!(host = %host.name, error = %err, "Teardown outcome not recorded");
-    }
 }

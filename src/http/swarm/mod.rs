@@ -4,7 +4,6 @@
 //! new host installs itself from. A host's status is what its heartbeats and the silence sweep
 //! wrote: listing dials no host.
 
-mod agent;
 mod deckies;
 mod enroll;
 mod hosts;

@@ -112,7 +112,12 @@ async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Response {
     if request.dry_run {
         return Json(DeployAccepted { status: "dry_run".into(), deckies }).into_response();
     }
-    match agent.fleet.deploy(&request.config, false).await {
+    // A host whose deckies have a network of their own puts them there (as DECNET re-localises).
+    let config = match agent.settings.decky_net {
+        Some(subnet) => crate::swarm::dispatch::localised(&ini, subnet),
+        None => request.config,
+    };
+    match agent.fleet.deploy(&config, false).await {
         Ok(accepted) => {
             tracing::info!(deckies = deckies.len(), "Deploy accepted from the master");
             agent.follow(accepted.lifecycle_ids, "deploy");

@@ -31,15 +31,20 @@ fn agent_files(dir: &Path, ca: &Ca, leaf: &Leaf) -> [(&'static str, PathBuf); 3]
 }
 
 /// `svc agent` in `dir` on `host:port` with `leaf`, an engine socket that does not exist (nothing
-/// is deployed for real: a deploy fails at the engine) and its install root at `dir/root`.
+/// is deployed for real: a deploy fails at the engine), a stand-in for the decky binary (its image
+/// digest is read at once, not from hundreds of MB of debug build) and its install root at
+/// `dir/root`.
 pub fn agent_command(dir: &Path, ca: &Ca, leaf: &Leaf, host: &str, port: u16) -> Command {
     std::fs::create_dir_all(dir).unwrap();
     let mut command = svc(dir, &["agent"]);
     for (var, path) in agent_files(dir, ca, leaf) {
         command.env(var, path);
     }
+    let decky_binary = dir.join("decky-binary");
+    std::fs::write(&decky_binary, "not a real decky: the engine is absent").unwrap();
     command
         .env("SVC_MODE", "agent")
+        .env("SVC_DECKY_BINARY", decky_binary)
         .env("SVC_AGENT_HOST", host)
         .env("SVC_AGENT_PORT", port.to_string())
         .env("SVC_DOCKER_HOST", format!("unix://{}", dir.join("no-engine.sock").display()))
