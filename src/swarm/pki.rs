@@ -90,6 +90,10 @@ impl Ca {
         }
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        let _lock = first_use_lock(dir).map_err(io(dir))?;
+        if key_path.exists() && cert_path.exists() {
+            return Ca::load_or_create(dir);
+        }
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let mut params = ca_params();
         params.not_before = now() - time::Duration::minutes(BACKDATE_MINUTES);
@@ -154,6 +158,10 @@ impl Ca {
         }
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        let _lock = first_use_lock(dir).map_err(io(dir))?;
+        if cert_path.exists() && key_path.exists() {
+            return self.master_leaf(dir);
+        }
         let leaf = self.issue(MASTER_CN, &["127.0.0.1".to_string(), "localhost".to_string()])?;
         write_private(&key_path, &leaf.key_pem).map_err(io(&key_path))?;
         std::fs::write(&cert_path, &leaf.cert_pem).map_err(io(&cert_path))?;
@@ -187,6 +195,14 @@ fn random_serial() -> SerialNumber {
     let mut bytes = *uuid::Uuid::new_v4().as_bytes();
     bytes[0] &= 0x7f;
     SerialNumber::from_slice(&bytes)
+}
+
+/// An exclusive lock on `dir/.lock`, held while files are made there on first use: the API's
+/// heartbeat and log listeners start together, and each would otherwise make its own CA.
+fn first_use_lock(dir: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join(".lock"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(file)
 }
 
 /// Writes `text` to a new file readable by its owner only (created 0600, never wider for a moment).
