@@ -9,7 +9,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
 };
 use rustls::pki_types::pem::PemObject;
@@ -114,8 +114,16 @@ impl Ca {
     /// A fresh key and a certificate for `cn`, valid for server and client authentication; its SANs
     /// are each of `sans` (an IP address if it parses as one, else a DNS name) and the CN.
     pub fn issue(&self, cn: &str, sans: &[String]) -> Result<Leaf, PkiError> {
+        let names: Vec<&str> = sans.iter().map(|s| s.as_str()).chain(std::iter::once(cn)).collect();
+        self.issue_with_common_name(DnValue::Utf8String(cn.into()), &names)
+    }
+
+    /// A leaf as [`Ca::issue`] makes, whose common name is `cn` exactly as given (any string type
+    /// X.509 allows) and whose SANs are `sans` alone: how a test presents a peer of the CA whose
+    /// name is empty or unparseable.
+    pub fn issue_with_common_name(&self, cn: DnValue, sans: &[&str]) -> Result<Leaf, PkiError> {
         let mut names: Vec<SanType> = Vec::new();
-        for entry in sans.iter().map(|s| s.as_str()).chain(std::iter::once(cn)) {
+        for &entry in sans {
             let san = match entry.parse::<IpAddr>() {
                 Ok(ip) => SanType::IpAddress(ip),
                 Err(_) => SanType::DnsName(entry.to_string().try_into()?),
@@ -126,7 +134,10 @@ impl Ca {
         }
         let mut params = CertificateParams::default();
         params.subject_alt_names = names;
-        params.distinguished_name = distinguished_name(cn);
+        let mut subject = DistinguishedName::new();
+        subject.push(DnType::CommonName, cn);
+        subject.push(DnType::OrganizationName, ORGANIZATION);
+        params.distinguished_name = subject;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
