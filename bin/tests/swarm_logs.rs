@@ -245,7 +245,7 @@ async fn every_line_of_every_host_arrives_once_through_kills_cuts_and_restarts()
             *seen.entry(fields["seq"].as_str().unwrap().parse().unwrap()).or_default() += 1;
         }
         let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).map(|(seq, _)| *seq).collect();
-        assert!(repeated.is_empty(), "{}: lines stored twice: {repeated:?}", host.name);
+        assert!(repeated.is_empty(), "{}: {} lines stored twice, first {:?}", host.name, repeated.len(), &repeated[..repeated.len().min(10)]);
         let missing: Vec<u64> = (0..total).filter(|seq| !seen.contains_key(seq)).collect();
         assert!(missing.is_empty(), "{}: lines lost: {} of {total}, first {:?}", host.name, missing.len(), &missing[..missing.len().min(10)]);
         assert_eq!(seen.len() as u64, total);
