@@ -240,14 +240,31 @@ async fn every_line_of_every_host_arrives_once_through_kills_cuts_and_restarts()
     for (host, &total) in hosts.iter().zip(&written) {
         let mut seen: BTreeMap<u64, u32> = BTreeMap::new();
         for row in rows.iter().filter(|row| row["decky"] == format!("{}-decky", host.name)) {
-            assert_eq!(row["host_uuid"], host.uuid.to_string(), "a row of {} tagged with another host: {row}", host.name);
+            assert_eq!(
+                row["host_uuid"],
+                host.uuid.to_string(),
+                "a row of {} tagged with another host: {row}",
+                host.name
+            );
             let fields: serde_json::Value = serde_json::from_str(row["fields"].as_str().unwrap()).unwrap();
             *seen.entry(fields["seq"].as_str().unwrap().parse().unwrap()).or_default() += 1;
         }
         let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).map(|(seq, _)| *seq).collect();
-        assert!(repeated.is_empty(), "{}: {} lines stored twice, first {:?}", host.name, repeated.len(), &repeated[..repeated.len().min(10)]);
+        assert!(
+            repeated.is_empty(),
+            "{}: {} lines stored twice, first {:?}",
+            host.name,
+            repeated.len(),
+            &repeated[..repeated.len().min(10)]
+        );
         let missing: Vec<u64> = (0..total).filter(|seq| !seen.contains_key(seq)).collect();
-        assert!(missing.is_empty(), "{}: lines lost: {} of {total}, first {:?}", host.name, missing.len(), &missing[..missing.len().min(10)]);
+        assert!(
+            missing.is_empty(),
+            "{}: lines lost: {} of {total}, first {:?}",
+            host.name,
+            missing.len(),
+            &missing[..missing.len().min(10)]
+        );
         assert_eq!(seen.len() as u64, total);
     }
     assert!(written.iter().all(|&n| n > 1000), "the hosts wrote {written:?} lines");

@@ -45,6 +45,10 @@ impl SwarmConfig {
             listen_host,
             listen_port,
             syslog_port,
-            verify_hostname, connect_timeout, read_timeout, agent }
+            verify_hostname,
+            connect_timeout,
+            read_timeout,
+            agent,
+        }
     }
 }

@@ -198,7 +198,13 @@ mod tests {
             svc_binary: Path::new("/nonexistent"),
         };
         let text = settings(&spec);
-        for line in ["SVC_MODE=agent", "SVC_MASTER_HOST=10.0.0.1", "SVC_SWARM_PORT=8770", "SVC_SWARM_SYSLOG_PORT=6514", "SVC_HOST_UUID=00000000"] {
+        for line in [
+            "SVC_MODE=agent",
+            "SVC_MASTER_HOST=10.0.0.1",
+            "SVC_SWARM_PORT=8770",
+            "SVC_SWARM_SYSLOG_PORT=6514",
+            "SVC_HOST_UUID=00000000",
+        ] {
             assert!(text.contains(line), "{line}");
         }
         assert!(!text.contains("secret-key-material"), "the settings never hold a key");

@@ -9,8 +9,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
 };
 use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
@@ -211,7 +211,8 @@ fn random_serial() -> SerialNumber {
 /// An exclusive lock on `dir/.lock`, held while files are made there on first use: the API's
 /// heartbeat and log listeners start together, and each would otherwise make its own CA.
 fn first_use_lock(dir: &Path) -> std::io::Result<std::fs::File> {
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join(".lock"))?;
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join(".lock"))?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     Ok(file)
 }

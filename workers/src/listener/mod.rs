@@ -185,7 +185,10 @@ async fn read_batches(
                     now = Utc::now();
                 }
                 pending.add(Line::Text(&frame), now);
-                anyhow::ensure!(pending.tally.lines() <= MAX_BATCH_LINES, "refused: a batch over {MAX_BATCH_LINES} lines");
+                anyhow::ensure!(
+                    pending.tally.lines() <= MAX_BATCH_LINES,
+                    "refused: a batch over {MAX_BATCH_LINES} lines"
+                );
             }
             Some(Ok(Control::Batch { cursor })) => {
                 if batches.send((std::mem::take(&mut pending), cursor)).await.is_err() {
