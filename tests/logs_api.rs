@@ -61,6 +61,7 @@ async fn logs_are_paged_newest_first_with_the_total() {
             "msg",
             "trace_id",
             "span_id",
+            "host_uuid",
         ]
         .into();
         assert_eq!(keys, expected);

@@ -707,7 +707,7 @@ async fn a_batch_larger_than_one_statement_commits_whole() {
             (0..3000).map(|i| new_bounty("10.0.0.1", "fingerprint", &format!(r#"{{"n":{i}}}"#))).collect();
         let credentials: Vec<NewCredential> =
             (0..3000).map(|i| new_credential("10.0.0.1", Some("root"), &format!("{i:x}"), t0())).collect();
-        let big = IngestBatch { logs, bounties, credentials, cursor: Some(cursor(5000 * 4097)) };
+        let big = IngestBatch { logs, bounties, credentials, cursor: Some(cursor(5000 * 4097)), host_uuid: None };
         let done = db.commit_ingest(SOURCE, "a", None, &big).await.unwrap();
         assert_eq!((done.logs, done.new_bounties, done.new_credentials), (5000, 3000, 3000), "{}", backend.name);
         let page = all_logs(&db).await;

@@ -335,6 +335,7 @@ async fn a_bundle_installs_an_agent_of_this_master_once() {
             format!("SVC_HOST_UUID={host_uuid}"),
             "SVC_MASTER_HOST=127.0.0.1".to_string(),
             "SVC_SWARM_PORT=8770".to_string(),
+            "SVC_SWARM_SYSLOG_PORT=6514".to_string(),
             format!("SVC_AGENT_KEY={}/etc/svc/agent/agent.key", root.display()),
         ] {
             assert!(settings.lines().any(|l| l == line), "{line} in {settings}");
@@ -342,6 +343,11 @@ async fn a_bundle_installs_an_agent_of_this_master_once() {
         let unit = std::fs::read_to_string(root.join("etc/systemd/system/svc-agent.service")).unwrap();
         assert!(unit.contains(&format!("ExecStart={}/usr/local/bin/svc agent", root.display())), "{unit}");
         assert!(root.join("etc/systemd/system/svc-collector.service").exists());
+        let forwarder = std::fs::read_to_string(root.join("etc/systemd/system/svc-forwarder.service")).unwrap();
+        assert!(
+            forwarder.contains(&format!("ExecStart={}/usr/local/bin/svc worker forwarder", root.display())),
+            "{forwarder}"
+        );
 
         // The certificate was issued for the address that fetched the bundle, and is pinned.
         let host = api.state.db.swarm_host(host_uuid).await.unwrap();

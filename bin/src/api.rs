@@ -36,6 +36,10 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
     if reading.config.sniffer.embed {
         workers.push(svc_workers::sniffer::body());
     }
+    // The swarm's log listener, like ingestion: every host's lines come in through it.
+    if reading.config.swarm.enabled && reading.config.swarm.syslog_port != 0 {
+        workers.push(svc_workers::listener::body());
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,

@@ -21,7 +21,9 @@ fn installed_units_pass_systemd_analyze_verify() {
     let expected = [
         "svc-api.service",
         "svc-collector.service",
+        "svc-forwarder.service",
         "svc-ingest.service",
+        "svc-listener.service",
         "svc-mutator.service",
         "svc-profiler.service",
         "svc-sniffer.service",

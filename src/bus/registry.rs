@@ -309,7 +309,19 @@ mod tests {
         let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
         assert_eq!(
             names,
-            ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "webhook", "prober"]
+            [
+                "api",
+                "ingest",
+                "collector",
+                "profiler",
+                "sniffer",
+                "tarpit",
+                "mutator",
+                "webhook",
+                "listener",
+                "forwarder",
+                "prober"
+            ]
         );
         assert!(registry.is_known("prober") && registry.is_known("tarpit"));
     }

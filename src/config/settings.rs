@@ -154,6 +154,10 @@ const MEANINGS: &[(&str, &str)] = &[
     ),
     ("SVC_SWARM_HOST", "where the heartbeat listener binds (mutual TLS, client certificate required)"),
     ("SVC_SWARM_PORT", "the heartbeat listener's port; agents post to `https://<master>:<it>/swarm/heartbeat`"),
+    (
+        "SVC_SWARM_SYSLOG_PORT",
+        "the log listener's port (RFC 5425 over mutual TLS) on the master, and where agent hosts' forwarders ship; 0: off",
+    ),
     ("SVC_VERIFY_HOSTNAME", "the master checks an agent's certificate names the address it dials (besides CA and pin)"),
     ("SVC_AGENT_CONNECT_TIMEOUT_S", "seconds the master waits to connect to an agent"),
     ("SVC_AGENT_READ_TIMEOUT_S", "seconds the master waits for an agent's answer"),

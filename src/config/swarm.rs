@@ -15,6 +15,7 @@ impl SwarmConfig {
         let dir = env.path_or("SVC_SWARM_DIR", data_dir.join("swarm"));
         let listen_host = env.non_empty_or("SVC_SWARM_HOST", "0.0.0.0");
         let listen_port = env.port("SVC_SWARM_PORT", 8770);
+        let syslog_port = env.count("SVC_SWARM_SYSLOG_PORT", 6514, 0..=65535) as u16;
         let verify_hostname = env.flag("SVC_VERIFY_HOSTNAME", true);
         let connect_timeout = env.seconds("SVC_AGENT_CONNECT_TIMEOUT_S", 5.0);
         let read_timeout = env.seconds("SVC_AGENT_READ_TIMEOUT_S", 15.0);
@@ -46,6 +47,16 @@ impl SwarmConfig {
             install_root: env.path_or("SVC_INSTALL_ROOT", PathBuf::from("/")),
             decky_net,
         };
-        SwarmConfig { enabled, dir, listen_host, listen_port, verify_hostname, connect_timeout, read_timeout, agent }
+        SwarmConfig {
+            enabled,
+            dir,
+            listen_host,
+            listen_port,
+            syslog_port,
+            verify_hostname,
+            connect_timeout,
+            read_timeout,
+            agent,
+        }
     }
 }

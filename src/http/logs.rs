@@ -97,6 +97,8 @@ pub struct LogEntry {
     pub msg: Option<String>,
     pub trace_id: Option<String>,
     pub span_id: Option<String>,
+    /// The swarm host (uuid) whose forwarder shipped the line; null for the master's own lines.
+    pub host_uuid: Option<String>,
 }
 
 impl From<LogRecord> for LogEntry {
@@ -113,6 +115,7 @@ impl From<LogRecord> for LogEntry {
             msg: log.msg,
             trace_id: log.trace_id,
             span_id: log.span_id,
+            host_uuid: log.host_uuid,
         }
     }
 }

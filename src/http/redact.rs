@@ -103,6 +103,7 @@ mod tests {
             msg: Some("queued for ceo@victim.example".into()),
             trace_id: None,
             span_id: None,
+            host_uuid: None,
         }
     }
 

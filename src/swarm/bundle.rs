@@ -1,7 +1,8 @@
 //! The enrollment bundle a worker host installs: a gzipped tar of this master's svc binary, the
 //! swarm CA's certificate, the agent's (and, when asked, the updater's) certificate and key (0600),
 //! the settings that make the host an agent of this master (`etc/svc/env`), the systemd units it
-//! runs (the agent and the collector, as a single host runs it) and, when given, a services INI;
+//! runs (the agent, the collector as a single host runs it, and the forwarder shipping its lines to
+//! the master) and, when given, a services INI;
 //! and the script that fetches and installs it under `${SVC_INSTALL_ROOT:-/}`. Paths inside the
 //! bundle are relative to that root; files that name a path say `@SVC_ROOT@`, which the script
 //! replaces with the root it installs under. Keys go into the archive and nowhere else: never a
@@ -28,7 +29,7 @@ const UPDATER_DIR: &str = "etc/svc/updater";
 const UNIT_DIR: &str = "etc/systemd/system";
 const AGENT_UNIT_TEMPLATE: &str = include_str!("../../systemd/svc-agent.service");
 /// The units a worker host runs besides its agent, as a single host runs them.
-const HOST_WORKER_UNITS: [&str; 1] = ["svc-collector.service"];
+const HOST_WORKER_UNITS: [&str; 2] = ["svc-collector.service", "svc-forwarder.service"];
 
 /// Everything one host's bundle is made of.
 #[derive(Debug)]
@@ -39,6 +40,8 @@ pub struct BundleSpec<'a> {
     pub master_host: &'a str,
     /// The master's heartbeat listener port.
     pub swarm_port: u16,
+    /// The master's log listener port, where the host's forwarder ships.
+    pub syslog_port: u16,
     /// The port the agent serves its API on.
     pub agent_port: u16,
     pub ca_cert_pem: &'a str,
@@ -64,6 +67,7 @@ fn settings(spec: &BundleSpec<'_>) -> String {
          SVC_HOST_UUID={uuid}\n\
          SVC_MASTER_HOST={master}\n\
          SVC_SWARM_PORT={swarm_port}\n\
+         SVC_SWARM_SYSLOG_PORT={syslog_port}\n\
          SVC_AGENT_PORT={agent_port}\n\
          SVC_AGENT_CERT={root}/{AGENT_DIR}/agent.crt\n\
          SVC_AGENT_KEY={root}/{AGENT_DIR}/agent.key\n\
@@ -73,6 +77,7 @@ fn settings(spec: &BundleSpec<'_>) -> String {
         master = spec.master_host,
         uuid = spec.host_uuid,
         swarm_port = spec.swarm_port,
+        syslog_port = spec.syslog_port,
         agent_port = spec.agent_port,
     )
 }
@@ -184,6 +189,7 @@ mod tests {
             agent_name: "worker-1",
             master_host: "10.0.0.1",
             swarm_port: 8770,
+            syslog_port: 6514,
             agent_port: 8765,
             ca_cert_pem: "CA",
             agent: &leaf,
@@ -192,7 +198,13 @@ mod tests {
             svc_binary: Path::new("/nonexistent"),
         };
         let text = settings(&spec);
-        for line in ["SVC_MODE=agent", "SVC_MASTER_HOST=10.0.0.1", "SVC_SWARM_PORT=8770", "SVC_HOST_UUID=00000000"] {
+        for line in [
+            "SVC_MODE=agent",
+            "SVC_MASTER_HOST=10.0.0.1",
+            "SVC_SWARM_PORT=8770",
+            "SVC_SWARM_SYSLOG_PORT=6514",
+            "SVC_HOST_UUID=00000000",
+        ] {
             assert!(text.contains(line), "{line}");
         }
         assert!(!text.contains("secret-key-material"), "the settings never hold a key");

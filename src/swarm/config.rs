@@ -20,6 +20,9 @@ pub struct SwarmConfig {
     pub listen_host: String,
     /// `SVC_SWARM_PORT`: the heartbeat listener's port (DECNET's swarm controller's).
     pub listen_port: u16,
+    /// `SVC_SWARM_SYSLOG_PORT`: the log listener's port on the master (RFC 5425 over mutual TLS,
+    /// DECNET's 6514), and where an agent host's forwarder ships to; 0 turns both off.
+    pub syslog_port: u16,
     /// `SVC_VERIFY_HOSTNAME`: the master checks an agent's certificate names the address it dials.
     pub verify_hostname: bool,
     /// `SVC_AGENT_CONNECT_TIMEOUT_S` and `SVC_AGENT_READ_TIMEOUT_S`: the master's calls to agents.

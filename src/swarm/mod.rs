@@ -4,7 +4,8 @@
 //! (`wire`), one HTTPS call (`client`), the master's pinned calls to agents (`caller`), how a
 //! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), the master's
 //! heartbeat listener (`listener`) with what a heartbeat writes (`record`), the silence sweep that
-//! marks a quiet host unreachable (`sweep`) and the enrollment bundle a new host installs
+//! marks a quiet host unreachable (`sweep`), the log shipping wire between a host's forwarder and
+//! the master's log listener (`shipping`) and the enrollment bundle a new host installs
 //! (`bundle`). The master's records of its hosts live in `db::swarm`, its dashboard routes in
 //! `http::swarm`.
 
@@ -20,6 +21,7 @@ pub mod pki;
 pub mod record;
 pub mod remote;
 pub mod serve;
+pub mod shipping;
 pub mod sweep;
 pub mod tls;
 pub mod wire;

@@ -9,8 +9,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
 };
 use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
@@ -90,6 +90,10 @@ impl Ca {
         }
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        let _lock = first_use_lock(dir).map_err(io(dir))?;
+        if key_path.exists() && cert_path.exists() {
+            return Ca::load_or_create(dir);
+        }
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let mut params = ca_params();
         params.not_before = now() - time::Duration::minutes(BACKDATE_MINUTES);
@@ -110,8 +114,16 @@ impl Ca {
     /// A fresh key and a certificate for `cn`, valid for server and client authentication; its SANs
     /// are each of `sans` (an IP address if it parses as one, else a DNS name) and the CN.
     pub fn issue(&self, cn: &str, sans: &[String]) -> Result<Leaf, PkiError> {
+        let names: Vec<&str> = sans.iter().map(|s| s.as_str()).chain(std::iter::once(cn)).collect();
+        self.issue_with_common_name(DnValue::Utf8String(cn.into()), &names)
+    }
+
+    /// A leaf as [`Ca::issue`] makes, whose common name is `cn` exactly as given (any string type
+    /// X.509 allows) and whose SANs are `sans` alone: how a test presents a peer of the CA whose
+    /// name is empty or unparseable.
+    pub fn issue_with_common_name(&self, cn: DnValue, sans: &[&str]) -> Result<Leaf, PkiError> {
         let mut names: Vec<SanType> = Vec::new();
-        for entry in sans.iter().map(|s| s.as_str()).chain(std::iter::once(cn)) {
+        for &entry in sans {
             let san = match entry.parse::<IpAddr>() {
                 Ok(ip) => SanType::IpAddress(ip),
                 Err(_) => SanType::DnsName(entry.to_string().try_into()?),
@@ -122,7 +134,10 @@ impl Ca {
         }
         let mut params = CertificateParams::default();
         params.subject_alt_names = names;
-        params.distinguished_name = distinguished_name(cn);
+        let mut subject = DistinguishedName::new();
+        subject.push(DnType::CommonName, cn);
+        subject.push(DnType::OrganizationName, ORGANIZATION);
+        params.distinguished_name = subject;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
@@ -154,6 +169,10 @@ impl Ca {
         }
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        let _lock = first_use_lock(dir).map_err(io(dir))?;
+        if cert_path.exists() && key_path.exists() {
+            return self.master_leaf(dir);
+        }
         let leaf = self.issue(MASTER_CN, &["127.0.0.1".to_string(), "localhost".to_string()])?;
         write_private(&key_path, &leaf.key_pem).map_err(io(&key_path))?;
         std::fs::write(&cert_path, &leaf.cert_pem).map_err(io(&cert_path))?;
@@ -187,6 +206,15 @@ fn random_serial() -> SerialNumber {
     let mut bytes = *uuid::Uuid::new_v4().as_bytes();
     bytes[0] &= 0x7f;
     SerialNumber::from_slice(&bytes)
+}
+
+/// An exclusive lock on `dir/.lock`, held while files are made there on first use: the API's
+/// heartbeat and log listeners start together, and each would otherwise make its own CA.
+fn first_use_lock(dir: &Path) -> std::io::Result<std::fs::File> {
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join(".lock"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(file)
 }
 
 /// Writes `text` to a new file readable by its owner only (created 0600, never wider for a moment).

@@ -26,7 +26,7 @@ pub struct KnownWorker {
 }
 
 /// Every worker this project runs, in the order `/workers` lists and `start-all` starts them.
-pub const WORKERS: [KnownWorker; 7] = [
+pub const WORKERS: [KnownWorker; 9] = [
     KnownWorker {
         name: "ingest",
         unit_template: include_str!("../../systemd/svc-ingest.service"),
@@ -54,6 +54,9 @@ pub const WORKERS: [KnownWorker; 7] = [
     },
     KnownWorker { name: "mutator", unit_template: include_str!("../../systemd/svc-mutator.service"), health: None },
     KnownWorker { name: "webhook", unit_template: include_str!("../../systemd/svc-webhook.service"), health: None },
+    // The swarm's log shipping: the listener on the master, the forwarder on each worker host.
+    KnownWorker { name: "listener", unit_template: include_str!("../../systemd/svc-listener.service"), health: None },
+    KnownWorker { name: "forwarder", unit_template: include_str!("../../systemd/svc-forwarder.service"), health: None },
 ];
 
 /// The names `/workers` always has a row for: the API, then every worker.
@@ -75,7 +78,18 @@ mod tests {
     fn the_known_names_are_the_api_then_every_worker_once() {
         assert_eq!(
             KNOWN_WORKERS,
-            ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "webhook"]
+            [
+                "api",
+                "ingest",
+                "collector",
+                "profiler",
+                "sniffer",
+                "tarpit",
+                "mutator",
+                "webhook",
+                "listener",
+                "forwarder"
+            ]
         );
         let mut names = KNOWN_WORKERS.to_vec();
         names.sort_unstable();

@@ -51,6 +51,7 @@ fn rows() -> Vec<LogRecord> {
                 msg,
                 trace_id: None,
                 span_id: None,
+                host_uuid: None,
             }
         })
         .collect()

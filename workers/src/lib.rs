@@ -1,12 +1,14 @@
 //! The background workers of svc, one module per worker (ingest, collector, profiler, sniffer,
-//! tarpit, mutator, webhook) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
+//! tarpit, mutator, webhook, and the swarm's log listener and forwarder) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
 
 pub mod collector;
 #[cfg(feature = "test-fixture")]
 mod fixture;
+pub mod forwarder;
 pub mod ingest;
 pub mod lease;
+pub mod listener;
 pub mod mutator;
 pub mod profiler;
 pub mod runner;
@@ -35,6 +37,8 @@ fn project_bodies() -> [WorkerBody; svc::worker::WORKERS.len()] {
         tarpit::body(),
         mutator::body(),
         webhook::body(),
+        listener::body(),
+        forwarder::body(),
     ]
 }
 

@@ -60,7 +60,7 @@ pub struct NewCredential {
 /// Where ingestion of one source stands: which file (device and inode, `"<dev>:<ino>"`) and the
 /// byte offset of the first byte not yet stored, and a fingerprint of the bytes before it (empty
 /// when unknown), so a file rewritten under the same identity is told apart.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IngestCursor {
     pub file_id: String,
     pub offset: u64,
@@ -74,6 +74,9 @@ pub struct IngestBatch {
     pub bounties: Vec<NewBounty>,
     pub credentials: Vec<NewCredential>,
     pub cursor: Option<IngestCursor>,
+    /// The swarm host every line of the batch came from (its forwarder shipped them); `None` for
+    /// this host's own file.
+    pub host_uuid: Option<uuid::Uuid>,
 }
 
 /// What a committed batch stored.

@@ -197,7 +197,7 @@ both_backends! {
             let mut tx = self.begin_write().await?;
             let result: DbResult<Committed> = async {
                 check_lease_and_cursor(&mut tx, source, holder, expected, now).await?;
-                insert_logs(&mut tx, source, &batch.logs).await?;
+                insert_logs(&mut tx, source, &batch.logs, batch.host_uuid).await?;
                 let new_bounties = insert_bounties(&mut tx, &batch.bounties).await?;
                 let captured = first_captures(&mut tx, &batch.credentials).await?;
                 let new_credentials = upsert_credentials(&mut tx, &batch.credentials).await?;
@@ -273,13 +273,13 @@ both_backends! {
     }
 
     /// The rows, and what the counters learn from them: the total, the minutes, the attackers.
-    async fn insert_logs(tx: &mut Connection, source: &str, logs: &[NewLog]) -> DbResult<()> {
+    async fn insert_logs(tx: &mut Connection, source: &str, logs: &[NewLog], host: Option<uuid::Uuid>) -> DbResult<()> {
         if logs.is_empty() {
             return Ok(());
         }
         for rows in row_sets(logs, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, log_size) {
             let mut insert = QueryBuilder::<Sql>::new(format!(
-                "{} into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg) ",
+                "{} into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, host_uuid) ",
                 Backend::INSERT_ROWS
             ));
             insert.push_values(rows, |mut row, log| {
@@ -290,7 +290,8 @@ both_backends! {
                     .push_bind(Backend::indexed(&log.attacker_ip))
                     .push_bind(log.raw_line.as_str())
                     .push_bind(log.fields.as_str())
-                    .push_bind(log.msg.as_deref());
+                    .push_bind(log.msg.as_deref())
+                    .push_bind(host.map(|uuid| uuid.to_string()));
             });
             insert.build().execute(&mut *tx).await?;
         }

@@ -46,6 +46,8 @@ pub struct LogRecord {
     pub msg: Option<String>,
     pub trace_id: Option<String>,
     pub span_id: Option<String>,
+    /// The swarm host the line came from; `None` for this host's own lines.
+    pub host_uuid: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

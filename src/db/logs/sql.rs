@@ -15,7 +15,7 @@ use crate::db::{DbError, DbResult, Page};
 use crate::logline::UNKNOWN_IP;
 
 const LOG_COLUMNS: &str =
-    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id";
+    "id, timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, trace_id, span_id, host_uuid";
 
 /// The sum of a counter column as a BIGINT (MySQL's `sum` is a DECIMAL).
 const TOTAL: &str = "cast(coalesce(sum(total), 0) as signed integer)";
@@ -33,6 +33,7 @@ pub(super) struct LogRow {
     msg: Option<String>,
     trace_id: Option<String>,
     span_id: Option<String>,
+    host_uuid: Option<String>,
 }
 
 impl TryFrom<LogRow> for LogRecord {
@@ -51,6 +52,7 @@ impl TryFrom<LogRow> for LogRecord {
             msg: row.msg,
             trace_id: row.trace_id,
             span_id: row.span_id,
+            host_uuid: row.host_uuid,
         })
     }
 }

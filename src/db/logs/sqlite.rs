@@ -67,6 +67,7 @@ fn log_records(conn: &Connection, select: &Statement) -> DbResult<Vec<LogRecord>
             msg: row.get(8)?,
             trace_id: row.get(9)?,
             span_id: row.get(10)?,
+            host_uuid: row.get(11)?,
         });
     }
     Ok(records)

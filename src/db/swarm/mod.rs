@@ -179,6 +179,11 @@ pub trait SwarmStore {
 
     async fn swarm_host_by_name(&self, name: &str) -> DbResult<SwarmHost>;
 
+    /// The host whose agent certificate has this fingerprint (lowercase hex SHA-256 of its DER):
+    /// how the log listener knows who is shipping. `NotFound` when no enrolled host has it (a
+    /// decommissioned host's row is gone).
+    async fn swarm_host_by_fingerprint(&self, fingerprint: &str) -> DbResult<SwarmHost>;
+
     /// Every host, or those of one status, ordered by name.
     async fn swarm_hosts(&self, status: Option<HostStatus>) -> DbResult<Vec<SwarmHost>>;
 

@@ -196,6 +196,15 @@ both_backends! {
             row.try_into()
         }
 
+        async fn swarm_host_by_fingerprint(&self, fingerprint: &str) -> DbResult<SwarmHost> {
+            let row: HostRow =
+                sqlx::query_as(&format!("select {HOST_COLUMNS} from swarm_hosts where client_cert_fingerprint = ?"))
+                    .bind(fingerprint)
+                    .fetch_one(&self.pool)
+                    .await?;
+            row.try_into()
+        }
+
         async fn swarm_hosts(&self, status: Option<HostStatus>) -> DbResult<Vec<SwarmHost>> {
             let status = status.map(HostStatus::as_str);
             let rows: Vec<HostRow> = sqlx::query_as(&format!(

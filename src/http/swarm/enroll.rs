@@ -262,6 +262,7 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
     let (name, with_updater) = (host.name.clone(), enrollment.with_updater);
     let (master_host, services_ini) = (enrollment.master_host.clone(), enrollment.services_ini.clone());
     let (swarm_port, agent_port) = (state.config.swarm.listen_port, host.agent_port);
+    let syslog_port = state.config.swarm.syslog_port;
     let host_uuid = host.uuid;
     let built = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<u8>, String, Option<String>)> {
         let ca = Ca::load_or_create(&ca_dir)?;
@@ -276,6 +277,7 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
             agent_name: &name,
             master_host: &master_host,
             swarm_port,
+            syslog_port,
             agent_port,
             ca_cert_pem: ca.cert_pem(),
             agent: &agent,

@@ -34,7 +34,7 @@ impl LogWriter {
     ) -> Committed {
         let offset = self.cursor.as_ref().map_or(0, |c| c.offset) + 1;
         let next = IngestCursor { file_id: "1:1".into(), offset, ..Default::default() };
-        let batch = IngestBatch { logs, bounties, credentials, cursor: Some(next.clone()) };
+        let batch = IngestBatch { logs, bounties, credentials, cursor: Some(next.clone()), host_uuid: None };
         let committed = self.db.commit_ingest(SOURCE, HOLDER, self.cursor.as_ref(), &batch).await.unwrap();
         self.cursor = Some(next);
         committed

@@ -50,6 +50,13 @@ impl NetnsHost {
         host
     }
 
+    /// Takes the host's end of the link down (a cut cable: nothing passes, no connection is told)
+    /// or brings it back up.
+    pub fn set_link(&self, up: bool) {
+        let peer = format!("{}h", self.veth.trim_end_matches('m'));
+        must(&["-n", &self.name, "link", "set", &peer, if up { "up" } else { "down" }]);
+    }
+
     /// `command` run inside the namespace, with its arguments, environment and directory.
     pub fn wrap(&self, command: &Command) -> Command {
         let mut inside = Command::new("ip");

@@ -52,6 +52,22 @@ pub fn agent_command(dir: &Path, ca: &Ca, leaf: &Leaf, host: &str, port: u16) ->
     command
 }
 
+/// `svc worker forwarder` in `dir` presenting `leaf`: ships `log_file` to the log listener at
+/// `master:syslog_port`.
+pub fn forwarder_command(dir: &Path, ca: &Ca, leaf: &Leaf, master: &str, syslog_port: u16, log_file: &Path) -> Command {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut command = svc(dir, &["worker", "forwarder"]);
+    for (var, path) in agent_files(dir, ca, leaf) {
+        command.env(var, path);
+    }
+    command
+        .env("SVC_MODE", "agent")
+        .env("SVC_MASTER_HOST", master)
+        .env("SVC_SWARM_SYSLOG_PORT", syslog_port.to_string())
+        .env("SVC_INGEST_LOG_FILE", log_file);
+    command
+}
+
 /// A client of `host:port` presenting `leaf`, trusting `ca_pem`.
 pub fn endpoint(host: &str, port: u16, ca_pem: &str, leaf: &Leaf, pin: PeerPin, verify_hostname: bool) -> Endpoint {
     let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap();

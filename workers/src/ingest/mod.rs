@@ -7,7 +7,7 @@
 //! every credential stored for the first time.
 
 pub mod derive;
-mod follow;
+pub(crate) mod follow;
 mod useragent;
 
 use std::path::{Path, PathBuf};
@@ -99,23 +99,23 @@ impl Tally {
         self.oversized += other.oversized;
     }
 
-    fn lines(&self) -> u64 {
+    pub(crate) fn lines(&self) -> u64 {
         self.stored + self.malformed + self.oversized
     }
 }
 
-/// A batch being read.
+/// A batch being read (here, or by the swarm's log listener from a host's forwarder).
 #[derive(Default)]
-struct Pending {
-    batch: IngestBatch,
-    tally: Tally,
+pub(crate) struct Pending {
+    pub(crate) batch: IngestBatch,
+    pub(crate) tally: Tally,
     /// The start of the first malformed line, for the log.
-    sample: Option<String>,
+    pub(crate) sample: Option<String>,
     first_line_at: Option<Instant>,
 }
 
 impl Pending {
-    fn add(&mut self, line: Line<'_>, now: chrono::DateTime<Utc>) {
+    pub(crate) fn add(&mut self, line: Line<'_>, now: chrono::DateTime<Utc>) {
         self.first_line_at.get_or_insert_with(Instant::now);
         let bytes = match line {
             Line::Oversized(_) => {
@@ -198,17 +198,25 @@ async fn read_batch(
     }
 }
 
+/// Who stores a batch: the component its bus notice names, and the source and holder of the lease
+/// it is stored under.
+pub(crate) struct Writer<'a> {
+    pub(crate) component: &'static str,
+    pub(crate) source: &'a str,
+    pub(crate) holder: &'a str,
+}
+
 /// Stores `batch` (its cursor set) in one transaction and tells what it stored: counters, log and
 /// bus. `Ok(false)`, nothing stored, when the lease or the stored position moved meanwhile.
-async fn store(
+pub(crate) async fn store(
     ctx: &WorkerContext,
-    lease: &Lease,
+    writer: &Writer<'_>,
     expected: Option<&IngestCursor>,
     batch: &IngestBatch,
     tally: &Tally,
     sample: Option<&str>,
 ) -> Result<bool, DbError> {
-    let committed = match ctx.db.commit_ingest(lease.source(), lease.holder(), expected, batch).await {
+    let committed = match ctx.db.commit_ingest(writer.source, writer.holder, expected, batch).await {
         Ok(committed) => committed,
         Err(DbError::Conflict) => return Ok(false),
         Err(err) => return Err(err),
@@ -235,7 +243,7 @@ async fn store(
     );
     if committed.logs > 0 {
         let notice = BatchCommitted {
-            component: "ingester".into(),
+            component: writer.component.into(),
             flushed: committed.logs,
             position: batch.cursor.as_ref().map_or(0, |c| c.offset),
             last_log_id: committed.last_log_id,
@@ -353,7 +361,8 @@ impl Ingester {
         if batch.cursor.is_none() {
             return Ok(false);
         }
-        let store = store(&self.ctx, &self.lease, self.committed.as_ref(), &batch, &tally, sample.as_deref());
+        let writer = Writer { component: "ingester", source: self.lease.source(), holder: self.lease.holder() };
+        let store = store(&self.ctx, &writer, self.committed.as_ref(), &batch, &tally, sample.as_deref());
         let (stored, read) = if read_on {
             let (stored, read) = tokio::join!(store, read_batch(&mut self.follower, &self.ctx, to_end));
             (stored, Some(read))

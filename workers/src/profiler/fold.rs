@@ -347,6 +347,7 @@ mod tests {
             msg: None,
             trace_id: None,
             span_id: None,
+            host_uuid: None,
         }
     }
 
