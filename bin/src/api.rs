@@ -36,6 +36,9 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
     if reading.config.sniffer.embed {
         workers.push(svc_workers::sniffer::body());
     }
+    if reading.config.prober.embed {
+        workers.push(svc_workers::prober::body());
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,

@@ -26,7 +26,7 @@ pub struct KnownWorker {
 }
 
 /// Every worker this project runs, in the order `/workers` lists and `start-all` starts them.
-pub const WORKERS: [KnownWorker; 7] = [
+pub const WORKERS: [KnownWorker; 8] = [
     KnownWorker {
         name: "ingest",
         unit_template: include_str!("../../systemd/svc-ingest.service"),
@@ -46,6 +46,11 @@ pub const WORKERS: [KnownWorker; 7] = [
         name: "sniffer",
         unit_template: include_str!("../../systemd/svc-sniffer.service"),
         health: Some(HealthComponent { name: "sniffer_worker", required: false }),
+    },
+    KnownWorker {
+        name: "prober",
+        unit_template: include_str!("../../systemd/svc-prober.service"),
+        health: Some(HealthComponent { name: "prober_worker", required: false }),
     },
     KnownWorker {
         name: "tarpit",
@@ -75,7 +80,7 @@ mod tests {
     fn the_known_names_are_the_api_then_every_worker_once() {
         assert_eq!(
             KNOWN_WORKERS,
-            ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "webhook"]
+            ["api", "ingest", "collector", "profiler", "sniffer", "prober", "tarpit", "mutator", "webhook"]
         );
         let mut names = KNOWN_WORKERS.to_vec();
         names.sort_unstable();

@@ -1,5 +1,5 @@
 //! The background workers of svc, one module per worker (ingest, collector, profiler, sniffer,
-//! tarpit, mutator, webhook) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
+//! prober, tarpit, mutator, webhook) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
 
 pub mod collector;
@@ -8,6 +8,7 @@ mod fixture;
 pub mod ingest;
 pub mod lease;
 pub mod mutator;
+pub mod prober;
 pub mod profiler;
 pub mod runner;
 pub mod sniffer;
@@ -32,6 +33,7 @@ fn project_bodies() -> [WorkerBody; svc::worker::WORKERS.len()] {
         collector::body(),
         profiler::body(),
         sniffer::body(),
+        prober::body(),
         tarpit::body(),
         mutator::body(),
         webhook::body(),
