@@ -105,8 +105,10 @@ fn tcpdump(host: &NetnsHost, file: &Path) -> Proc {
 }
 
 async fn capturing(tcpdump: &Proc) {
-    until("tcpdump listens", Duration::from_secs(10), || async { tcpdump.output().contains("listening on").then_some(()) })
-        .await;
+    until("tcpdump listens", Duration::from_secs(10), || async {
+        tcpdump.output().contains("listening on").then_some(())
+    })
+    .await;
 }
 
 /// Waits until whatever listens at `addr` takes connections.
@@ -126,13 +128,37 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     let path = |name: &str| dir.path().join(name);
 
     // The peers: a TLS server with a test certificate, OpenSSH, a plain listener.
-    run(Command::new("openssl").current_dir(dir.path()).args([
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
-        "-subj", "/CN=c2.attacker.test/O=Red Team", "-addext",
-    ]).arg(format!("subjectAltName=DNS:c2.attacker.test,IP:{target}")));
+    run(Command::new("openssl")
+        .current_dir(dir.path())
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=c2.attacker.test/O=Red Team",
+            "-addext",
+        ])
+        .arg(format!("subjectAltName=DNS:c2.attacker.test,IP:{target}")));
     let mut tls = Command::new("openssl");
-    tls.current_dir(dir.path())
-        .args(["s_server", "-accept", &TLS_PORT.to_string(), "-cert", "cert.pem", "-key", "key.pem", "-www", "-quiet"]);
+    tls.current_dir(dir.path()).args([
+        "s_server",
+        "-accept",
+        &TLS_PORT.to_string(),
+        "-cert",
+        "cert.pem",
+        "-key",
+        "key.pem",
+        "-www",
+        "-quiet",
+    ]);
     let mut tls = host.wrap(&tls);
     tls.current_dir(dir.path());
     let _tls = Proc::spawn(tls);
@@ -164,7 +190,13 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     let audit: Value = serde_json::from_slice(&audit.stdout)
         .unwrap_or_else(|err| panic!("ssh-audit: {err}: {}", String::from_utf8_lossy(&audit.stderr)));
     let names = |key: &str| -> String {
-        audit[key].as_array().unwrap().iter().map(|a| a["algorithm"].as_str().unwrap_or_else(|| a.as_str().unwrap()).to_string()).collect::<Vec<_>>().join(",")
+        audit[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["algorithm"].as_str().unwrap_or_else(|| a.as_str().unwrap()).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let hassh_raw = format!("{};{};{};{}", names("kex"), names("enc"), names("mac"), names("compression"));
     let hassh_reference = md5_of(hassh_raw.as_bytes());
@@ -216,15 +248,31 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
         let at = chrono::NaiveDateTime::parse_from_str(value.trim(), "%b %e %H:%M:%S %Y GMT").unwrap();
         at.and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     };
-    assert_eq!((cert.field("not_before"), cert.field("not_after")), (Some(date("notBefore=").as_str()), Some(date("notAfter=").as_str())));
+    assert_eq!(
+        (cert.field("not_before"), cert.field("not_after")),
+        (Some(date("notBefore=").as_str()), Some(date("notAfter=").as_str()))
+    );
     assert_eq!(cert.field("sans"), Some(format!("c2.attacker.test,{target}").as_str()));
 
     // The SYN-ACK: tshark's reading of the same packet.
     drop(tcpdump);
-    let tcpfp = probed.iter().find(|l| l.event_type == "tcpfp_fingerprint" && l.field("target_port") == Some(&*PLAIN_PORT.to_string())).unwrap();
+    let tcpfp = probed
+        .iter()
+        .find(|l| l.event_type == "tcpfp_fingerprint" && l.field("target_port") == Some(&*PLAIN_PORT.to_string()))
+        .unwrap();
     let synack = stdout(Command::new("tshark").args(["-r"]).arg(&capture).args([
-        "-Y", &format!("ip.src=={target} && tcp.srcport=={PLAIN_PORT} && tcp.flags.syn==1 && tcp.flags.ack==1"),
-        "-T", "fields", "-e", "ip.ttl", "-e", "tcp.window_size_value", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift",
+        "-Y",
+        &format!("ip.src=={target} && tcp.srcport=={PLAIN_PORT} && tcp.flags.syn==1 && tcp.flags.ack==1"),
+        "-T",
+        "fields",
+        "-e",
+        "ip.ttl",
+        "-e",
+        "tcp.window_size_value",
+        "-e",
+        "tcp.options.mss_val",
+        "-e",
+        "tcp.options.wscale.shift",
     ]));
     let first: Vec<&str> = synack.lines().next().expect("a SYN-ACK in the capture").split('\t').collect();
     let ttl: u8 = first[0].parse().unwrap();
@@ -233,13 +281,17 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     assert_eq!(tcpfp.field("window_size"), Some(first[1]));
     assert_eq!(tcpfp.field("mss"), Some(first[2]));
     assert_eq!(tcpfp.field("window_scale"), Some(first[3]));
-    assert!(tcpfp.field("p0f_signature").unwrap().starts_with(&format!("4:64+0:0:{}:{},{}:", first[2], first[1], first[3])));
+    assert!(
+        tcpfp.field("p0f_signature").unwrap().starts_with(&format!("4:64+0:0:{}:{},{}:", first[2], first[1], first[3]))
+    );
 
     // The attacker's profile lists them, as DECNET's dashboard reads them.
     let fingerprints = until("the fingerprints reach the attacker", PIPELINE, || async {
-        let (_, page) = api_call(port, &token, reqwest::Method::GET, &format!("/attackers?search={target}"), None).await;
+        let (_, page) =
+            api_call(port, &token, reqwest::Method::GET, &format!("/attackers?search={target}"), None).await;
         let uuid = page["data"].as_array()?.first()?["uuid"].as_str()?.to_string();
-        let (status, attacker) = api_call(port, &token, reqwest::Method::GET, &format!("/attackers/{uuid}"), None).await;
+        let (status, attacker) =
+            api_call(port, &token, reqwest::Method::GET, &format!("/attackers/{uuid}"), None).await;
         assert_eq!(status, 200);
         let list = attacker["fingerprints"].as_array()?.clone();
         let types: Vec<&str> = list.iter().filter_map(|f| f["fingerprint_type"].as_str()).collect();
@@ -255,7 +307,8 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
 /// MD5 through openssl, the reference computation of HASSH's digest.
 fn md5_of(bytes: &[u8]) -> String {
     use std::io::Write;
-    let mut child = Command::new("openssl").args(["md5", "-r"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        Command::new("openssl").args(["md5", "-r"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(bytes).unwrap();
     let out = child.wait_with_output().unwrap();
     String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
@@ -289,7 +342,12 @@ async fn a_private_target_is_never_sent_a_packet_unless_allowed() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(tcpdump);
     let sent = stdout(Command::new("tshark").args(["-r"]).arg(&capture).args([
-        "-Y", &format!("ip.dst=={target}"), "-T", "fields", "-e", "frame.number",
+        "-Y",
+        &format!("ip.dst=={target}"),
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
     ]));
     assert_eq!(sent.lines().count(), 0, "packets reached the refused target: {sent}");
 }

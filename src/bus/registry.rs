@@ -309,7 +309,18 @@ mod tests {
         let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
         assert_eq!(
             names,
-            ["api", "ingest", "collector", "profiler", "sniffer", "prober", "tarpit", "mutator", "webhook", "reconciler"]
+            [
+                "api",
+                "ingest",
+                "collector",
+                "profiler",
+                "sniffer",
+                "prober",
+                "tarpit",
+                "mutator",
+                "webhook",
+                "reconciler"
+            ]
         );
         assert!(registry.is_known("reconciler") && registry.is_known("tarpit"));
     }

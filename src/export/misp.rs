@@ -61,7 +61,8 @@ pub fn attacker_event(record: &AttackerRecord) -> Value {
         let Some(kind) = fingerprint.get("fingerprint_type").and_then(Value::as_str) else { continue };
         for (key, value) in fingerprint.as_object().into_iter().flatten() {
             let Some(value) = value.as_str() else { continue };
-            let identity = key == kind || key == "hash" || key == "value" || key == "cert_sha256" || key.starts_with("ja");
+            let identity =
+                key == kind || key == "hash" || key == "value" || key == "cert_sha256" || key.starts_with("ja");
             if key == "fingerprint_type" || !identity {
                 continue;
             }

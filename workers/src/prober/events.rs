@@ -23,7 +23,8 @@ pub struct ProberEvent {
 
 impl ProberEvent {
     pub fn new(kind: &'static str, target: std::net::SocketAddr, identity: String, msg: String) -> ProberEvent {
-        let fields = vec![("target_ip".into(), target.ip().to_string()), ("target_port".into(), target.port().to_string())];
+        let fields =
+            vec![("target_ip".into(), target.ip().to_string()), ("target_port".into(), target.port().to_string())];
         ProberEvent { at: Utc::now(), kind, fields, identity, msg }
     }
 
@@ -56,8 +57,9 @@ mod tests {
 
     #[test]
     fn the_line_names_the_probed_host_as_the_attacker() {
-        let event = ProberEvent::new("jarm_fingerprint", "198.51.100.7:443".parse().unwrap(), "h".into(), "JARM".into())
-            .with("jarm_hash", "2ad2ad0002ad2ad00042d42d000000");
+        let event =
+            ProberEvent::new("jarm_fingerprint", "198.51.100.7:443".parse().unwrap(), "h".into(), "JARM".into())
+                .with("jarm_hash", "2ad2ad0002ad2ad00042d42d000000");
         let parsed = svc::logline::parse(&event.line()).unwrap();
         assert_eq!((parsed.decky.as_str(), parsed.service.as_str()), ("decnet-prober", "prober"));
         assert_eq!((parsed.event_type.as_str(), parsed.attacker_ip.as_str()), ("jarm_fingerprint", "198.51.100.7"));

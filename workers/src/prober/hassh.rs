@@ -127,7 +127,8 @@ mod tests {
     fn hassh_server_is_the_md5_of_the_server_to_client_lists() {
         let mut payload = vec![SSH_MSG_KEXINIT];
         payload.extend_from_slice(&[7; 16]);
-        for list in ["curve25519-sha256,ext-info-s", "ssh-ed25519", "aes128-ctr", "aes256-gcm@openssh.com", "hmac-sha1"] {
+        for list in ["curve25519-sha256,ext-info-s", "ssh-ed25519", "aes128-ctr", "aes256-gcm@openssh.com", "hmac-sha1"]
+        {
             name_list(&mut payload, list);
         }
         for list in ["hmac-sha2-256", "none", "none,zlib@openssh.com", "", ""] {

@@ -108,8 +108,16 @@ const HASHED_CIPHERS: [u16; 69] = [
 
 /// The ALPN lists, each entry length-prefixed. The reference joins `spdy/3` and `h2` into one
 /// entry, which matters when the list is reversed: kept so, or the hellos would differ.
-const ALPNS: [&[u8]; 8] =
-    [b"\x08http/0.9", b"\x08http/1.0", b"\x08http/1.1", b"\x06spdy/1", b"\x06spdy/2", b"\x06spdy/3\x02h2", b"\x03h2c", b"\x02hq"];
+const ALPNS: [&[u8]; 8] = [
+    b"\x08http/0.9",
+    b"\x08http/1.0",
+    b"\x08http/1.1",
+    b"\x06spdy/1",
+    b"\x06spdy/2",
+    b"\x06spdy/3\x02h2",
+    b"\x03h2c",
+    b"\x02hq",
+];
 const RARE_ALPNS: [&[u8]; 7] =
     [b"\x08http/0.9", b"\x08http/1.0", b"\x06spdy/1", b"\x06spdy/2", b"\x06spdy/3", b"\x03h2c", b"\x02hq"];
 
@@ -229,7 +237,14 @@ fn extensions(format: &Format, host: &str) -> Vec<u8> {
     all.push(0);
     push_u16(&mut all, host.len());
     all.extend_from_slice(host.as_bytes());
-    for fixed in [EXTENDED_MASTER_SECRET, MAX_FRAGMENT_LENGTH, RENEGOTIATION_INFO, SUPPORTED_GROUPS, EC_POINT_FORMATS, SESSION_TICKET] {
+    for fixed in [
+        EXTENDED_MASTER_SECRET,
+        MAX_FRAGMENT_LENGTH,
+        RENEGOTIATION_INFO,
+        SUPPORTED_GROUPS,
+        EC_POINT_FORMATS,
+        SESSION_TICKET,
+    ] {
         all.extend_from_slice(fixed);
     }
 
@@ -255,8 +270,11 @@ fn extensions(format: &Format, host: &str) -> Vec<u8> {
     all.extend_from_slice(PSK_KEY_EXCHANGE_MODES);
 
     if format.version == Version::Tls13 || format.support == Support::Tls12 {
-        let offered: &[u16] =
-            if format.support == Support::Tls12 { &[0x0301, 0x0302, 0x0303] } else { &[0x0301, 0x0302, 0x0303, 0x0304] };
+        let offered: &[u16] = if format.support == Support::Tls12 {
+            &[0x0301, 0x0302, 0x0303]
+        } else {
+            &[0x0301, 0x0302, 0x0303, 0x0304]
+        };
         let mut versions = Vec::new();
         if format.grease {
             versions.extend_from_slice(&grease().to_be_bytes());
@@ -366,7 +384,8 @@ fn cipher_code(cipher: &str) -> String {
     if cipher.is_empty() {
         return "00".into();
     }
-    let place = HASHED_CIPHERS.iter().position(|c| format!("{c:04x}") == cipher).map_or(HASHED_CIPHERS.len(), |i| i) + 1;
+    let place =
+        HASHED_CIPHERS.iter().position(|c| format!("{c:04x}") == cipher).map_or(HASHED_CIPHERS.len(), |i| i) + 1;
     format!("{place:02x}")
 }
 

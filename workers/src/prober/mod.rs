@@ -379,7 +379,12 @@ fn certificate_event(addr: SocketAddr, leaf: &cert::Leaf) -> ProberEvent {
 /// window.
 async fn report(probing: &Probing, event: ProberEvent) {
     let target = format!("{}:{}", event.field("target_ip").unwrap_or(""), event.field("target_port").unwrap_or(""));
-    let first = probing.dedup.lock().expect("dedup lock").first(&target, event.kind, &event.identity, event.at.timestamp_micros());
+    let first = probing.dedup.lock().expect("dedup lock").first(
+        &target,
+        event.kind,
+        &event.identity,
+        event.at.timestamp_micros(),
+    );
     if !first {
         probing.counters.add("duplicates", 1);
         return;

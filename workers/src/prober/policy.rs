@@ -85,7 +85,17 @@ mod tests {
     #[test]
     fn never_reserved_or_own_addresses_and_private_only_when_allowed() {
         let mut policy = Policy::default();
-        for ip in ["127.0.0.1", "::1", "0.0.0.0", "169.254.169.254", "fe80::1", "224.0.0.1", "ff02::1", "255.255.255.255", "::ffff:127.0.0.1"] {
+        for ip in [
+            "127.0.0.1",
+            "::1",
+            "0.0.0.0",
+            "169.254.169.254",
+            "fe80::1",
+            "224.0.0.1",
+            "ff02::1",
+            "255.255.255.255",
+            "::ffff:127.0.0.1",
+        ] {
             assert_eq!(judge(&policy, ip), Err(Refusal::Reserved), "{ip}");
         }
         for ip in ["10.1.2.3", "192.168.1.1", "172.16.0.9", "100.64.0.1", "fd00::1"] {
