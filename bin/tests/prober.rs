@@ -212,7 +212,7 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
 
     let token = admin_token(port).await;
     let ingest = path("ingest.log");
-    let kinds = ["jarm_fingerprint", "hassh_fingerprint", "tls_certificate", "tcpfp_fingerprint"];
+    let kinds = ["jarm_fingerprint", "hassh_fingerprint", "tls_certificate", "tcpfp_fingerprint", "icmp_error"];
     let probed = until("the prober's lines are written", PIPELINE, || async {
         let prober: Vec<LogLine> = lines(&ingest).into_iter().filter(|l| l.service == "prober").collect();
         let tcpfp = prober.iter().filter(|l| l.event_type == "tcpfp_fingerprint").count();
@@ -225,6 +225,10 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     let of = |kind: &str| probed.iter().find(|l| l.event_type == kind).unwrap();
     assert!(api.output().contains(&format!("target_ip={target}")), "every probe is logged with its target");
 
+    // ICMP: Linux answers a datagram to a closed port with Port Unreachable quoting it (IP header,
+    // UDP header and the 32 bytes sent).
+    let icmp = of("icmp_error");
+    assert_eq!((icmp.field("icmp_code"), icmp.field("echo_len"), icmp.field("ttl")), (Some("3"), Some("60"), Some("64")));
     // JARM: the reference's hash.
     assert_eq!(of("jarm_fingerprint").field("jarm_hash"), Some(jarm_reference.as_str()));
     // HASSH: the MD5 of ssh-audit's reading of the KEXINIT.

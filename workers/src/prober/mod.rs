@@ -2,7 +2,8 @@
 //! svc has stored (a new one within a poll, every one again each interval); for each it tries the
 //! configured ports one after another: a plain connection first (its SYN-ACK gives the TCP/IP
 //! fingerprint, `tcpfp`), then on an SSH port the server's KEXINIT (`hassh`), on a TLS port JARM's
-//! ten hellos (`jarm`) and the leaf certificate (`cert`). Each fingerprint is one RFC 5424 line
+//! ten hellos (`jarm`) and the leaf certificate (`cert`); and, before the ports, the ICMP error a
+//! datagram to a closed port draws (`icmp`). Each fingerprint is one RFC 5424 line
 //! (`events`) appended to the ingest file through the same writer as the sniffer's lines, once per
 //! target and fingerprint within the de-duplication window, and the ingester makes it a fingerprint
 //! of the attacker.
@@ -11,12 +12,13 @@
 //! multicast, the fleet's and this host's own addresses always, private ranges unless allowed;
 //! `pace` holds a global packets-per-second ceiling and a pause between connections to one target;
 //! every connection has a time limit and every target a budget; every probe is logged with its
-//! target. Refused targets, probes skipped for want of CAP_NET_RAW and the work done are counters
+//! target. Refused targets, probes skipped for want of CAP_NET_RAW (TCP/IP, ICMP) and the work done are counters
 //! of the heartbeat (`/workers`), and a prober that cannot read the attackers reports a fault.
 
 pub mod cert;
 pub mod events;
 pub mod hassh;
+pub mod icmp;
 pub mod jarm;
 pub mod pace;
 pub mod policy;
@@ -53,6 +55,8 @@ const PAGE: u32 = 1_000;
 const MAX_DEDUP: usize = 1_000_000;
 /// Lines waiting for the writer at most; probes wait beyond that.
 const LINE_QUEUE: usize = 256;
+/// The longest wait for an ICMP error (DECNET's).
+const ICMP_WAIT: Duration = Duration::from_secs(2);
 /// The fault text while the attackers cannot be read.
 const NO_ATTACKERS: &str = "cannot read the attackers";
 
@@ -67,7 +71,7 @@ struct Probing {
     pacer: Pacer,
     dedup: Mutex<Dedup>,
     counters: Counters,
-    /// Whether raw sockets can be opened (CAP_NET_RAW): the SYN-ACK needs one.
+    /// Whether raw sockets can be opened (CAP_NET_RAW): the SYN-ACK and the ICMP errors need one.
     raw: bool,
     lines: mpsc::Sender<ProberEvent>,
     cancel: CancellationToken,
@@ -82,7 +86,7 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     let raw = match tcpfp::Capture::open() {
         Ok(_) => true,
         Err(err) => {
-            tracing::warn!(error = %err, "No raw socket (CAP_NET_RAW): the TCP/IP fingerprint is skipped");
+            tracing::warn!(error = %err, "No raw socket (CAP_NET_RAW): the TCP/IP fingerprint and the ICMP probe are skipped");
             false
         }
     };
@@ -264,6 +268,7 @@ async fn probe_target(probing: Arc<Probing>, ip: IpAddr) -> IpAddr {
 
 async fn probe_ports(probing: &Probing, ip: IpAddr) {
     let config = &probing.config;
+    probe_icmp(probing, ip).await;
     let mut first = true;
     for port in ports(config) {
         let addr = SocketAddr::new(ip, port);
@@ -307,6 +312,31 @@ async fn probe_ports(probing: &Probing, ip: IpAddr) {
             }
         }
     }
+}
+
+/// The ICMP error a datagram to a closed port draws; reported skipped without a raw socket.
+async fn probe_icmp(probing: &Probing, ip: IpAddr) {
+    let IpAddr::V4(v4) = ip else { return };
+    let listener = if probing.raw { icmp::Listener::open().ok() } else { None };
+    let Some(listener) = listener else {
+        probing.counters.add("icmp_skipped", 1);
+        return;
+    };
+    tracing::info!(target_ip = %ip, probe = "icmp_error", "Probing");
+    probing.pacer.take(1.0).await;
+    // Silence is common (stacks rate-limit ICMP errors): it is not waited for long.
+    let wait = probing.config.timeout.min(ICMP_WAIT);
+    let Some((port, found)) = listener.port_unreachable(v4, wait).await else { return };
+    let hash = found.hash();
+    let event = ProberEvent::new("icmp_error", SocketAddr::new(ip, port), hash.clone(), format!("ICMP {ip} = {hash}"))
+        .with("matrix", "P")
+        .with("port_unreachable", true)
+        .with("icmp_code", found.icmp_code)
+        .with("ttl", found.ttl)
+        .with("echo_len", found.echo_len)
+        .with("rtt_ms", found.rtt_ms)
+        .with("fingerprint_hash", &hash);
+    report(probing, event).await;
 }
 
 /// A plain connection to `addr`, with the TCP/IP fingerprint of its SYN-ACK reported when the

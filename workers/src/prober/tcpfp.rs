@@ -57,12 +57,7 @@ impl SynAck {
 
     /// The initial TTL the sender most likely used, and the hops since.
     pub fn initial_ttl(&self) -> (u8, u8) {
-        let initial = match self.ttl {
-            0..=32 => 32,
-            33..=64 => 64,
-            65..=128 => 128,
-            _ => 255,
-        };
+        let initial = initial_ttl(self.ttl);
         (initial, initial - self.ttl)
     }
 
@@ -90,6 +85,16 @@ impl SynAck {
             self.olayout,
             quirks.join(",")
         )
+    }
+}
+
+/// The initial TTL a packet that arrived with `ttl` most likely left with (32, 64, 128 or 255).
+pub fn initial_ttl(ttl: u8) -> u8 {
+    match ttl {
+        0..=32 => 32,
+        33..=64 => 64,
+        65..=128 => 128,
+        _ => 255,
     }
 }
 
