@@ -228,7 +228,10 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     // ICMP: Linux answers a datagram to a closed port with Port Unreachable quoting it (IP header,
     // UDP header and the 32 bytes sent).
     let icmp = of("icmp_error");
-    assert_eq!((icmp.field("icmp_code"), icmp.field("echo_len"), icmp.field("ttl")), (Some("3"), Some("60"), Some("64")));
+    assert_eq!(
+        (icmp.field("icmp_code"), icmp.field("echo_len"), icmp.field("ttl")),
+        (Some("3"), Some("60"), Some("64"))
+    );
     // JARM: the reference's hash.
     assert_eq!(of("jarm_fingerprint").field("jarm_hash"), Some(jarm_reference.as_str()));
     // HASSH: the MD5 of ssh-audit's reading of the KEXINIT.

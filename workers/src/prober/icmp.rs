@@ -83,7 +83,10 @@ pub fn parse(packet: &[u8], target: Ipv4Addr, local: u16, port: u16) -> Option<P
     let quoted = icmp.get(8..)?;
     let inner_ihl = usize::from(*quoted.first()? & 0x0f) * 4;
     let udp = quoted.get(inner_ihl..inner_ihl + 4)?;
-    if quoted.get(9) != Some(&17) || u16::from_be_bytes([udp[0], udp[1]]) != local || u16::from_be_bytes([udp[2], udp[3]]) != port {
+    if quoted.get(9) != Some(&17)
+        || u16::from_be_bytes([udp[0], udp[1]]) != local
+        || u16::from_be_bytes([udp[2], udp[3]]) != port
+    {
         return None;
     }
     Some(PortUnreachable { icmp_code: icmp[1], ttl: packet[8], echo_len: quoted.len(), rtt_ms: 0 })
