@@ -103,6 +103,18 @@ ensure_sniffer_test_tools() {
 # The threat-intel exports' validators and clients (PyPI), into the same project-local virtualenv,
 # put on PATH: OASIS's stix2-validator, stix2 and taxii2-client, CIRCL's PyMISP, and jsonschema for
 # the ATT&CK Navigator layer. Pinned majors, so a new release cannot change what a run checks.
+ensure_prober_test_tools() {
+    # Real peers for the prober's tests (a TLS server, Debian's OpenSSH server, a capture) and the
+    # references its fingerprints are checked against: pyjarm (JARM) and ssh-audit (HASSH).
+    apt_install_missing iproute2 openssl openssh-server tcpdump python3 python3-venv
+    local venv=.svc/venv
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    if ! "$venv/bin/python" -c 'import jarm' 2>/dev/null || [ ! -x "$venv/bin/ssh-audit" ]; then
+        echo "==> installing the prober's references into $venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'pyjarm==0.0.5' 'ssh-audit>=3.3,<4'
+    fi
+    export PATH="$PWD/$venv/bin:$PATH"
+}
 ensure_intel_test_tools() {
     apt_install_missing python3 python3-venv
     local venv=.svc/venv

@@ -40,6 +40,9 @@ pub async fn run(reading: Reading) -> anyhow::Result<()> {
     if reading.config.swarm.enabled && reading.config.swarm.syslog_port != 0 {
         workers.push(svc_workers::listener::body());
     }
+    if reading.config.prober.embed {
+        workers.push(svc_workers::prober::body());
+    }
     let lifespan = Lifespan::start(reading, workers).await?;
     let listener = match TcpListener::bind(&addr).await {
         Ok(listener) => listener,

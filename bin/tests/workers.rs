@@ -171,7 +171,7 @@ async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_
     let names: Vec<&str> = body["workers"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["api", "ingest", "collector", "profiler", "sniffer", "tarpit", "mutator", "webhook", "listener", "forwarder"]
+        ["api", "ingest", "collector", "profiler", "sniffer", "prober", "tarpit", "mutator", "webhook", "listener", "forwarder"]
     );
     assert!(body["workers"].as_array().unwrap().iter().all(|r| r["status"] == "unknown" && r["installed"] == false));
 
@@ -192,8 +192,8 @@ async fn starts_without_a_service_manager_say_why_in_decnet_shapes() {
     command.env("SVC_UNIT_CACHE_SECS", "1");
     let _api = start_api(command, port).await;
 
-    let (status, body) = workers_api(Method::POST, port, "/workers/prober/start").await;
-    assert_eq!((status, body), (404, serde_json::json!({"detail": "Unknown worker: 'prober'"})));
+    let (status, body) = workers_api(Method::POST, port, "/workers/reconciler/start").await;
+    assert_eq!((status, body), (404, serde_json::json!({"detail": "Unknown worker: 'reconciler'"})));
     let (status, body) = workers_api(Method::POST, port, "/workers/sniffer/start").await;
     assert_eq!((status, body), (503, serde_json::json!({"detail": "unit file not installed: svc-sniffer.service"})));
     // Known before it is heard from, like every worker of the project.
@@ -214,7 +214,7 @@ async fn starts_without_a_service_manager_say_why_in_decnet_shapes() {
     assert_eq!(body["already_running"], serde_json::json!(["api", "ingest", "tarpit"]), "the API and what it embeds");
     let failed = body["failed"].as_array().unwrap();
     let names: Vec<&str> = failed.iter().map(|f| f["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["collector", "profiler", "sniffer", "mutator", "webhook", "listener", "forwarder"]);
+    assert_eq!(names, ["collector", "profiler", "sniffer", "prober", "mutator", "webhook", "listener", "forwarder"]);
     assert_eq!(failed[0]["reason"], "unit file not installed: svc-collector.service");
     assert_eq!(
         failed[2]["reason"],

@@ -304,8 +304,8 @@ mod tests {
     #[test]
     fn every_known_worker_has_a_row_and_strangers_get_one_when_heard() {
         let registry = WorkerRegistry::new(Duration::from_secs(90));
-        assert!(!registry.is_known("prober"));
-        beat(&registry, "prober", 1.0);
+        assert!(!registry.is_known("reconciler"));
+        beat(&registry, "reconciler", 1.0);
         let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
         assert_eq!(
             names,
@@ -315,15 +315,16 @@ mod tests {
                 "collector",
                 "profiler",
                 "sniffer",
+                "prober",
                 "tarpit",
                 "mutator",
                 "webhook",
                 "listener",
                 "forwarder",
-                "prober"
+                "reconciler"
             ]
         );
-        assert!(registry.is_known("prober") && registry.is_known("tarpit"));
+        assert!(registry.is_known("reconciler") && registry.is_known("tarpit"));
     }
 
     #[test]

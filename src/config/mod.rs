@@ -1,6 +1,6 @@
 //! The one typed `Config`, read once from the `SVC_*` environment (`env.rs`): a few settings every
 //! process shares, then a section per part that reads its own variables (`api`, `db`, `bus`,
-//! `fleet`, `ingest`, `profiler`, `collector`, `webhook`, `sniffer`, `tarpit`). A new worker adds its section here, named after it, as the ingester and
+//! `fleet`, `ingest`, `profiler`, `collector`, `webhook`, `sniffer`, `prober`, `tarpit`). A new worker adds its section here, named after it, as the ingester and
 //! the profiler did. Reading collects every problem instead of stopping at the first, so an operator
 //! fixes a bad configuration in one round; every rule beyond a value's type is in `rules.rs`, and no
 //! message ever contains the value of a secret. Reading also notes each variable and its default,
@@ -13,6 +13,7 @@ mod db;
 mod env;
 mod fleet;
 mod ingest;
+mod prober;
 mod profiler;
 mod rules;
 mod settings;
@@ -30,6 +31,7 @@ pub use api::ApiConfig;
 pub use bus::BusConfig;
 pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST};
 pub use ingest::IngestConfig;
+pub use prober::ProberConfig;
 pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
@@ -105,6 +107,7 @@ pub struct Config {
     pub collector: CollectorConfig,
     pub webhook: WebhookConfig,
     pub sniffer: SnifferConfig,
+    pub prober: ProberConfig,
     pub tarpit: TarpitConfig,
     pub swarm: SwarmConfig,
 }
@@ -189,6 +192,8 @@ impl Config {
         let webhook = WebhookConfig::read(&mut env);
         env.begin_section("Sniffer worker");
         let sniffer = SnifferConfig::read(&mut env);
+        env.begin_section("Prober worker");
+        let prober = ProberConfig::read(&mut env);
         env.begin_section("Tarpit watcher");
         let tarpit = TarpitConfig::read(&mut env);
         env.begin_section("Swarm (`svc agent`, the master's heartbeat listener)");
@@ -206,6 +211,7 @@ impl Config {
             collector,
             webhook,
             sniffer,
+            prober,
             tarpit,
             swarm,
             data_dir,

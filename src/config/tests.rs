@@ -355,3 +355,25 @@ fn the_sniffer_section_reads_its_variables_and_names_bad_ones() {
     let vars: Vec<&str> = for_api(env).unwrap_err().0.iter().map(|p| p.var).collect();
     assert!(vars.contains(&"SVC_SNIFFER_MAX_FLOWS") && vars.contains(&"SVC_EMBED_SNIFFER"), "{vars:?}");
 }
+
+#[test]
+fn the_prober_section_is_off_and_private_free_by_default_and_names_bad_ports() {
+    let config = for_api(vars(&[])).unwrap();
+    assert!(!config.prober.embed && !config.prober.allow_private);
+    assert_eq!(config.prober.tls_ports, [443, 8443, 8080, 4443, 50050, 2222, 993, 995, 8888, 9001]);
+    assert_eq!(config.prober.ssh_ports, [22, 2222, 22222, 2022]);
+    let mut env = vars(&[
+        ("SVC_EMBED_PROBER", "true"),
+        ("SVC_PROBER_ALLOW_PRIVATE", "true"),
+        ("SVC_PROBER_TLS_PORTS", "4443, 4443,8443"),
+        ("SVC_PROBER_SSH_PORTS", ""),
+    ]);
+    let config = for_api(env.clone()).unwrap();
+    assert!(config.prober.embed && config.prober.allow_private);
+    assert_eq!(config.prober.tls_ports, [4443, 8443], "listed once each");
+    assert!(config.prober.ssh_ports.is_empty(), "an empty list turns the probe off");
+    env.push(("SVC_PROBER_TCPFP_PORTS".into(), "22,70000".into()));
+    env.push(("SVC_PROBER_MAX_PPS".into(), "0".into()));
+    let vars: Vec<&str> = for_api(env).unwrap_err().0.iter().map(|p| p.var).collect();
+    assert_eq!(vars, ["SVC_PROBER_MAX_PPS", "SVC_PROBER_TCPFP_PORTS"]);
+}

@@ -2,7 +2,8 @@
 //! its "Import from MISP JSON" reads). DECNET converts its STIX bundle with misp-stix; svc writes
 //! the event directly from the same record, with deterministic uuids: the address (`ip-src`, for
 //! IDS), the commands (`text`), the files dropped (`sha256`, `filename`), fingerprints (`ja3`/`hassh`
-//! MD5 types when the value is one, else `text`), the logins tried (`target-user`; the secrets as
+//! MD5 types when the value is one, the prober's `jarm-fingerprint` and `x509-fingerprint-sha256`,
+//! else `text`), the logins tried (`target-user`; the secrets as
 //! `text` only when the operator asks), and a MITRE ATT&CK galaxy tag per technique.
 
 use std::collections::BTreeSet;
@@ -60,13 +61,18 @@ pub fn attacker_event(record: &AttackerRecord) -> Value {
         let Some(kind) = fingerprint.get("fingerprint_type").and_then(Value::as_str) else { continue };
         for (key, value) in fingerprint.as_object().into_iter().flatten() {
             let Some(value) = value.as_str() else { continue };
-            if key == "fingerprint_type" || !(key == kind || key == "hash" || key == "value" || key.starts_with("ja")) {
+            let identity =
+                key == kind || key == "hash" || key == "value" || key == "cert_sha256" || key.starts_with("ja");
+            if key == "fingerprint_type" || !identity {
                 continue;
             }
-            let md5 = value.len() == 32 && value.bytes().all(|b| b.is_ascii_hexdigit());
+            let hex_of = |len: usize| value.len() == len && value.bytes().all(|b| b.is_ascii_hexdigit());
             let misp_type = match key.as_str() {
-                "ja3" if md5 => "ja3-fingerprint-md5",
-                "hash" if md5 && kind.starts_with("hassh") => "hassh-md5",
+                "ja3" if hex_of(32) => "ja3-fingerprint-md5",
+                "hash" if hex_of(32) && kind.starts_with("hassh") => "hassh-md5",
+                // The prober's: the JARM of a server the attacker runs, its certificate's digest.
+                "hash" if hex_of(62) && kind == "jarm" => "jarm-fingerprint",
+                "cert_sha256" if hex_of(64) => "x509-fingerprint-sha256",
                 _ => "text",
             };
             add(misp_type, "Network activity", value, false, format!("{key} fingerprint ({kind})"));

@@ -26,7 +26,7 @@ pub struct KnownWorker {
 }
 
 /// Every worker this project runs, in the order `/workers` lists and `start-all` starts them.
-pub const WORKERS: [KnownWorker; 9] = [
+pub const WORKERS: [KnownWorker; 10] = [
     KnownWorker {
         name: "ingest",
         unit_template: include_str!("../../systemd/svc-ingest.service"),
@@ -46,6 +46,11 @@ pub const WORKERS: [KnownWorker; 9] = [
         name: "sniffer",
         unit_template: include_str!("../../systemd/svc-sniffer.service"),
         health: Some(HealthComponent { name: "sniffer_worker", required: false }),
+    },
+    KnownWorker {
+        name: "prober",
+        unit_template: include_str!("../../systemd/svc-prober.service"),
+        health: Some(HealthComponent { name: "prober_worker", required: false }),
     },
     KnownWorker {
         name: "tarpit",
@@ -84,6 +89,7 @@ mod tests {
                 "collector",
                 "profiler",
                 "sniffer",
+                "prober",
                 "tarpit",
                 "mutator",
                 "webhook",

@@ -1,5 +1,5 @@
 //! The background workers of svc, one module per worker (ingest, collector, profiler, sniffer,
-//! tarpit, mutator, webhook, and the swarm's log listener and forwarder) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
+//! prober, tarpit, mutator, webhook, and the swarm's log listener and forwarder) sharing one runner. Each builds on the `svc` library; the `svc` command chooses
 //! which run embedded in the API and which run as their own processes.
 
 pub mod collector;
@@ -10,6 +10,7 @@ pub mod ingest;
 pub mod lease;
 pub mod listener;
 pub mod mutator;
+pub mod prober;
 pub mod profiler;
 pub mod runner;
 pub mod sniffer;
@@ -34,6 +35,7 @@ fn project_bodies() -> [WorkerBody; svc::worker::WORKERS.len()] {
         collector::body(),
         profiler::body(),
         sniffer::body(),
+        prober::body(),
         tarpit::body(),
         mutator::body(),
         webhook::body(),

@@ -191,7 +191,7 @@ fn fingerprints(line: &LogLine) -> Vec<Payload> {
         }
     }
     if matches!(service, "sniffer" | "prober") && present(line, "subject_cn").is_some() {
-        let keys = ["subject_cn", "issuer", "self_signed", "not_before", "not_after", "sans", "sni"];
+        let keys = ["subject_cn", "issuer", "self_signed", "not_before", "not_after", "sans", "sni", "cert_sha256"];
         out.push(Payload::fingerprint("tls_certificate").copy(line, &keys));
     }
     if service == "prober" {

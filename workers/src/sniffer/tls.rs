@@ -184,6 +184,11 @@ pub fn certificate(stream: &[u8]) -> Progress<Certificate> {
     })
 }
 
+/// A certificate's fields from its DER, as `tls_certificate` reports them (the prober's too).
+pub fn certificate_from_der(der: &[u8]) -> Option<Certificate> {
+    X509Certificate::from_der(der).ok().map(|(_, cert)| certificate_fields(&cert))
+}
+
 fn certificate_fields(cert: &X509Certificate<'_>) -> Certificate {
     let subject_cn = cert.subject().iter_common_name().next().map(attribute_text).unwrap_or_default();
     let sans = match cert.subject_alternative_name() {
