@@ -123,7 +123,7 @@ async fn main() {
             let (_, body) = api_call(api_port, &token, reqwest::Method::GET, "/logs?limit=1", None).await;
             let newest = body["data"][0]["fields"].as_str().unwrap_or("{}").to_string();
             let fields: serde_json::Value = serde_json::from_str(&newest).unwrap();
-            if fields["seq"] == seq.to_string() {
+            if fields["seq"].as_str().and_then(|s| s.parse::<u64>().ok()) == Some(seq) {
                 break;
             }
             assert!(written.elapsed() < Duration::from_secs(30), "line {seq} never became readable");

@@ -743,6 +743,7 @@ async fn over_long_values_do_not_fail_a_batch() {
             bounties: vec![bounty],
             credentials: vec![credential],
             cursor: Some(cursor(1)),
+            host_uuid: None,
         };
         let done = db.commit_ingest(SOURCE, "a", None, &wide_batch).await.unwrap();
         assert_eq!((done.logs, done.new_bounties, done.new_credentials), (1, 1, 1), "{}", backend.name);
