@@ -133,7 +133,7 @@ pub async fn decommission_host(
     Admin(admin): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<StatusCode> {
-    state.limits.host_delete(peer.ip())?;
+    state.limits.host_delete(peer.ip()).await?;
     let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
     if let Err(err) = agent::self_destruct(&state, &host).await {
         tracing::warn!(host = %host.name, %uuid, error = %err, "Agent self-destruct failed; forgetting the host anyway");
