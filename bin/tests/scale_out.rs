@@ -32,14 +32,19 @@ impl Replica {
 /// Three replicas (or `n`) on one fresh MariaDB database and the given NATS servers.
 struct Deployment {
     replicas: Vec<Replica>,
-    _dir: tempfile::TempDir,
-    _backend: TestDb,
+    dir: tempfile::TempDir,
+    backend: TestDb,
 }
 
 impl Deployment {
     /// `None` when no MariaDB is configured. The first replica starts alone (it migrates the
     /// database and seeds the admin), then the others, as an operator's rollout would.
     async fn start(n: usize, nats_url: Option<&str>) -> Option<Deployment> {
+        Deployment::start_with(n, nats_url, &[]).await
+    }
+
+    /// The same, each replica with `vars` on top.
+    async fn start_with(n: usize, nats_url: Option<&str>, vars: &[(&str, &str)]) -> Option<Deployment> {
         let Some(backend) = TestDb::mysql() else {
             eprintln!("SVC_TEST_MYSQL_URL unset: replicas need a database server to share");
             return None;
@@ -47,9 +52,11 @@ impl Deployment {
         let dir = tempfile::tempdir().unwrap();
         let mut replicas = Vec::new();
         for i in 0..n {
-            replicas.push(start_replica(&backend, &dir.path().join(format!("replica-{i}")), nats_url).await);
+            let (mut command, port) = replica_command(&backend, &dir.path().join(format!("replica-{i}")), nats_url);
+            command.envs(vars.iter().copied());
+            replicas.push(Replica { proc: common::start_api(command, port).await, port });
         }
-        Some(Deployment { replicas, _dir: dir, _backend: backend })
+        Some(Deployment { replicas, dir, backend })
     }
 }
 
@@ -58,17 +65,12 @@ fn replica_command(backend: &TestDb, dir: &Path, nats_url: Option<&str>) -> (Com
     let port = free_port();
     let mut command = common::svc(dir, &["api"]);
     command.envs(backend.vars()).env("SVC_DATA_DIR", dir.join("data")).env("SVC_API_PORT", port.to_string());
-    // Ingestion is another test's subject; the replicas here share no log file.
+    // No log file unless a test gives the replicas one to share.
     command.env("SVC_INGEST_LOG_FILE", "");
     if let Some(url) = nats_url {
         command.env("SVC_NATS_URL", url);
     }
     (command, port)
-}
-
-async fn start_replica(backend: &TestDb, dir: &Path, nats_url: Option<&str>) -> Replica {
-    let (command, port) = replica_command(backend, dir, nats_url);
-    Replica { proc: common::start_api(command, port).await, port }
 }
 
 async fn request(
@@ -223,4 +225,164 @@ async fn a_stream_ticket_minted_on_one_replica_opens_one_stream_on_another() {
     let again = open(&deployment.replicas[1]).await.unwrap();
     assert_eq!(again.status(), StatusCode::UNAUTHORIZED, "not even twice on the same replica");
     drop(stream);
+}
+
+/// The holders of the database's worker leases: (source, holder `host:pid:…`).
+fn lease_holders(backend: &TestDb) -> Vec<(String, String)> {
+    let url = backend.mysql_url().unwrap();
+    let (server, database) = url.rsplit_once('/').unwrap();
+    let authority = server.trim_start_matches("mysql://");
+    let (user, host) = authority.split_once('@').unwrap_or(("root", authority));
+    let (host, port) = host.split_once(':').unwrap_or((host, "3306"));
+    let output = Command::new("mysql")
+        .args([
+            "-h",
+            host,
+            "-P",
+            port,
+            "-u",
+            user,
+            "-N",
+            "-B",
+            "-e",
+            "select source, holder from ingest_leases",
+            database,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(source, holder)| (source.to_string(), holder.to_string()))
+        .collect()
+}
+
+/// The pid in a lease holder `host:pid:uuid`.
+fn holder_pid(holder: &str) -> i32 {
+    holder.split(':').nth(1).and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("holder {holder}"))
+}
+
+/// An auth attempt numbered `seq`, as a decky's collector writes it.
+fn lines(range: std::ops::Range<usize>) -> String {
+    range
+        .map(|seq| {
+            format!(
+                "<134>1 2026-05-02T06:00:25.453826+00:00 decky-1 ssh - auth_attempt [relay@55555 src_ip=\"192.0.2.7\" seq=\"{seq}\"]\n"
+            )
+        })
+        .collect()
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+}
+
+/// The `seq` of every stored row as `replica` lists them, sorted.
+async fn stored_seqs(replica: &Replica, token: &str) -> Vec<usize> {
+    let (status, body) = request(replica, Method::GET, "/logs?limit=1000", Some(token), None).await;
+    if status != StatusCode::OK {
+        return Vec::new();
+    }
+    let mut seqs: Vec<usize> = body["data"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|row| {
+                    let fields = &row["fields"];
+                    let fields: Value = match fields {
+                        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+                        other => other.clone(),
+                    };
+                    fields["seq"].as_str().and_then(|seq| seq.parse().ok())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    seqs.sort_unstable();
+    seqs
+}
+
+#[tokio::test]
+async fn one_ingester_at_a_time_and_another_takes_over_when_it_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("decnet.log");
+    append(&file, &lines(0..50));
+    let vars = [
+        ("SVC_INGEST_LOG_FILE", file.to_str().unwrap()),
+        ("SVC_INGEST_LEASE_SECS", "2"),
+        ("SVC_INGEST_BATCH_MAX_WAIT_MS", "20"),
+        ("SVC_EMBED_COLLECTOR", "false"),
+    ];
+    let Some(mut deployment) = Deployment::start_with(3, None, &vars).await else { return };
+    let token = admin_token(&deployment.replicas[0]).await;
+    eventually("the first 50 lines are stored once", || async {
+        stored_seqs(&deployment.replicas[1], &token).await == (0..50).collect::<Vec<_>>()
+    })
+    .await;
+    let holders: Vec<_> = lease_holders(&deployment.backend)
+        .into_iter()
+        .filter(|(s, _)| s.contains("decnet.log") || s.contains("ingest"))
+        .collect();
+    assert_eq!(holders.len(), 1, "one ingest lease: {holders:?}");
+    let holder = holder_pid(&holders[0].1);
+    let index = deployment.replicas.iter().position(|r| r.proc.pid() == holder).expect("a replica holds the lease");
+    let killed = deployment.replicas.remove(index);
+    killed.proc.signal(rustix::process::Signal::KILL);
+    let started = Instant::now();
+    append(&file, &lines(50..100));
+    let survivor = &deployment.replicas[0];
+    eventually("another replica stores the next 50 lines", || async {
+        stored_seqs(survivor, &token).await.len() >= 100
+    })
+    .await;
+    eprintln!("ingest lease failover: the lines written after the kill stored after {:?}", started.elapsed());
+    assert_eq!(stored_seqs(survivor, &token).await, (0..100).collect::<Vec<_>>(), "no line lost or stored twice");
+    let after = lease_holders(&deployment.backend);
+    assert!(after.iter().all(|(_, h)| holder_pid(h) != holder), "the dead replica holds nothing: {after:?}");
+    drop(dir);
+    drop(deployment.dir);
+}
+
+#[tokio::test]
+async fn workers_and_health_tell_the_same_truth_on_every_replica() {
+    let nats = common::Nats::start();
+    let Some(deployment) = Deployment::start_with(3, Some(&nats.url()), &[("SVC_WORKER_STALE_SECS", "2")]).await else {
+        return;
+    };
+    let token = admin_token(&deployment.replicas[0]).await;
+    let view = |replica: &Replica| {
+        let token = token.clone();
+        let url = replica.url("/workers");
+        async move {
+            let body: Value =
+                reqwest::Client::new().get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+            let mut rows: Vec<(String, String)> = body["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r["name"].as_str().unwrap().to_string(), r["status"].as_str().unwrap().to_string()))
+                .collect();
+            rows.sort();
+            rows
+        }
+    };
+    eventually("every replica lists the same workers", || async {
+        let first = view(&deployment.replicas[0]).await;
+        let mut same = !first.is_empty();
+        for replica in &deployment.replicas[1..] {
+            same &= view(replica).await == first;
+        }
+        same
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for replica in &deployment.replicas {
+        let (status, body) = request(replica, Method::GET, "/health", None, None).await;
+        statuses.push((status, body["status"].clone(), body["components"].clone()));
+    }
+    assert!(statuses[0].2.as_object().is_some_and(|c| !c.is_empty()), "{statuses:?}");
+    assert!(statuses.windows(2).all(|w| w[0] == w[1]), "health differs between replicas: {statuses:?}");
 }
