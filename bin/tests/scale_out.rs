@@ -49,6 +49,11 @@ impl Deployment {
             eprintln!("SVC_TEST_MYSQL_URL unset: replicas need a database server to share");
             return None;
         };
+        Some(Deployment::start_on(backend, n, nats_url, vars).await)
+    }
+
+    /// `n` replicas on `backend`.
+    async fn start_on(backend: TestDb, n: usize, nats_url: Option<&str>, vars: &[(&str, &str)]) -> Deployment {
         let dir = tempfile::tempdir().unwrap();
         let mut replicas = Vec::new();
         for i in 0..n {
@@ -56,7 +61,7 @@ impl Deployment {
             command.envs(vars.iter().copied());
             replicas.push(Replica { proc: common::start_api(command, port).await, port });
         }
-        Some(Deployment { replicas, dir, backend })
+        Deployment { replicas, dir, backend }
     }
 }
 
@@ -483,4 +488,195 @@ async fn heartbeats_keep_flowing_when_the_nats_node_an_api_uses_dies() {
     let now = cluster.node_of("svc-api").await;
     assert!(now.is_some_and(|n| n != used), "the API is on a surviving node: {now:?}");
     eprintln!("NATS failover: heartbeats continued; the API is on node {now:?} after node {used} died");
+}
+
+/// haproxy in front of `ports` on a free loopback port; killed when dropped.
+struct Haproxy {
+    port: u16,
+    _proc: Proc,
+    _dir: tempfile::TempDir,
+}
+
+impl Haproxy {
+    /// `None` when haproxy is not installed (`scripts/lib.sh` installs it).
+    async fn start(ports: &[u16]) -> Option<Haproxy> {
+        let binary = std::env::split_paths(&common::path()).map(|d| d.join("haproxy")).find(|p| p.is_file());
+        let Some(binary) = binary else {
+            eprintln!("haproxy is not installed: skipped");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = dir.path().join("haproxy.cfg");
+        std::fs::write(&config, haproxy_config(port, ports)).unwrap();
+        let mut command = Command::new(binary);
+        command.args(["-db", "-f", config.to_str().unwrap()]);
+        let proc = Proc::spawn(command);
+        let url = format!("http://127.0.0.1:{port}/api/v1/health");
+        eventually("haproxy answers", || async { reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) })
+            .await;
+        Some(Haproxy { port, _proc: proc, _dir: dir })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/api/v1{path}", self.port)
+    }
+}
+
+/// The configuration docs/scale-out.md shows, on the given ports.
+fn haproxy_config(port: u16, replicas: &[u16]) -> String {
+    let servers: String = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("    server replica-{i} 127.0.0.1:{p} check inter 500ms fall 2 rise 2\n"))
+        .collect();
+    format!(
+        "global\n    maxconn 2048\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 1h\n    timeout server 1h\n    retries 3\n    option redispatch 1\n    retry-on conn-failure empty-response response-timeout\n\
+         frontend api\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\
+         backend replicas\n    balance roundrobin\n    option httpchk GET /api/v1/health\n    http-check expect status 200\n{servers}"
+    )
+}
+
+/// A client that retries what failed for want of a replica (the connection cut, a 502/503 from the
+/// proxy), as a dashboard does; `Err` only when every attempt failed.
+async fn retried(
+    client: &reqwest::Client,
+    method: Method,
+    url: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> Result<(StatusCode, Value), String> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let mut request = client.request(method.clone(), url).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        match request.send().await {
+            Ok(response)
+                if ![StatusCode::BAD_GATEWAY, StatusCode::SERVICE_UNAVAILABLE].contains(&response.status()) =>
+            {
+                let status = response.status();
+                return Ok((status, response.json().await.unwrap_or(Value::Null)));
+            }
+            Ok(response) => last = response.status().to_string(),
+            Err(err) => last = err.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(last)
+}
+
+#[tokio::test]
+async fn a_replica_killed_behind_haproxy_costs_nothing_but_retries() {
+    // The streams this test opens and drops count against the per-user cap until each replica
+    // notices the drop (its next keep-alive): a cap above what the test opens keeps that out.
+    let Some(mut deployment) = Deployment::start_with(3, None, &[("SVC_SSE_MAX_PER_USER", "200")]).await else {
+        return;
+    };
+    let ports: Vec<u16> = deployment.replicas.iter().map(|r| r.port).collect();
+    let Some(proxy) = Haproxy::start(&ports).await else { return };
+    let token = admin_token(&deployment.replicas[0]).await;
+    let client = reqwest::Client::new();
+    // Streams open through the proxy, one on each replica (round robin).
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let (_, ticket) = retried(&client, Method::POST, &proxy.url("/auth/sse-ticket"), &token, None).await.unwrap();
+        let stream =
+            client.get(proxy.url("/stream")).query(&[("ticket", ticket["ticket"].as_str().unwrap())]).send().await;
+        let stream = stream.unwrap();
+        assert_eq!(stream.status(), StatusCode::OK);
+        streams.push(stream);
+    }
+
+    let writes = 60;
+    let mut failures = Vec::new();
+    let mut killed = None;
+    for i in 0..writes {
+        if i == writes / 3 {
+            let victim = deployment.replicas.remove(1);
+            victim.proc.signal(rustix::process::Signal::KILL);
+            killed = Some(Instant::now());
+        }
+        let read = retried(&client, Method::GET, &proxy.url("/logs?limit=10"), &token, None).await;
+        if let Err(err) = read {
+            failures.push(format!("read {i}: {err}"));
+        }
+        let user = json!({"username": format!("user-{i}"), "password": "a long enough password", "role": "viewer"});
+        match retried(&client, Method::POST, &proxy.url("/config/users"), &token, Some(&user)).await {
+            // A retry of a create the dead replica committed before its answer was lost.
+            Ok((status, _)) if status.is_success() || status == StatusCode::CONFLICT => {}
+            Ok((status, body)) => failures.push(format!("write {i}: {status} {body}")),
+            Err(err) => failures.push(format!("write {i}: {err}")),
+        }
+        let (_, ticket) = retried(&client, Method::POST, &proxy.url("/auth/sse-ticket"), &token, None).await.unwrap();
+        let stream =
+            client.get(proxy.url("/stream")).query(&[("ticket", ticket["ticket"].as_str().unwrap())]).send().await;
+        match stream {
+            Ok(response) if response.status() == StatusCode::OK => streams.push(response),
+            Ok(response) => failures.push(format!("stream {i}: {}", response.status())),
+            Err(err) => failures.push(format!("stream {i}: {err}")),
+        }
+        if streams.len() > 3 {
+            streams.remove(0);
+        }
+    }
+    eprintln!(
+        "kill -9 of one replica behind haproxy: {writes} rounds finished {:?} after it",
+        killed.unwrap().elapsed()
+    );
+    assert!(failures.is_empty(), "retried clients saw errors: {failures:#?}");
+    let (status, config) = retried(&client, Method::GET, &proxy.url("/config"), &token, None).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let mut names: Vec<String> = config["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["username"].as_str().unwrap().to_string())
+        .filter(|n| n.starts_with("user-"))
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..writes).map(|i| format!("user-{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected, "every write stored exactly once");
+}
+
+#[tokio::test]
+async fn every_replica_answers_503_while_the_database_is_away_and_recovers_by_itself() {
+    let Some(backend) = TestDb::mysql() else {
+        eprintln!("SVC_TEST_MYSQL_URL unset: replicas need a database server to share");
+        return;
+    };
+    backend.open().await.close().await;
+    // The database server as the replicas see it: a proxy the test takes down and brings back,
+    // as a restart of the shared MariaDB would (which other tests on this machine use too).
+    let (mut database, via_proxy) = store::proxy::DbProxy::start(backend.mysql_url().unwrap()).await;
+    let deployment = Deployment::start_on(backend, 3, None, &[("SVC_DB_URL", &via_proxy)]).await;
+    let pids: Vec<i32> = deployment.replicas.iter().map(|r| r.proc.pid()).collect();
+    let token = admin_token(&deployment.replicas[0]).await;
+    accepted_everywhere(&deployment, &token).await;
+
+    database.down().await;
+    for replica in &deployment.replicas {
+        eventually("the replica says the database is unavailable", || async {
+            request(replica, Method::GET, "/config", Some(&token), None).await.0 == StatusCode::SERVICE_UNAVAILABLE
+                && request(replica, Method::GET, "/health", None, None).await.0 == StatusCode::SERVICE_UNAVAILABLE
+        })
+        .await;
+    }
+
+    database.up().await;
+    let back = Instant::now();
+    for replica in &deployment.replicas {
+        eventually("the replica serves again", || async {
+            request(replica, Method::GET, "/config", Some(&token), None).await.0 == StatusCode::OK
+                && request(replica, Method::GET, "/health", None, None).await.0 == StatusCode::OK
+        })
+        .await;
+    }
+    eprintln!("database back: every replica served again after {:?}", back.elapsed());
+    let still: Vec<i32> = deployment.replicas.iter().map(|r| r.proc.pid()).collect();
+    assert_eq!(still, pids);
+    assert!(pids.iter().all(|pid| common::alive(*pid)), "no replica restarted");
 }
