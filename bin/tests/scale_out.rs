@@ -17,6 +17,18 @@ use store::{ADMIN_PASSWORD, TestDb};
 /// The spec's bound for a revocation to reach every replica.
 const REVOCATION_BOUND: Duration = Duration::from_secs(10);
 
+/// Waits, when the login limit's five-minute window closes within `needed`, for the next one: the
+/// windows are fixed (aligned to the epoch), so a count that crosses a boundary starts again.
+async fn whole_login_window(needed: Duration) {
+    let window = 300_000u128;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let left = Duration::from_millis(u64::try_from(window - now % window).unwrap());
+    if left < needed {
+        eprintln!("waiting {left:?} for the next limit window");
+        tokio::time::sleep(left + Duration::from_millis(100)).await;
+    }
+}
+
 /// A replica of the API: its process and its port.
 struct Replica {
     proc: Proc,
@@ -146,6 +158,7 @@ async fn accepted_everywhere(deployment: &Deployment, token: &str) {
 #[tokio::test]
 async fn login_attempts_are_limited_for_the_deployment_not_per_replica() {
     let Some(deployment) = Deployment::start(3, None).await else { return };
+    whole_login_window(Duration::from_secs(30)).await;
     // Ten attempts in total, spread over the replicas: each counts against the same window.
     for attempt in 0..10 {
         let replica = &deployment.replicas[attempt % 3];
@@ -679,4 +692,38 @@ async fn every_replica_answers_503_while_the_database_is_away_and_recovers_by_it
     let still: Vec<i32> = deployment.replicas.iter().map(|r| r.proc.pid()).collect();
     assert_eq!(still, pids);
     assert!(pids.iter().all(|pid| common::alive(*pid)), "no replica restarted");
+}
+
+#[tokio::test]
+async fn limits_fall_back_to_each_replica_while_the_database_is_away() {
+    let Some(backend) = TestDb::mysql() else {
+        eprintln!("SVC_TEST_MYSQL_URL unset: the outage needs a database server");
+        return;
+    };
+    backend.open().await.close().await;
+    let (mut database, via_proxy) = store::proxy::DbProxy::start(backend.mysql_url().unwrap()).await;
+    let config = backend.api_config(&[("SVC_DB_URL", &via_proxy)]);
+    let db = svc::db::connect(&config.db).unwrap();
+    let limits = svc::http::RateLimits::shared(true, db.clone());
+    let client: std::net::IpAddr = "192.0.2.9".parse().unwrap();
+    whole_login_window(Duration::from_secs(40)).await;
+    for _ in 0..6 {
+        limits.login(client, "someone").await.unwrap();
+    }
+    database.down().await;
+    // Counted in memory now: this replica's own ten, and no more.
+    for attempt in 0..10 {
+        assert!(limits.login(client, "someone").await.is_ok(), "attempt {attempt} while the database is away");
+    }
+    assert!(limits.login(client, "someone").await.is_err(), "still limited while the database is away");
+    database.up().await;
+    // Back in the database once the fallback's spell is over; it counted the first six: four
+    // more, then refused.
+    eventually("the database counts again", || async { db.ping().await.is_ok() }).await;
+    tokio::time::sleep(svc::http::limit::FALLBACK_SPELL).await;
+    for attempt in 0..4 {
+        assert!(limits.login(client, "someone").await.is_ok(), "attempt {} once the database is back", attempt + 7);
+    }
+    assert!(limits.login(client, "someone").await.is_err(), "the deployment's eleventh attempt");
+    db.close().await;
 }

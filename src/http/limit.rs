@@ -2,7 +2,8 @@
 //! deployment. Each attempt adds one to its window's row in the database ([`LimitStore`]), so
 //! every API replica on that database counts against the same total; when the database cannot
 //! be reached, the replica falls back to its own in-memory window (still limited, per replica)
-//! and says so in its log, once per outage. The client is the socket peer; `X-Forwarded-For` is
+//! for [`FALLBACK_SPELL`] before asking the database again, and says so in its log, once per
+//! outage. The client is the socket peer; `X-Forwarded-For` is
 //! never read. Each in-memory limiter holds at most [`MAX_KEYS`] keys, so a flood of distinct
 //! addresses or usernames cannot grow it without bound: when full, the oldest window is dropped first.
 
@@ -18,6 +19,10 @@ use crate::db::{Db, LimitWindow};
 
 /// How often closed windows are pruned from the database.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// After the database failed a count, how long this replica counts in memory before asking it
+/// again: an unreachable server would otherwise cost every limited request a connect timeout.
+pub const FALLBACK_SPELL: Duration = Duration::from_secs(5);
 
 /// Keys per limiter. Evicting a key forgives its count, so this is set well above what a window of
 /// legitimate traffic holds; an attacker needs this many fresh keys inside one window to reset one.
@@ -105,6 +110,8 @@ pub struct RateLimits {
     shared: Option<Db>,
     /// Whether the last count fell back to memory, so an outage is logged once, not per request.
     falling_back: AtomicBool,
+    /// Until when counts stay in memory without asking the database (see [`FALLBACK_SPELL`]).
+    memory_until: Mutex<Option<Instant>>,
     login_by_address: FixedWindow,
     login_by_username: FixedWindow,
     change_password: FixedWindow,
@@ -122,6 +129,7 @@ impl RateLimits {
             enabled,
             shared: None,
             falling_back: AtomicBool::new(false),
+            memory_until: Mutex::new(None),
             login_by_address: FixedWindow::new("login_by_address", 10, FIVE_MINUTES, "10 per 5 minute"),
             login_by_username: FixedWindow::new("login_by_username", 10, FIVE_MINUTES, "10 per 5 minute"),
             change_password: FixedWindow::new("change_password", 5, MINUTE, "5 per 1 minute"),
@@ -196,6 +204,9 @@ impl RateLimits {
         let Some(db) = &self.shared else {
             return limiter.hit(key, Instant::now());
         };
+        if self.memory_until.lock().unwrap().is_some_and(|until| Instant::now() < until) {
+            return limiter.hit(key, Instant::now());
+        }
         let (window, wait) = limiter.shared_window(key, Utc::now().timestamp_millis());
         match db.count_attempt(&window).await {
             Ok(hits) => {
@@ -205,6 +216,7 @@ impl RateLimits {
                 if hits > limiter.limit { Err(wait) } else { Ok(()) }
             }
             Err(err) => {
+                *self.memory_until.lock().unwrap() = Some(Instant::now() + FALLBACK_SPELL);
                 if !self.falling_back.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         error = %err,
