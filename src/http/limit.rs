@@ -3,9 +3,9 @@
 //! every API replica on that database counts against the same total; when the database cannot
 //! be reached, the replica falls back to its own in-memory window (still limited, per replica)
 //! for [`FALLBACK_SPELL`] before asking the database again, and says so in its log, once per
-//! outage. The client is the socket peer; `X-Forwarded-For` is
-//! never read. Each in-memory limiter holds at most [`MAX_KEYS`] keys, so a flood of distinct
-//! addresses or usernames cannot grow it without bound: when full, the oldest window is dropped first.
+//! outage. The client is the socket peer; `X-Forwarded-For` is never read. Each in-memory limiter
+//! holds at most [`MAX_KEYS`] keys, so a flood of distinct addresses or usernames cannot grow it
+//! without bound: when full, the oldest window is dropped first.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
