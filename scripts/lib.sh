@@ -127,6 +127,12 @@ ensure_intel_test_tools() {
     export PATH="$PWD/$venv/bin:$PATH"
 }
 
+# The scale-out tests' load balancer (haproxy, in front of several `svc api` replicas) and the
+# MariaDB client they read the lease table with.
+ensure_scale_out_test_tools() {
+    apt_install_missing haproxy mariadb-client
+}
+
 # MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.
 ensure_mariadb_running() {
     apt_install_missing mariadb-server mariadb-client

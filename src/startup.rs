@@ -76,7 +76,7 @@ impl Lifespan {
             state: AppState::new(http::state::State {
                 sessions: Arc::new(Sessions::new(keys, db.clone())),
                 passwords: Arc::new(HashPool::default()),
-                limits: Arc::new(RateLimits::new(config.api.limiter_enabled)),
+                limits: Arc::new(RateLimits::shared(config.api.limiter_enabled, db.clone())),
                 basic_logins: Arc::default(),
                 db_health: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
@@ -112,6 +112,7 @@ impl Lifespan {
         lifespan.start_fleet_reconciler();
         lifespan.start_swarm_listener().await?;
         lifespan.start_swarm_sweep();
+        lifespan.start_limit_pruning();
         Ok(lifespan)
     }
 
@@ -343,6 +344,13 @@ impl Lifespan {
         let (db, heartbeat, cancel) =
             (self.state.db.clone(), self.state.config.swarm.agent.heartbeat, self.cancel.clone());
         self.tasks.spawn(crate::swarm::sweep::run(db, heartbeat, cancel));
+    }
+
+    /// The rate limits' closed windows, forgotten in the background (every replica prunes; the
+    /// delete is idempotent).
+    fn start_limit_pruning(&self) {
+        let (limits, cancel) = (self.state.limits.clone(), self.cancel.clone());
+        self.tasks.spawn(async move { limits.prune(cancel).await });
     }
 
     /// With the worker registry, in contract-test mode too: the newest committed log id, which the

@@ -75,7 +75,8 @@ impl Bus {
         Bus { client: None, _watch: None }
     }
 
-    /// Connects to `url` as `name`, waiting at most a couple of seconds. An unreachable server
+    /// Connects to `url` (one server, or a cluster's servers separated by commas: any one that
+    /// answers will do, and a lost one is replaced by another) as `name`, waiting at most a couple of seconds. An unreachable server
     /// gives a disconnected bus that keeps retrying in the background; no URL gives an absent one.
     pub async fn connect(url: Option<&str>, name: &str) -> Bus {
         let Some(url) = url else {
@@ -98,7 +99,9 @@ impl Bus {
                     other => tracing::debug!(event = %other, "Bus event"),
                 }
             });
-        let client = match options.connect(url).await {
+        // async-nats takes a list of servers, but not as one string.
+        let servers: Vec<&str> = url.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let client = match options.connect(servers).await {
             Ok(client) => client,
             Err(err) => {
                 // Only an unusable URL gets here: connection failures are retried in the background.

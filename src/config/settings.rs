@@ -42,7 +42,10 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_DB_CACHE_MB",
         "sqlite: page cache in MiB of the one connection every batch writer commits through (2..65536)",
     ),
-    ("SVC_NATS_URL", "the NATS bus (`nats://host:4222`); unset: no bus (`svc supervise` then starts a private one)"),
+    (
+        "SVC_NATS_URL",
+        "the NATS bus (`nats://host:4222`, or a cluster's servers separated by commas); unset: no bus (`svc supervise` then starts a private one)",
+    ),
     ("SVC_HEARTBEAT_SECS", "seconds between a process's heartbeats (fractions allowed)"),
     ("SVC_WORKER_STALE_SECS", "a worker not heard from for this many seconds is `stale` in `/workers`"),
     ("SVC_WEB_PORT", "the dashboard's port; only sets the default CORS origin"),

@@ -1,5 +1,5 @@
 //! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
-//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`), each with its trait of domain verbs and its types in `mod.rs`,
+//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`, `limits`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -16,6 +16,7 @@ mod fault;
 pub mod fleet;
 pub mod ingest;
 pub mod lifecycle;
+pub mod limits;
 pub mod logs;
 mod mysql;
 pub mod observations;
@@ -44,6 +45,7 @@ pub use config::DatabaseConfig;
 pub use fleet::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
 pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
+pub use limits::{LimitStore, LimitWindow};
 pub use logs::{
     BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
     LogFilter, LogRecord, LogStats, LogStore, SearchTerm, log_commits, parse_search,
@@ -150,6 +152,7 @@ pub trait Database:
     + TopologyStore
     + TarpitStore
     + SwarmStore
+    + LimitStore
     + Send
     + Sync
     + 'static

@@ -78,7 +78,7 @@ pub async fn login(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ValidJson(body): ValidJson<LoginRequest>,
 ) -> Result<impl IntoResponse> {
-    state.limits.login(peer.ip(), &body.username)?;
+    state.limits.login(peer.ip(), &body.username).await?;
     let user = match state.db.user_by_name(&body.username).await {
         Ok(user) => Some(user),
         Err(DbError::NotFound) => None,
@@ -151,7 +151,7 @@ pub async fn change_password(
     Authenticated(session): Authenticated,
     ValidJson(body): ValidJson<ChangePasswordRequest>,
 ) -> Result<Json<Message>> {
-    state.limits.change_password(peer.ip())?;
+    state.limits.change_password(peer.ip()).await?;
     let user = session.user;
     if !state.passwords.verify(body.old_password, Some(user.password_hash.clone())).await? {
         return Err(ApiError::unauthorized("Incorrect old password"));

@@ -111,7 +111,7 @@ async fn basic_login(parts: &Parts, state: &AppState, credentials: &str) -> std:
     if !remembered {
         let client = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
         if let Some(client) = client {
-            state.limits.login(client, username)?;
+            state.limits.login(client, username).await?;
         }
         let hash = user.as_ref().map(|u| u.password_hash.clone());
         if !state.passwords.verify(password.to_string(), hash).await? {

@@ -241,7 +241,7 @@ pub async fn create_webhook(
     Admin(admin): Admin,
     ValidJson(body): ValidJson<CreateWebhookRequest>,
 ) -> Result<(StatusCode, Json<WebhookCreated>)> {
-    state.limits.webhook_create(peer.ip())?;
+    state.limits.webhook_create(peer.ip()).await?;
     let topic_patterns = webhook::merge_patterns(&body.simple_events, &body.topic_patterns);
     if topic_patterns.is_empty() {
         return Err(ApiError::bad_request(NO_PATTERNS));

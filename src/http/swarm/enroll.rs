@@ -167,7 +167,7 @@ pub async fn create_bundle(
     Admin(admin): Admin,
     ValidJson(body): ValidJson<EnrollRequest>,
 ) -> Result<(StatusCode, Json<EnrollBundleResponse>)> {
-    state.limits.enroll_bundle(peer.ip())?;
+    state.limits.enroll_bundle(peer.ip()).await?;
     let now = Utc::now();
     let expires_at = now + state.config.api.enroll_ttl;
     let host = SwarmHost {

@@ -130,7 +130,7 @@ pub async fn decommission_host(
     Admin(admin): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<StatusCode> {
-    state.limits.host_delete(peer.ip())?;
+    state.limits.host_delete(peer.ip()).await?;
     let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
     let asked = remote::call(&state.config.swarm, &host, "/self-destruct", &serde_json::json!({})).await;
     if let Err(err) = asked {
