@@ -4,8 +4,8 @@
 //! (`wire`), one HTTPS call (`client`), the master's pinned calls to agents (`caller`), how a
 //! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), the master's
 //! heartbeat listener (`listener`) with what a heartbeat writes (`record`), the silence sweep that
-//! marks a quiet host unreachable (`sweep`) and the enrollment bundle a new host installs
-//! (`bundle`). The master's records of its hosts live in `db::swarm`, its dashboard routes in
+//! marks a quiet host unreachable (`sweep`), the enrollment bundle a new host installs
+//! (`bundle`), `svc updater` (`updater`) and the master's pushes of releases to it (`updates`). The master's records of its hosts live in `db::swarm`, its dashboard routes in
 //! `http::swarm`.
 
 pub mod agent;
@@ -21,4 +21,6 @@ pub mod record;
 pub mod serve;
 pub mod sweep;
 pub mod tls;
+pub mod updater;
+pub mod updates;
 pub mod wire;
