@@ -63,14 +63,8 @@ async fn main() {
         let name = format!("bench-{i}");
         let agent = ca.issue(&name, std::slice::from_ref(&address)).unwrap();
         let updater = ca.issue(&format!("updater@{name}"), std::slice::from_ref(&address)).unwrap();
-        let mut command = updater_command(
-            &dir.path().join(&name),
-            &ca,
-            &agent,
-            &updater,
-            "0.0.0.0",
-            (AGENT_PORT, UPDATER_PORT),
-        );
+        let mut command =
+            updater_command(&dir.path().join(&name), &ca, &agent, &updater, "0.0.0.0", (AGENT_PORT, UPDATER_PORT));
         command.env("RUST_LOG", "warn");
         keep.push(Proc::spawn(net.wrap(&command)));
         let probe = endpoint(
@@ -149,11 +143,7 @@ async fn main() {
         stop_tx.send(true).unwrap();
         downtimes.push(watcher.await.unwrap());
     }
-    println!(
-        "release: {} MiB gzipped, built in {} ms",
-        release.tgz.len() / (1024 * 1024),
-        build.as_millis()
-    );
+    println!("release: {} MiB gzipped, built in {} ms", release.tgz.len() / (1024 * 1024), build.as_millis());
     println!("push to {count} hosts in parallel until all healthy ({rounds} rounds): {}", summary(totals));
     println!("one host's agent unanswering during an update: {}", summary(downtimes));
     // The processes before their namespaces.

@@ -15,9 +15,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         bail!("svc updater runs on a worker host: set SVC_MODE=agent");
     }
     let settings = config.swarm.updater.clone();
-    let read = |path: &std::path::Path| {
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-    };
+    let read =
+        |path: &std::path::Path| std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()));
     let identity = Identity::from_pem(&read(&settings.cert)?, &read(&settings.key)?)
         .map_err(|err| anyhow::anyhow!("the updater's certificate or key: {err}"))?;
     let ca_pem = read(&settings.ca)?;

@@ -27,7 +27,9 @@ fn multipart(fields: &[(&str, &[u8])]) -> (String, Bytes) {
     let mut body = Vec::new();
     for (name, value) in fields {
         let file = if *name == "tarball" { "; filename=\"tree.tgz\"" } else { "" };
-        body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"{file}\r\n\r\n").as_bytes());
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"{file}\r\n\r\n").as_bytes(),
+        );
         body.extend_from_slice(value);
         body.extend_from_slice(b"\r\n");
     }
@@ -107,7 +109,10 @@ async fn the_updater_refuses_unverified_or_unsafe_releases_and_other_certificate
 
     // No previous release: nothing to roll back to.
     let answer = master.post("/rollback", &json!({})).await.unwrap();
-    assert_eq!((answer.status.as_u16(), answer.json()), (404, json!({"detail": "no previous release to roll back to"})));
+    assert_eq!(
+        (answer.status.as_u16(), answer.json()),
+        (404, json!({"detail": "no previous release to roll back to"}))
+    );
 
     let releases = host.join("opt");
     let before = tree(&releases);
@@ -232,7 +237,9 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
     let token = admin_token(api_port).await;
     let db = master_store(&dir.path().join("data"));
     let worker = enroll(&db, "worker-1", &address, agent_port, &agent_leaf.fingerprint).await;
-    db.set_swarm_host_fingerprints(worker.uuid, &agent_leaf.fingerprint, Some(&updater_leaf.fingerprint)).await.unwrap();
+    db.set_swarm_host_fingerprints(worker.uuid, &agent_leaf.fingerprint, Some(&updater_leaf.fingerprint))
+        .await
+        .unwrap();
     let call = |method: Method, path: &'static str, body: Option<Value>| {
         let token = token.clone();
         async move { api_call(api_port, &token, method, path, body).await }
@@ -250,7 +257,8 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
         (400, json!({"detail": "Host 'worker-bare' has no updater bundle — nothing to roll back."}))
     );
     assert!(trap.accept().is_err(), "the updater-less host was dialled");
-    for body in [json!({}), json!({"host_uuids": [], "all": false}), json!({"host_uuids": [worker.uuid], "all": true})] {
+    for body in [json!({}), json!({"host_uuids": [], "all": false}), json!({"host_uuids": [worker.uuid], "all": true})]
+    {
         let (status, answer) = call(Method::POST, "/swarm-updates/push", Some(body)).await;
         assert_eq!((status, answer), (400, json!({"detail": "Specify exactly one of host_uuids or all=true."})));
     }
@@ -260,9 +268,9 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
     agent_ready(&endpoint(&address, updater_port, ca.cert_pem(), &master_leaf, updater_pin, true)).await;
     eventually("the host's agent is healthy behind its updater", || async {
         let (_, body) = call(Method::GET, "/swarm-updates/hosts", None).await;
-        body["hosts"].as_array().is_some_and(|hosts| {
-            hosts.len() == 1 && hosts[0]["reachable"] == true && hosts[0]["agent_status"] == "ok"
-        })
+        body["hosts"]
+            .as_array()
+            .is_some_and(|hosts| hosts.len() == 1 && hosts[0]["reachable"] == true && hosts[0]["agent_status"] == "ok")
     })
     .await;
     let (_, hosts) = call(Method::GET, "/swarm-updates/hosts", None).await;
@@ -298,9 +306,14 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
     db.set_swarm_host_fingerprints(worker.uuid, &agent_leaf.fingerprint, Some(&agent_leaf.fingerprint)).await.unwrap();
     let (status, body) = call(Method::POST, "/swarm-updates/push", Some(json!({"all": true}))).await;
     assert_eq!(status, 200);
-    assert_eq!((&body["results"][0]["status"], &body["results"][0]["detail"]), (&json!("failed"), &json!("transport failure")));
+    assert_eq!(
+        (&body["results"][0]["status"], &body["results"][0]["detail"]),
+        (&json!("failed"), &json!("transport failure"))
+    );
     assert_eq!(release().await, Some(json!(initial)), "nothing was pushed");
-    db.set_swarm_host_fingerprints(worker.uuid, &agent_leaf.fingerprint, Some(&updater_leaf.fingerprint)).await.unwrap();
+    db.set_swarm_host_fingerprints(worker.uuid, &agent_leaf.fingerprint, Some(&updater_leaf.fingerprint))
+        .await
+        .unwrap();
 
     // The broken release: rolled back, the previous release serving again.
     drop(api);
@@ -308,10 +321,15 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
     let _api = start_api(api, api_port_2).await;
     let token = admin_token(api_port_2).await;
     let (status, pushed) =
-        api_call(api_port_2, &token, Method::POST, "/swarm-updates/push", Some(json!({"host_uuids": [worker.uuid]}))).await;
+        api_call(api_port_2, &token, Method::POST, "/swarm-updates/push", Some(json!({"host_uuids": [worker.uuid]})))
+            .await;
     assert_eq!(status, 200, "{pushed}");
     let result = &pushed["results"][0];
-    assert_eq!((result["status"].as_str(), result["http_status"].as_u64()), (Some("rolled-back"), Some(409)), "{pushed}");
+    assert_eq!(
+        (result["status"].as_str(), result["http_status"].as_u64()),
+        (Some("rolled-back"), Some(409)),
+        "{pushed}"
+    );
     let stderr = result["stderr"].as_str().unwrap();
     assert!(stderr.starts_with("forward-probe: agent exited") && stderr.contains("rollback-probe: ok"), "{stderr}");
     assert_eq!(release().await, Some(json!(initial)), "the old release serves again");

@@ -171,7 +171,10 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_UPDATER_CERT", "`svc updater`: its certificate (`updater@<host>`, PEM), issued at enrollment"),
     ("SVC_UPDATER_KEY", "`svc updater`: its private key (PEM, 0600)"),
     ("SVC_UPDATER_CA", "`svc updater`: the swarm CA's certificate"),
-    ("SVC_UPDATER_DIR", "`svc updater`: the release slots (`releases/`, `current`, `previous`); default under the install root"),
+    (
+        "SVC_UPDATER_DIR",
+        "`svc updater`: the release slots (`releases/`, `current`, `previous`); default under the install root",
+    ),
     (
         "SVC_UPDATER_RESTART",
         "`svc updater`: `supervise` runs the agent itself; `systemd` restarts the bundle's units on a new release",

@@ -91,12 +91,12 @@ pub async fn list_host_releases(State(state): State<AppState>, Admin(_admin): Ad
             };
             match answer {
                 Ok(health) => {
-                    let releases: Vec<SlotView> = serde_json::from_value(health["releases"].clone()).unwrap_or_default();
+                    let releases: Vec<SlotView> =
+                        serde_json::from_value(health["releases"].clone()).unwrap_or_default();
                     let sha_of = |slot: &str| releases.iter().find(|r| r.slot == slot).and_then(|r| r.sha.clone());
                     view.current_sha = sha_of("active");
                     view.previous_sha = sha_of("prev");
-                    view.agent_status =
-                        health["agent_status"].as_str().or(health["status"].as_str()).map(String::from);
+                    view.agent_status = health["agent_status"].as_str().or(health["status"].as_str()).map(String::from);
                     view.reachable = true;
                     view.releases = releases;
                 }
@@ -153,8 +153,13 @@ async fn targets(state: &AppState, body: &PushRequest) -> Result<Vec<SwarmHost>>
     let named = body.host_uuids.as_ref().filter(|hosts| !hosts.is_empty());
     match (named, body.all) {
         (None, true) => {
-            let hosts: Vec<SwarmHost> =
-                state.db.swarm_hosts(None).await?.into_iter().filter(|h| h.updater_cert_fingerprint.is_some()).collect();
+            let hosts: Vec<SwarmHost> = state
+                .db
+                .swarm_hosts(None)
+                .await?
+                .into_iter()
+                .filter(|h| h.updater_cert_fingerprint.is_some())
+                .collect();
             if hosts.is_empty() {
                 return Err(ApiError::not_found(NO_TARGETS));
             }
@@ -293,7 +298,10 @@ pub async fn rollback_host(
         other => other.into(),
     })?;
     if host.updater_cert_fingerprint.is_none() {
-        return Err(ApiError::bad_request(format!("Host '{}' has no updater bundle — nothing to roll back.", host.name)));
+        return Err(ApiError::bad_request(format!(
+            "Host '{}' has no updater bundle — nothing to roll back.",
+            host.name
+        )));
     }
     tracing::info!(host = %host.name, %uuid, by = %admin.user.username, "Rolling a host back");
     let answer = match updates::rollback(&caller(&state)?, &host).await {
@@ -315,7 +323,12 @@ pub async fn rollback_host(
     }
 }
 
-fn rollback_response(host: &SwarmHost, status: &str, http_status: Option<u16>, detail: Option<String>) -> RollbackResponse {
+fn rollback_response(
+    host: &SwarmHost,
+    status: &str,
+    http_status: Option<u16>,
+    detail: Option<String>,
+) -> RollbackResponse {
     RollbackResponse {
         host_uuid: host.uuid,
         host_name: host.name.clone(),

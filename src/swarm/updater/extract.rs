@@ -73,12 +73,8 @@ pub fn extract(tgz: &[u8], dest: &Path, max_bytes: u64) -> Result<(), Refused> {
         if let Some(parent) = target.parent() {
             std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent).map_err(Refused::Io)?;
         }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&target)
-            .map_err(Refused::Io)?;
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&target).map_err(Refused::Io)?;
         // The declared size bounds what is read, whatever the stream holds.
         let copied = std::io::copy(&mut (&mut entry).take(declared), &mut file).map_err(malformed)?;
         if copied != declared {

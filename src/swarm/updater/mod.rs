@@ -110,7 +110,8 @@ impl Updater {
             return Ok(());
         }
         tracing::info!(binary = %own_binary.display(), "Starting the updater's own current release");
-        let err = std::os::unix::process::CommandExt::exec(std::process::Command::new(&own_binary).args(&self.inner.args));
+        let err =
+            std::os::unix::process::CommandExt::exec(std::process::Command::new(&own_binary).args(&self.inner.args));
         Err(anyhow::anyhow!("re-executing {}: {err}", own_binary.display()))
     }
 

@@ -31,7 +31,11 @@ pub fn router(updater: Updater) -> Router {
         .route("/rollback", post(rollback))
         .route("/releases", get(releases))
         .route_layer(middleware::from_fn(require_master));
-    Router::new().route("/health", get(health)).merge(master_only).layer(DefaultBodyLimit::max(limit)).with_state(updater)
+    Router::new()
+        .route("/health", get(health))
+        .merge(master_only)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(updater)
 }
 
 fn plain(status: StatusCode, text: &str) -> Response {
@@ -40,7 +44,8 @@ fn plain(status: StatusCode, text: &str) -> Response {
 
 /// DECNET's refusal body: what failed, the probes' lines, whether the previous release is back.
 fn failure(status: StatusCode, error: &str, stderr: &str, rolled_back: bool) -> Response {
-    (status, Json(json!({ "detail": { "error": error, "stderr": stderr, "rolled_back": rolled_back } }))).into_response()
+    (status, Json(json!({ "detail": { "error": error, "stderr": stderr, "rolled_back": rolled_back } })))
+        .into_response()
 }
 
 async fn health(State(updater): State<Updater>) -> Json<Value> {
@@ -81,7 +86,9 @@ async fn read_upload(mut multipart: Multipart) -> Result<Upload, Response> {
             "tarball" => upload.tarball = Some(field.bytes().await.map_err(bad)?),
             "sha" => upload.sha = field.text().await.map_err(bad)?.trim().to_string(),
             "sha256" => upload.sha256 = field.text().await.map_err(bad)?.trim().to_ascii_lowercase(),
-            "confirm_self" => upload.confirm_self = field.text().await.map_err(bad)?.trim().eq_ignore_ascii_case("true"),
+            "confirm_self" => {
+                upload.confirm_self = field.text().await.map_err(bad)?.trim().eq_ignore_ascii_case("true")
+            }
             _ => {}
         }
     }
@@ -96,7 +103,11 @@ async fn read_upload(mut multipart: Multipart) -> Result<Upload, Response> {
 
 /// Checks the digest, then unpacks into a staging directory of `slots` and installs it. Nothing is
 /// written before the digest matched.
-async fn verify_and_install(updater: &Updater, slots: &Slots, upload: Upload) -> Result<super::releases::ReleaseInfo, Response> {
+async fn verify_and_install(
+    updater: &Updater,
+    slots: &Slots,
+    upload: Upload,
+) -> Result<super::releases::ReleaseInfo, Response> {
     let Some(tarball) = upload.tarball else {
         return Err(plain(StatusCode::UNPROCESSABLE_ENTITY, "tarball is required"));
     };
@@ -129,11 +140,25 @@ async fn verify_and_install(updater: &Updater, slots: &Slots, upload: Upload) ->
     })
 }
 
+/// Runs `work` to its end even if the master hangs up meanwhile: an update or a rollback stopped
+/// half-way would leave the agent stopped.
+async fn detached(work: impl std::future::Future<Output = Response> + Send + 'static) -> Response {
+    tokio::spawn(work).await.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "Update task failed");
+        failure(StatusCode::INTERNAL_SERVER_ERROR, "update failed", "", false)
+    })
+}
+
 async fn update(State(updater): State<Updater>, multipart: Multipart) -> Response {
     let upload = match read_upload(multipart).await {
         Ok(upload) => upload,
         Err(refusal) => return refusal,
     };
+    detached(apply_update(updater, upload)).await
+}
+
+/// Verify, install, restart, probe; roll back and probe again when the agent is unhealthy.
+async fn apply_update(updater: Updater, upload: Upload) -> Response {
     let _busy = updater.inner.busy.lock().await;
     let info = match verify_and_install(&updater, &updater.inner.slots, upload).await {
         Ok(info) => info,
@@ -152,7 +177,12 @@ async fn update(State(updater): State<Updater>, multipart: Multipart) -> Respons
     let stderr = |back: &str| format!("forward-probe: {forward_error}\nrollback-probe: {back}");
     if let Err(err) = updater.inner.slots.rollback() {
         tracing::error!(error = %err, "Rollback failed");
-        return failure(StatusCode::INTERNAL_SERVER_ERROR, "the new release is unhealthy and rollback failed", &stderr("not attempted"), false);
+        return failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the new release is unhealthy and rollback failed",
+            &stderr("not attempted"),
+            false,
+        );
     }
     match agent.restart_and_probe().await {
         Ok(_) => {
@@ -199,6 +229,10 @@ async fn update_self(State(updater): State<Updater>, multipart: Multipart) -> Re
 }
 
 async fn rollback(State(updater): State<Updater>) -> Response {
+    detached(apply_rollback(updater)).await
+}
+
+async fn apply_rollback(updater: Updater) -> Response {
     let _busy = updater.inner.busy.lock().await;
     match updater.inner.slots.rollback() {
         Ok(()) => {}
