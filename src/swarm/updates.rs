@@ -152,6 +152,8 @@ fn failed(host: &SwarmHost, status: &str, detail: &str) -> HostResult {
 }
 
 /// The updater of `host`, or the result that says why none is dialled.
+// The result is the caller's answer for that host, returned at once: boxing it buys nothing.
+#[allow(clippy::result_large_err)]
 fn endpoint(caller: &AgentCaller, host: &SwarmHost) -> Result<Endpoint, HostResult> {
     if host.address.is_empty() {
         return Err(failed(host, "failed", "host has no address yet"));
@@ -221,6 +223,7 @@ async fn self_update(updater: &Endpoint, host: &SwarmHost, release: &Release) ->
 }
 
 /// The updater's answer to a rollback, or the `failed` result when it was not reached.
+#[allow(clippy::result_large_err)]
 pub async fn rollback(caller: &AgentCaller, host: &SwarmHost) -> Result<Answer, HostResult> {
     let updater = endpoint(caller, host)?;
     updater.post("/rollback", &serde_json::json!({})).await.map_err(|err| {
