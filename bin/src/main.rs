@@ -10,6 +10,7 @@ mod ingest;
 mod observation;
 mod supervisor;
 mod systemd;
+mod updater;
 mod user;
 mod worker;
 
@@ -46,6 +47,14 @@ enum Command {
     /// SVC_AGENT_KEY, SVC_AGENT_CA). Its deckies run on this host's engine, stored in its own
     /// database.
     Agent,
+    /// Run a worker host's updater (SVC_MODE=agent): the master pushes releases of svc to it over
+    /// mutual TLS on SVC_UPDATER_PORT (default 8766); it stages, switches, restarts the agent on
+    /// the new release, probes it and rolls back when it is unhealthy.
+    ///
+    /// Needs the updater certificate the enrollment bundle installed (SVC_UPDATER_CERT,
+    /// SVC_UPDATER_KEY, SVC_UPDATER_CA). Without systemd (SVC_UPDATER_RESTART=supervise) it runs
+    /// the agent itself.
+    Updater,
     /// Apply every pending database migration and exit.
     Migrate,
     /// Deploy deckies from a deployment INI on the container engine (SVC_DOCKER_HOST) and wait
@@ -116,6 +125,7 @@ fn main() -> ExitCode {
         Command::Supervise(_) => reading.check_for_api(),
         Command::Migrate
         | Command::Agent
+        | Command::Updater
         | Command::Deploy(_)
         | Command::User(_)
         | Command::Worker { .. }
@@ -133,6 +143,7 @@ fn main() -> ExitCode {
             Command::Observation(command) => return observation::run(command, reading.config).await,
             Command::Api => api::run(reading).await,
             Command::Agent => agent::run(reading.config).await,
+            Command::Updater => updater::run(reading.config).await,
             Command::Migrate => user::migrate(&reading.config).await,
             Command::Deploy(args) => deploy::run(args, reading.config).await,
             Command::User(command) => user::run(command, &reading.config).await,

@@ -282,7 +282,7 @@ fn spawn(spec: &ChildSpec) -> io::Result<Child> {
         // terminal reaches only the supervisor, which then stops children in order.
         .process_group(0)
         .kill_on_drop(true);
-    die_with_parent(&mut command);
+    svc::signals::die_with_parent(&mut command);
     let mut child = command.spawn()?;
     if let Some(out) = child.stdout.take() {
         tokio::spawn(forward(spec.name.clone(), out, false));
@@ -291,27 +291,6 @@ fn spawn(spec: &ChildSpec) -> io::Result<Child> {
         tokio::spawn(forward(spec.name.clone(), err, true));
     }
     Ok(child)
-}
-
-/// Asks the kernel to SIGKILL the child when the supervisor dies, so none outlives it even when
-/// the supervisor itself is SIGKILLed. The signal follows the spawning *thread*; tokio's worker
-/// threads live as long as the runtime, which is the supervisor's whole life.
-#[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe calls
-    // are allowed. prctl(PR_SET_PDEATHSIG) and getppid are single system calls through rustix: no
-    // allocation, no locks, no shared state; the error path builds an io::Error without allocating.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(io::Error::from)?;
-            // The supervisor may have died between fork and prctl; then no signal will ever come.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::from(io::ErrorKind::Other));
-            }
-            Ok(())
-        });
-    }
 }
 
 /// Copies a child's output line by line, each prefixed with its name.

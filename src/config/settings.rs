@@ -193,6 +193,22 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_AGENT_DECKY_NET",
         "`svc agent`: the subnet (CIDR) its deckies go on, whatever a deploy's `[general] net` says",
     ),
+    ("SVC_UPDATER_HOST", "`svc updater`: where its mutual-TLS API binds"),
+    ("SVC_UPDATER_PORT", "`svc updater`: its API's port; the master pushes releases to this port on every host"),
+    ("SVC_UPDATER_CERT", "`svc updater`: its certificate (`updater@<host>`, PEM), issued at enrollment"),
+    ("SVC_UPDATER_KEY", "`svc updater`: its private key (PEM, 0600)"),
+    ("SVC_UPDATER_CA", "`svc updater`: the swarm CA's certificate"),
+    (
+        "SVC_UPDATER_DIR",
+        "`svc updater`: the release slots (`releases/`, `current`, `previous`); default under the install root",
+    ),
+    (
+        "SVC_UPDATER_RESTART",
+        "`svc updater`: `supervise` runs the agent itself; `systemd` restarts the bundle's units on a new release",
+    ),
+    ("SVC_UPDATER_PROBE_S", "`svc updater`: seconds the agent gets to answer `/health` on a new (or restored) release"),
+    ("SVC_UPDATER_MAX_MIB", "`svc updater`: cap on a release's unpacked size, MiB"),
+    ("SVC_UPDATER_READ_TIMEOUT_S", "seconds the master waits for an updater's answer (restart and probes included)"),
 ];
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use super::env::Env;
-use crate::swarm::config::{AgentConfig, SwarmConfig};
+use crate::swarm::config::{AgentConfig, RestartMode, SwarmConfig, UpdaterConfig};
 
 /// Where an enrolled host keeps its agent's certificates (the bundle installs them there).
 const AGENT_CERT_DIR: &str = "/etc/svc/agent";
+/// Where an enrolled host keeps its updater's certificates.
+const UPDATER_CERT_DIR: &str = "/etc/svc/updater";
 
 impl SwarmConfig {
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> SwarmConfig {
@@ -47,6 +49,7 @@ impl SwarmConfig {
             install_root: env.path_or("SVC_INSTALL_ROOT", PathBuf::from("/")),
             decky_net,
         };
+        let updater = UpdaterConfig::read(env, &agent.install_root);
         SwarmConfig {
             enabled,
             dir,
@@ -57,6 +60,34 @@ impl SwarmConfig {
             connect_timeout,
             read_timeout,
             agent,
+            updater,
+        }
+    }
+}
+
+impl UpdaterConfig {
+    fn read(env: &mut Env, install_root: &Path) -> UpdaterConfig {
+        let cert_dir = PathBuf::from(UPDATER_CERT_DIR);
+        let restart = match env.get_or("SVC_UPDATER_RESTART", "supervise").trim().to_ascii_lowercase().as_str() {
+            "supervise" => RestartMode::Supervise,
+            "systemd" => RestartMode::Systemd,
+            _ => {
+                env.report("SVC_UPDATER_RESTART", "must be `supervise` or `systemd`");
+                RestartMode::Supervise
+            }
+        };
+        UpdaterConfig {
+            host: env.non_empty_or("SVC_UPDATER_HOST", "0.0.0.0"),
+            port: env.port("SVC_UPDATER_PORT", 8766),
+            cert: env.path_or("SVC_UPDATER_CERT", cert_dir.join("updater.crt")),
+            key: env.path_or("SVC_UPDATER_KEY", cert_dir.join("updater.key")),
+            ca: env.path_or("SVC_UPDATER_CA", cert_dir.join("ca.crt")),
+            dir: env.path_or("SVC_UPDATER_DIR", install_root.join("opt/svc")),
+            restart,
+            installed_binary: install_root.join(crate::swarm::bundle::BINARY_PATH),
+            probe_for: env.seconds("SVC_UPDATER_PROBE_S", 10.0),
+            max_bytes: env.count("SVC_UPDATER_MAX_MIB", 256, 1..=4096) as u64 * 1024 * 1024,
+            read_timeout: env.seconds("SVC_UPDATER_READ_TIMEOUT_S", 180.0),
         }
     }
 }

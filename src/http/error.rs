@@ -17,7 +17,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tower_http::timeout::TimeoutLayer;
 use uuid::Uuid;
 
 use super::AppState;
@@ -267,9 +266,23 @@ impl IntoResponse for InternalFailure {
     }
 }
 
-/// The timeout every request runs under: one still unanswered after `limit` gets an empty 408.
-pub fn request_timeout(limit: Duration) -> TimeoutLayer {
-    TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limit)
+/// Routes whose answer waits for remote hosts to restart on a release.
+const HOST_UPDATE_PREFIX: &str = "/api/v1/swarm-updates/";
+
+/// The deadline every request runs under: one still unanswered after `limit` gets an empty 408.
+/// A swarm update waits for each host's restart and probes instead: its deadline is two updater
+/// calls (`/update`, then `/update-self`) at the updater's timeouts.
+pub async fn request_deadline(State(state): State<(AppState, Duration)>, request: Request, next: Next) -> Response {
+    let (state, limit) = state;
+    let limit = if request.uri().path().starts_with(HOST_UPDATE_PREFIX) {
+        (state.config.swarm.connect_timeout + state.config.swarm.updater.read_timeout) * 2
+    } else {
+        limit
+    };
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+    }
 }
 
 /// For `CatchPanicLayer`: a panicking handler becomes an ordinary internal failure.

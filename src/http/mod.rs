@@ -126,7 +126,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let mut app = routes
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(error::request_timeout(REQUEST_TIMEOUT))
+        .layer(axum::middleware::from_fn_with_state((state.clone(), REQUEST_TIMEOUT), error::request_deadline))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), error::report_internal_failures));
     if state.config.api.profile_requests {

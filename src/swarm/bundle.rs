@@ -28,6 +28,9 @@ const AGENT_DIR: &str = "etc/svc/agent";
 const UPDATER_DIR: &str = "etc/svc/updater";
 const UNIT_DIR: &str = "etc/systemd/system";
 const AGENT_UNIT_TEMPLATE: &str = include_str!("../../systemd/svc-agent.service");
+const UPDATER_UNIT_TEMPLATE: &str = include_str!("../../systemd/svc-updater.service");
+/// The updater's unit: in a bundle with an updater certificate.
+pub const UPDATER_UNIT: &str = "svc-updater.service";
 /// The units a worker host runs besides its agent, as a single host runs them.
 const HOST_WORKER_UNITS: [&str; 2] = ["svc-collector.service", "svc-forwarder.service"];
 
@@ -72,7 +75,10 @@ fn settings(spec: &BundleSpec<'_>) -> String {
          SVC_AGENT_CERT={root}/{AGENT_DIR}/agent.crt\n\
          SVC_AGENT_KEY={root}/{AGENT_DIR}/agent.key\n\
          SVC_AGENT_CA={root}/{AGENT_DIR}/ca.crt\n\
-         SVC_INSTALL_ROOT={root}/\n",
+         SVC_INSTALL_ROOT={root}/\n\
+         SVC_UPDATER_CERT={root}/{UPDATER_DIR}/updater.crt\n\
+         SVC_UPDATER_KEY={root}/{UPDATER_DIR}/updater.key\n\
+         SVC_UPDATER_CA={root}/{UPDATER_DIR}/ca.crt\n",
         name = spec.agent_name,
         master = spec.master_host,
         uuid = spec.host_uuid,
@@ -82,10 +88,12 @@ fn settings(spec: &BundleSpec<'_>) -> String {
     )
 }
 
-/// The agent's unit and the workers' units, naming the installed binary and settings.
-fn unit_files() -> Vec<(String, String)> {
+/// The agent's unit, the workers' units and the updater's, naming the installed binary and
+/// settings.
+pub(crate) fn unit_files() -> Vec<(String, String)> {
     let bin = format!("{ROOT_PLACEHOLDER}/{BINARY_PATH}");
     let agent = AGENT_UNIT_TEMPLATE.replace("@SVC_BIN@", &bin);
+    let updater = (UPDATER_UNIT.to_string(), UPDATER_UNIT_TEMPLATE.replace("@SVC_BIN@", &bin));
     // The single-host units read `/etc/svc/env`; on a worker host that is the bundle's settings.
     let rendered = units::render(Path::new("/usr/local/bin/svc")).unwrap_or_default();
     let workers = rendered.into_iter().filter(|unit| HOST_WORKER_UNITS.contains(&unit.name.as_str())).map(|unit| {
@@ -95,7 +103,7 @@ fn unit_files() -> Vec<(String, String)> {
             .replace("EnvironmentFile=-/etc/svc/env", &format!("EnvironmentFile=-{ROOT_PLACEHOLDER}/{SETTINGS_PATH}"));
         (unit.name, text)
     });
-    std::iter::once(("svc-agent.service".to_string(), agent)).chain(workers).collect()
+    std::iter::once(("svc-agent.service".to_string(), agent)).chain(workers).chain(std::iter::once(updater)).collect()
 }
 
 /// The bundle as a gzipped tar. Reads the binary, so it belongs off the request loop.
@@ -124,6 +132,9 @@ pub fn build(spec: &BundleSpec<'_>) -> std::io::Result<Vec<u8>> {
         files.push(("etc/svc/services.ini".into(), 0o644, ini.into()));
     }
     for (name, text) in unit_files() {
+        if name == UPDATER_UNIT && spec.updater.is_none() {
+            continue;
+        }
         files.push((format!("{UNIT_DIR}/{name}"), 0o644, text));
     }
     for (path, mode, text) in &files {
@@ -143,7 +154,7 @@ pub fn build(spec: &BundleSpec<'_>) -> std::io::Result<Vec<u8>> {
 /// the modes it carries, the root written into the settings and units, and the units enabled and
 /// started unless `SVC_NO_START=1`. It fails on the first error (`set -eu`).
 pub fn install_script(tgz_url: &str) -> String {
-    let units = unit_names().join(" ");
+    let units = unit_names().into_iter().chain(std::iter::once(UPDATER_UNIT.to_string())).collect::<Vec<_>>().join(" ");
     format!(
         r#"#!/bin/sh
 # svc swarm agent enrollment: installs this master's svc as an agent of it. Run as root.
@@ -160,6 +171,12 @@ trap 'rm -rf "$WORK"' EXIT
 curl -fsSL -o "$WORK/bundle.tgz" '{tgz_url}'
 mkdir -p "$ROOT/"
 tar -xzpf "$WORK/bundle.tgz" -C "$ROOT/" --no-same-owner
+# A bundle without an updater certificate carries no updater unit.
+PRESENT=""
+for unit in $UNITS; do
+    if [ -f "$ROOT/{UNIT_DIR}/$unit" ]; then PRESENT="$PRESENT $unit"; fi
+done
+UNITS="${{PRESENT# }}"
 for file in "$ROOT/{SETTINGS_PATH}" $(for unit in $UNITS; do echo "$ROOT/{UNIT_DIR}/$unit"; done); do
     sed -i "s#{ROOT_PLACEHOLDER}#$ROOT#g" "$file"
 done

@@ -61,16 +61,22 @@ impl AgentCaller {
     /// `host`'s agent, pinned; `None` when the TLS configuration cannot be built (logged).
     pub fn endpoint(&self, host: &SwarmHost) -> Option<Endpoint> {
         let pin = PeerPin::Fingerprint(host.client_cert_fingerprint.clone());
+        self.pinned(pin, host.address.clone(), host.agent_port, self.config.read_timeout)
+    }
+
+    /// `host`'s updater (`SVC_UPDATER_PORT`), pinned by its own fingerprint. `None` when none is
+    /// stored (fail closed: nothing is dialled) or the TLS configuration cannot be built.
+    pub fn updater_endpoint(&self, host: &SwarmHost) -> Option<Endpoint> {
+        let fingerprint = host.updater_cert_fingerprint.clone()?;
+        let pin = PeerPin::Fingerprint(Some(fingerprint));
+        self.pinned(pin, host.address.clone(), self.config.updater.port, self.config.updater.read_timeout)
+    }
+
+    fn pinned(&self, pin: PeerPin, address: String, port: u16, read_timeout: std::time::Duration) -> Option<Endpoint> {
         let tls = client_config(&self.identity, &self.ca_pem, pin, self.config.verify_hostname)
-            .map_err(|err| tracing::error!(error = %err, "Agent TLS configuration refused"))
+            .map_err(|err| tracing::error!(error = %err, "Swarm TLS configuration refused"))
             .ok()?;
-        Some(Endpoint {
-            host: host.address.clone(),
-            port: host.agent_port,
-            tls,
-            connect_timeout: self.config.connect_timeout,
-            read_timeout: self.config.read_timeout,
-        })
+        Some(Endpoint { host: address, port, tls, connect_timeout: self.config.connect_timeout, read_timeout })
     }
 
     /// `POST path` with `body` to `host`'s agent; a 2xx answer is the answer, any other status is

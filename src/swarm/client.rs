@@ -69,6 +69,18 @@ impl Endpoint {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, CallError> {
+        let payload = match body {
+            Some(json) => {
+                Some(("application/json".to_string(), Bytes::from(serde_json::to_vec(json).map_err(transport)?)))
+            }
+            None => None,
+        };
+        self.send(method, path, payload).await
+    }
+
+    /// Sends `method path` with a body of the given content type (when given) and reads the whole
+    /// answer: an updater's multipart uploads.
+    pub async fn send(&self, method: Method, path: &str, body: Option<(String, Bytes)>) -> Result<Answer, CallError> {
         let host = self.host.trim_matches(['[', ']']).to_string();
         let server_name = ServerName::try_from(host.clone()).map_err(|err| {
             tracing::warn!(host = %self.host, error = %err, "Not a host name or address");
@@ -97,9 +109,9 @@ impl Endpoint {
                 .uri(path)
                 .header(hyper::header::HOST, format!("{}:{}", self.host, self.port));
             let payload = match body {
-                Some(json) => {
-                    request = request.header(hyper::header::CONTENT_TYPE, "application/json");
-                    Bytes::from(serde_json::to_vec(json).map_err(transport)?)
+                Some((content_type, bytes)) => {
+                    request = request.header(hyper::header::CONTENT_TYPE, content_type);
+                    bytes
                 }
                 None => Bytes::new(),
             };

@@ -8,6 +8,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::fleet::subnet::Subnet;
+pub use super::updater::agent::RestartMode;
 
 #[derive(Clone, Debug)]
 pub struct SwarmConfig {
@@ -29,6 +30,7 @@ pub struct SwarmConfig {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub agent: AgentConfig,
+    pub updater: UpdaterConfig,
 }
 
 impl SwarmConfig {
@@ -67,4 +69,31 @@ pub struct AgentConfig {
     /// `SVC_AGENT_DECKY_NET`: the subnet this host's deckies go on, whatever network a deploy's
     /// `[general]` names (unset: the deploy's).
     pub decky_net: Option<Subnet>,
+}
+
+#[derive(Clone, Debug)]
+pub struct UpdaterConfig {
+    /// `SVC_UPDATER_HOST`, `SVC_UPDATER_PORT`: where `svc updater` serves its mTLS API; the
+    /// master dials the same port on every host.
+    pub host: String,
+    pub port: u16,
+    /// `SVC_UPDATER_CERT`, `SVC_UPDATER_KEY`, `SVC_UPDATER_CA`: the updater's identity
+    /// (`updater@<host>`) and the swarm CA.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// `SVC_UPDATER_DIR`, default `<SVC_INSTALL_ROOT>/opt/svc`: the release slots.
+    pub dir: PathBuf,
+    /// `SVC_UPDATER_RESTART`: how the agent is restarted on a new release.
+    pub restart: RestartMode,
+    /// `<SVC_INSTALL_ROOT>/usr/local/bin/svc`: what the units start (pointed at the current
+    /// release under systemd).
+    pub installed_binary: PathBuf,
+    /// `SVC_UPDATER_PROBE_S`: how long the agent gets to answer `/health` on a new release.
+    pub probe_for: Duration,
+    /// `SVC_UPDATER_MAX_MIB`: the cap on a release's unpacked size (and its upload).
+    pub max_bytes: u64,
+    /// `SVC_UPDATER_READ_TIMEOUT_S`: how long the master waits for an update's answer (it
+    /// includes the agent's restart and probes).
+    pub read_timeout: Duration,
 }

@@ -5,8 +5,9 @@
 //! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), the master's
 //! heartbeat listener (`listener`) with what a heartbeat writes (`record`), the silence sweep that
 //! marks a quiet host unreachable (`sweep`), the log shipping wire between a host's forwarder and
-//! the master's log listener (`shipping`) and the enrollment bundle a new host installs
-//! (`bundle`). The master's records of its hosts live in `db::swarm`, its dashboard routes in
+//! the master's log listener (`shipping`), the enrollment bundle a new host installs (`bundle`),
+//! `svc updater` (`updater`) and the master's pushes of releases to it (`updates`). The master's
+//! records of its hosts live in `db::swarm`, its dashboard routes in
 //! `http::swarm`.
 
 pub mod agent;
@@ -24,4 +25,6 @@ pub mod serve;
 pub mod shipping;
 pub mod sweep;
 pub mod tls;
+pub mod updater;
+pub mod updates;
 pub mod wire;

@@ -255,10 +255,7 @@ async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr
     let address = fetcher.to_string();
     state.db.set_swarm_host_address(host.uuid, &address).await?;
     let ca_dir = state.config.swarm.ca_dir();
-    let binary = match &state.config.api.bundle_binary {
-        Some(path) => path.clone(),
-        None => std::env::current_exe().map_err(|err| anyhow::anyhow!("the running svc binary: {err}"))?,
-    };
+    let binary = super::shipped_binary(state)?;
     let (name, with_updater) = (host.name.clone(), enrollment.with_updater);
     let (master_host, services_ini) = (enrollment.master_host.clone(), enrollment.services_ini.clone());
     let (swarm_port, agent_port) = (state.config.swarm.listen_port, host.agent_port);

@@ -7,6 +7,8 @@ mod decommission;
 mod heartbeat;
 mod routes;
 
+pub(crate) use routes::require_master;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -42,7 +42,7 @@ fn detail(status: StatusCode, text: impl Into<String>) -> Response {
 
 /// Only the master may change this host; any other certificate of the swarm (another agent, an
 /// updater) is refused and logged.
-async fn require_master(Extension(peer): Extension<Peer>, request: Request, next: Next) -> Response {
+pub(crate) async fn require_master(Extension(peer): Extension<Peer>, request: Request, next: Next) -> Response {
     if peer.common_name.as_deref() == Some(MASTER_CN) {
         return next.run(request).await;
     }
@@ -84,8 +84,14 @@ fn fleet_error(err: FleetError) -> Response {
     }
 }
 
+/// `{"status": "ok"}`, with the release this agent runs (`release`: its provenance) when it was
+/// installed as one by the updater.
 async fn health() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+    static RELEASE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    match RELEASE.get_or_init(|| crate::swarm::updater::releases::running_release().map(|info| info.sha)) {
+        Some(release) => Json(json!({ "status": "ok", "release": release })),
+        None => Json(json!({ "status": "ok" })),
+    }
 }
 
 async fn status(State(agent): State<Agent>) -> Response {

@@ -1,4 +1,4 @@
-//! What the swarm's process tests share: `svc agent` commands with certificates from a test CA,
+//! What the swarm's process tests share: `svc agent` and `svc updater` commands with certificates from a test CA,
 //! the master's side of a call to an agent or to the heartbeat listener, and enrolling a host
 //! straight into the master's store.
 
@@ -35,8 +35,33 @@ fn agent_files(dir: &Path, ca: &Ca, leaf: &Leaf) -> [(&'static str, PathBuf); 3]
 /// digest is read at once, not from hundreds of MB of debug build) and its install root at
 /// `dir/root`.
 pub fn agent_command(dir: &Path, ca: &Ca, leaf: &Leaf, host: &str, port: u16) -> Command {
+    host_command(dir, ca, leaf, host, port, "agent")
+}
+
+/// `svc updater` in `dir` on `host:updater_port` with `updater` (releases under `dir/opt`), running
+/// the agent (`agent`, on `host:agent_port`, as [`agent_command`] would) itself.
+pub fn updater_command(dir: &Path, ca: &Ca, agent: &Leaf, updater: &Leaf, host: &str, ports: (u16, u16)) -> Command {
+    let (agent_port, updater_port) = ports;
+    let mut command = host_command(dir, ca, agent, host, agent_port, "updater");
+    let certs = dir.join("certs");
+    for (var, name, text) in [
+        ("SVC_UPDATER_CERT", "updater.crt", updater.cert_pem.as_str()),
+        ("SVC_UPDATER_KEY", "updater.key", updater.key_pem.as_str()),
+        ("SVC_UPDATER_CA", "updater-ca.crt", ca.cert_pem()),
+    ] {
+        std::fs::write(certs.join(name), text).unwrap();
+        command.env(var, certs.join(name));
+    }
+    command
+        .env("SVC_UPDATER_HOST", host)
+        .env("SVC_UPDATER_PORT", updater_port.to_string())
+        .env("SVC_UPDATER_DIR", dir.join("opt"));
+    command
+}
+
+fn host_command(dir: &Path, ca: &Ca, leaf: &Leaf, host: &str, port: u16, subcommand: &str) -> Command {
     std::fs::create_dir_all(dir).unwrap();
-    let mut command = svc(dir, &["agent"]);
+    let mut command = svc(dir, &[subcommand]);
     for (var, path) in agent_files(dir, ca, leaf) {
         command.env(var, path);
     }
@@ -77,6 +102,20 @@ pub fn endpoint(host: &str, port: u16, ca_pem: &str, leaf: &Leaf, pin: PeerPin, 
         tls: client_config(&identity, ca_pem, pin, verify_hostname).unwrap(),
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(15),
+    }
+}
+
+/// Waits until the updater behind `updater` reports its agent healthy: the first start copies the
+/// binary as the first release and the agent migrates its store, which on a loaded machine takes
+/// longer than [`super::DEADLINE`].
+pub async fn agent_ready(updater: &Endpoint) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if updater.get("/health").await.is_ok_and(|answer| answer.json()["agent_status"] == "ok") {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the updater's agent never became healthy");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
