@@ -116,6 +116,13 @@ const MEANINGS: &[(&str, &str)] = &[
         "seconds a worker's lease lasts unless renewed: how long a standby waits after the holder died",
     ),
     (
+        "SVC_DISK_MIN_FREE_MB",
+        "free MiB below which the collector and ingester shed low-value events (0: never)",
+    ),
+    ("SVC_DISK_LOW_VALUE_EVENTS", "event types shed below the free-disk watermark (connections, requests)"),
+    ("SVC_LOG_RETENTION_DAYS", "log rows older than this many days are pruned in the background (0: kept)"),
+    ("SVC_LOG_RETENTION_MAX_ROWS", "the oldest log rows past this many are pruned in the background (0: no limit)"),
+    (
         "SVC_PROFILER_POLL_MS",
         "milliseconds between a caught-up profiler's looks for new rows; a bus notice wakes it sooner",
     ),
@@ -127,6 +134,8 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_COLLECTOR_STATE_FILE",
         "how far each container's output has been written, so a restart neither repeats nor loses a line",
     ),
+    ("SVC_FLOOD_CAP_PER_S", "lines kept per second per attacker and decky (0: no cap); the rest are counted"),
+    ("SVC_FLOOD_WINDOW_S", "seconds the flood cap is counted over; one `flood_suppressed` line per window"),
     ("SVC_WEBHOOK_ALLOW_PRIVATE", "lets webhooks target private and loopback addresses (a warning at start)"),
     ("SVC_WEBHOOK_TIMEOUT_SECS", "seconds one delivery may take, connection to answer"),
     (
