@@ -41,6 +41,9 @@ impl Fleet {
         let ingest = ingest.map_or_else(|| dir.path().join("ingest.log"), Path::to_path_buf);
         let (mut command, port) = api_command(dir.path(), None);
         podman.configure(&mut command, &ingest).env("SVC_COLLECTOR_RECONCILE_S", "1");
+        // These tests count every request once: no flood cap and no watermark (their disks are
+        // small on purpose) unless `settings` say otherwise.
+        command.env("SVC_FLOOD_CAP_PER_S", "0").env("SVC_DISK_MIN_FREE_MB", "0");
         command.envs(settings.iter().copied());
         let api = start_api(command, port).await;
         let token = admin_token(port).await;
@@ -90,7 +93,8 @@ impl Fleet {
             .env("SVC_DOCKER_HOST", podman.host())
             .env("SVC_FLEET_NAME", &podman.fleet)
             .env("SVC_INGEST_LOG_FILE", &self.ingest)
-            .env("SVC_COLLECTOR_RECONCILE_S", reconcile_s);
+            .env("SVC_COLLECTOR_RECONCILE_S", reconcile_s)
+            .env("SVC_FLOOD_CAP_PER_S", "0");
         Proc::spawn(command)
     }
 
