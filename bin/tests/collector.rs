@@ -370,13 +370,16 @@ async fn logs_total(fleet: &Fleet, search: &str) -> u64 {
 
 fn urlencoding(text: &str) -> String {
     text.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }
+        })
         .collect()
 }
 
 /// The sum of the `request` counts the `flood_suppressed` rows of `attacker` carry.
 async fn requests_suppressed(fleet: &Fleet, attacker: &str) -> u64 {
-    let query = format!("/logs?limit=1000&search={}", urlencoding(&format!("event:flood_suppressed attacker:{attacker}")));
+    let query =
+        format!("/logs?limit=1000&search={}", urlencoding(&format!("event:flood_suppressed attacker:{attacker}")));
     let (_, body) = fleet.call(reqwest::Method::GET, &query, None).await;
     body["data"]
         .as_array()
@@ -433,8 +436,9 @@ async fn a_decky_runs_confined_and_one_addresses_flood_is_capped_and_counted_whi
     // A second address of the host's on the decky's network, for the other attacker.
     let gateway = podman.subnet.replace(".0/24", ".1");
     let other = podman.subnet.replace(".0/24", ".250");
-    let networks: Value = serde_json::from_str(&podman.run(&["network", "inspect", &format!("{}-fleet", podman.fleet)]))
-        .unwrap_or(Value::Null);
+    let networks: Value =
+        serde_json::from_str(&podman.run(&["network", "inspect", &format!("{}-fleet", podman.fleet)]))
+            .unwrap_or(Value::Null);
     let bridge = networks[0]["network_interface"].as_str().expect("the fleet's bridge").to_string();
     common::ip(&["addr", "add", &format!("{other}/32"), "dev", &bridge]);
 
@@ -470,7 +474,11 @@ async fn a_decky_runs_confined_and_one_addresses_flood_is_capped_and_counted_whi
         if stored + suppressed >= FLOOD + 1 {
             break (stored, suppressed);
         }
-        assert!(Instant::now() < deadline, "stored {stored} + suppressed {suppressed} of {FLOOD}:\n{}", fleet.api.output());
+        assert!(
+            Instant::now() < deadline,
+            "stored {stored} + suppressed {suppressed} of {FLOOD}:\n{}",
+            fleet.api.output()
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert_eq!(stored + suppressed, FLOOD + 1, "each request stored or counted, once");

@@ -26,10 +26,6 @@ pub struct IngestConfig {
     /// `SVC_DISK_LOW_VALUE_EVENTS`: the event types shed first (connections, requests);
     /// credentials, commands and files are never among them by default.
     pub low_value_events: Vec<String>,
-    /// `SVC_LOG_RETENTION_DAYS`, default 0 (keep): log rows older than this are pruned.
-    pub retention_age: Option<Duration>,
-    /// `SVC_LOG_RETENTION_MAX_ROWS`, default 0 (no limit): the oldest rows past this many are pruned.
-    pub retention_max_rows: Option<u64>,
 }
 
 /// Connections and requests: what a flood is made of, and what says least of an attacker.
@@ -47,11 +43,6 @@ impl IngestConfig {
             lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
             disk_min_free_bytes: env.count("SVC_DISK_MIN_FREE_MB", 512, 0..=16 << 20) as u64 * (1 << 20),
             low_value_events: super::fleet::list(env.get_or("SVC_DISK_LOW_VALUE_EVENTS", LOW_VALUE_EVENTS)),
-            retention_age: Some(env.count("SVC_LOG_RETENTION_DAYS", 0, 0..=36_500))
-                .filter(|days| *days > 0)
-                .map(|days| Duration::from_secs(days as u64 * 86_400)),
-            retention_max_rows: Some(env.count("SVC_LOG_RETENTION_MAX_ROWS", 0, 0..=1_000_000_000_000) as u64)
-                .filter(|rows| *rows > 0),
         }
     }
 }

@@ -115,13 +115,8 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_INGEST_LEASE_SECS",
         "seconds a worker's lease lasts unless renewed: how long a standby waits after the holder died",
     ),
-    (
-        "SVC_DISK_MIN_FREE_MB",
-        "free MiB below which the collector and ingester shed low-value events (0: never)",
-    ),
+    ("SVC_DISK_MIN_FREE_MB", "free MiB below which the collector and ingester shed low-value events (0: never)"),
     ("SVC_DISK_LOW_VALUE_EVENTS", "event types shed below the free-disk watermark (connections, requests)"),
-    ("SVC_LOG_RETENTION_DAYS", "log rows older than this many days are pruned in the background (0: kept)"),
-    ("SVC_LOG_RETENTION_MAX_ROWS", "the oldest log rows past this many are pruned in the background (0: no limit)"),
     (
         "SVC_PROFILER_POLL_MS",
         "milliseconds between a caught-up profiler's looks for new rows; a bus notice wakes it sooner",

@@ -45,8 +45,9 @@ pub use fleet::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, 
 pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use logs::{
-    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
-    LogFilter, LogRecord, LogStats, LogStore, RECIPIENT_EVENTS, SearchTerm, log_commits, parse_search,
+    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse,
+    HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore, RECIPIENT_EVENTS, SearchTerm, log_commits,
+    parse_search,
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};

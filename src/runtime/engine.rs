@@ -13,7 +13,8 @@ use bollard::container::{
 use bollard::errors::Error as BollardError;
 use bollard::image::{ImportImageOptions, ListImagesOptions};
 use bollard::models::{
-    EndpointIpamConfig, EndpointSettings, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum,
+    EndpointIpamConfig, EndpointSettings, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, RestartPolicy,
+    RestartPolicyNameEnum,
 };
 use bollard::network::{ConnectNetworkOptions, CreateNetworkOptions, DisconnectNetworkOptions};
 use bollard::system::EventsOptions;

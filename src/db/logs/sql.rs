@@ -5,9 +5,8 @@ use sqlx::QueryBuilder;
 
 use super::search::field_key;
 use super::{
-    ADMIN_ONLY_FIELDS, RECIPIENT_EVENTS,
-    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogFilter,
-    LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, SearchTerm,
+    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse,
+    HistogramBucket, LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, RECIPIENT_EVENTS, SearchTerm,
 };
 use crate::db::codec::{contains_pattern, convert, count, dedup_key, millis, offset, time};
 use crate::db::dialect::both_backends;

@@ -55,7 +55,13 @@ impl FloodCap {
     pub fn new(per_second: usize, window: std::time::Duration) -> FloodCap {
         let window_nanos = window.as_nanos().max(1_000_000) as i128;
         let per_window = (per_second as u128 * window_nanos as u128 / 1_000_000_000) as u64;
-        FloodCap { per_window: per_window.max(u64::from(per_second > 0)), window_nanos, sources: HashMap::new(), ready: Vec::new(), untracked: 0 }
+        FloodCap {
+            per_window: per_window.max(u64::from(per_second > 0)),
+            window_nanos,
+            sources: HashMap::new(),
+            ready: Vec::new(),
+            untracked: 0,
+        }
     }
 
     /// Whether `line`, stamped `ts_nanos`, is written; `shed` says the disk is low and `line` is a
@@ -143,10 +149,13 @@ fn summaries(attacker: &str, decky: &str, source: &Source, window: i128) -> Vec<
                     ("window_start".into(), svc::time::format_utc(at - chrono::Duration::nanoseconds(window as i64))),
                     ("window_s".into(), format!("{window_s}")),
                 ],
-                msg: Some(format!("{total} lines from {attacker} not stored in {window_s} s ({})", match reason {
-                    Reason::Flood => "over the flood cap",
-                    Reason::DiskLow => "disk low: low-value events shed",
-                })),
+                msg: Some(format!(
+                    "{total} lines from {attacker} not stored in {window_s} s ({})",
+                    match reason {
+                        Reason::Flood => "over the flood cap",
+                        Reason::DiskLow => "disk low: low-value events shed",
+                    }
+                )),
             })
         })
         .collect()

@@ -34,9 +34,9 @@ use tokio::task::JoinSet;
 
 use filter::Filter;
 use flood::FloodCap;
-use svc::disk_watermark::DiskWatermark;
 use journal::{Journal, Position};
 use pieces::LineJoiner;
+use svc::disk_watermark::DiskWatermark;
 
 /// The worker's name.
 pub const NAME: &str = "collector";

@@ -18,8 +18,8 @@ use chrono::Utc;
 use serde_json::json;
 use svc::bus::logs::{self as log_notices, BatchCommitted};
 use svc::bus::{Event, topics};
-use svc::disk_watermark::DiskWatermark;
 use svc::db::{DbError, IngestBatch, IngestCursor, NewCredential, NewLog};
+use svc::disk_watermark::DiskWatermark;
 use svc::worker::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
