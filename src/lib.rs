@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bus;
 pub mod config;
 pub mod db;
+pub mod disk_watermark;
 pub mod export;
 pub mod file_modes;
 pub mod fleet;

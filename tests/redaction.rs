@@ -117,6 +117,33 @@ async fn viewers_read_every_log_row_route_without_the_admin_only_fields_and_admi
                 }
             }
         }
+        // Searching cannot probe what is hidden: a viewer's answer is the same whether the probe
+        // is right or wrong, while an admin's search finds the row.
+        let probes = [
+            ("rcpt_to:ceo@victim.example,cfo@victim.example", "rcpt_to:nobody@else.example"),
+            ("subject:'Wire the funds'", "subject:'Pay nobody'"),
+            ("value:boss@victim.example", "value:nobody@else.example"),
+            ("ceo@victim", "nobody@else"),
+            ("'Wire the funds'", "'Pay nobody'"),
+            ("event:message_accepted victim.example", "event:message_accepted else.example"),
+        ];
+        let total = |body: Option<String>| -> u64 {
+            let body: serde_json::Value = serde_json::from_str(&body.expect("/logs answers")).unwrap();
+            body["total"].as_u64().unwrap_or_else(|| panic!("a total: {body}"))
+        };
+        for (right, wrong) in probes {
+            let what = format!("search {right:?} ({})", backend.name);
+            let admin_finds = total(read(&api, &admin, "/logs", &[("search", right)]).await);
+            assert!(admin_finds >= 1, "{what}: the admin's search finds the row");
+            for path in ["/logs", "/logs/histogram"] {
+                let seen = read(&api, &viewer, path, &[("search", right)]).await.unwrap();
+                let unseen = read(&api, &viewer, path, &[("search", wrong)]).await.unwrap();
+                assert_eq!(seen, unseen, "{what} on {path}: the viewer's answer depends on the hidden value");
+                for secret in SECRETS {
+                    assert!(!seen.contains(secret), "{what} on {path}: {seen}");
+                }
+            }
+        }
         api.stop().await;
     }
 }

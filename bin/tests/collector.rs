@@ -41,6 +41,9 @@ impl Fleet {
         let ingest = ingest.map_or_else(|| dir.path().join("ingest.log"), Path::to_path_buf);
         let (mut command, port) = api_command(dir.path(), None);
         podman.configure(&mut command, &ingest).env("SVC_COLLECTOR_RECONCILE_S", "1");
+        // These tests count every request once: no flood cap and no watermark (their disks are
+        // small on purpose) unless `settings` say otherwise.
+        command.env("SVC_FLOOD_CAP_PER_S", "0").env("SVC_DISK_MIN_FREE_MB", "0");
         command.envs(settings.iter().copied());
         let api = start_api(command, port).await;
         let token = admin_token(port).await;
@@ -90,7 +93,8 @@ impl Fleet {
             .env("SVC_DOCKER_HOST", podman.host())
             .env("SVC_FLEET_NAME", &podman.fleet)
             .env("SVC_INGEST_LOG_FILE", &self.ingest)
-            .env("SVC_COLLECTOR_RECONCILE_S", reconcile_s);
+            .env("SVC_COLLECTOR_RECONCILE_S", reconcile_s)
+            .env("SVC_FLOOD_CAP_PER_S", "0");
         Proc::spawn(command)
     }
 
@@ -355,4 +359,132 @@ async fn a_restarted_containers_lines_are_collected_within_two_seconds() {
     }
     fleet.expect_each_once("busy", RESTARTS * BACKLOG, Instant::now() + DEADLINE, &output).await;
     fleet.expect_each_once("again", RESTARTS, Instant::now(), &output).await;
+}
+
+/// The `total` of `/logs?search=…` as the admin reads it.
+async fn logs_total(fleet: &Fleet, search: &str) -> u64 {
+    let query = format!("/logs?limit=1&search={}", urlencoding(search));
+    let (_, body) = fleet.call(reqwest::Method::GET, &query, None).await;
+    body["total"].as_u64().unwrap_or_else(|| panic!("{query}: {body}"))
+}
+
+fn urlencoding(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }
+        })
+        .collect()
+}
+
+/// The sum of the `request` counts the `flood_suppressed` rows of `attacker` carry.
+async fn requests_suppressed(fleet: &Fleet, attacker: &str) -> u64 {
+    let query =
+        format!("/logs?limit=1000&search={}", urlencoding(&format!("event:flood_suppressed attacker:{attacker}")));
+    let (_, body) = fleet.call(reqwest::Method::GET, &query, None).await;
+    body["data"]
+        .as_array()
+        .or_else(|| body["rows"].as_array())
+        .or_else(|| body["logs"].as_array())
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .filter_map(|row| {
+            let fields: Value = serde_json::from_str(row["fields"].as_str()?).ok()?;
+            let events = fields["events"].as_str()?.to_string();
+            events.split(',').find_map(|e| e.strip_prefix("request:").and_then(|n| n.parse::<u64>().ok()))
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decky_runs_confined_and_one_addresses_flood_is_capped_and_counted_while_another_is_stored_whole() {
+    const FLOOD: u64 = 3_000;
+    const OTHER: u64 = 40;
+    const CAP_PER_S: u64 = 20;
+    const WINDOW_S: u64 = 5;
+    let podman = Podman::start("h33-cap", 236);
+    let _route = HostOnlyRoute::hold(&podman.subnet);
+    let settings = [
+        ("SVC_EMBED_COLLECTOR", "true"),
+        ("SVC_FLOOD_CAP_PER_S", "20"),
+        ("SVC_FLOOD_WINDOW_S", "5"),
+        ("SVC_DISK_MIN_FREE_MB", "0"),
+    ];
+    let fleet = Fleet::deploy(&podman, None, &settings).await;
+
+    // The profile, as the engine reports it and as the kernel holds the decky's process.
+    let container = podman.containers().into_iter().next().expect("the decky's container");
+    let inspected: Value = serde_json::from_str(&podman.run(&["inspect", &container])).unwrap();
+    let inspected = &inspected[0];
+    let host = &inspected["HostConfig"];
+    assert_eq!(inspected["Config"]["User"], "65534:65534", "{inspected}");
+    assert_eq!(host["ReadonlyRootfs"], true, "{host}");
+    assert_eq!(host["Memory"], 256 << 20, "{host}");
+    assert_eq!(host["PidsLimit"], 256, "{host}");
+    assert!(host["SecurityOpt"].to_string().contains("no-new-privileges"), "{host}");
+    assert!(host["Tmpfs"]["/tmp"].as_str().is_some_and(|o| o.contains("size=16m")), "{host}");
+    let log = &host["LogConfig"];
+    assert!(log["Size"].as_str().is_some_and(|s| s.starts_with("10")), "the engine's log is capped: {log}");
+    let pid = inspected["State"]["Pid"].as_u64().expect("a running decky");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = |key: &str| status.lines().find(|l| l.starts_with(key)).unwrap_or_default().to_string();
+    assert!(line("Uid:").split_whitespace().skip(1).all(|uid| uid == "65534"), "{}", line("Uid:"));
+    for caps in ["CapEff:", "CapPrm:", "CapBnd:", "CapAmb:"] {
+        assert_eq!(line(caps).split_whitespace().nth(1), Some("0000000000000000"), "{caps} of the decky");
+    }
+    assert_eq!(line("NoNewPrivs:").split_whitespace().nth(1), Some("1"));
+
+    // A second address of the host's on the decky's network, for the other attacker.
+    let gateway = podman.subnet.replace(".0/24", ".1");
+    let other = podman.subnet.replace(".0/24", ".250");
+    let networks: Value =
+        serde_json::from_str(&podman.run(&["network", "inspect", &format!("{}-fleet", podman.fleet)]))
+            .unwrap_or(Value::Null);
+    let bridge = networks[0]["network_interface"].as_str().expect("the fleet's bridge").to_string();
+    common::ip(&["addr", "add", &format!("{other}/32"), "dev", &bridge]);
+
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+    let other_client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .local_address(other.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    visit(&client, &fleet.decky_ip, "/warm/0/end").await;
+    let started = Instant::now();
+    let flood = futures::stream::iter(0..FLOOD).for_each_concurrent(16, |k| {
+        let (client, ip) = (client.clone(), fleet.decky_ip.clone());
+        async move { visit(&client, &ip, &format!("/flood/{k}/end")).await }
+    });
+    let second = async {
+        for k in 0..OTHER {
+            visit(&other_client, &fleet.decky_ip, &format!("/other/{k}/end")).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::join!(flood, second);
+    let took = started.elapsed();
+    eprintln!("{FLOOD} requests from one address took {took:?}");
+
+    // Everything is accounted for: stored, or counted in a summary once its window ended.
+    let flood_search = format!("event:request attacker:{gateway}");
+    let deadline = Instant::now() + DEADLINE + Duration::from_secs(WINDOW_S * 2);
+    let (stored, suppressed) = loop {
+        let stored = logs_total(&fleet, &flood_search).await;
+        let suppressed = requests_suppressed(&fleet, &gateway).await;
+        // The warm-up request is the flood's too.
+        if stored + suppressed > FLOOD {
+            break (stored, suppressed);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stored {stored} + suppressed {suppressed} of {FLOOD}:\n{}",
+            fleet.api.output()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(stored + suppressed, FLOOD + 1, "each request stored or counted, once");
+    let windows = took.as_secs() / WINDOW_S + 2;
+    assert!(stored <= CAP_PER_S * WINDOW_S * windows, "{stored} stored over {windows} windows");
+    assert!(suppressed > 0, "the flood was over the cap");
+    assert_eq!(logs_total(&fleet, &format!("event:request attacker:{other}")).await, OTHER, "the other address");
+    assert_eq!(logs_total(&fleet, &format!("event:flood_suppressed attacker:{other}")).await, 0);
 }

@@ -103,6 +103,10 @@ async fn api_with(backend: &TestDb, file: &Path, vars: &[(&str, &str)]) -> TestA
         ("SVC_INGEST_BATCH_MAX_WAIT_MS", "20"),
         ("SVC_INGEST_LEASE_SECS", "1"),
     ]);
+    // These disks are small on purpose: the watermark is off unless a test sets it.
+    if !vars.iter().any(|(name, _)| *name == "SVC_DISK_MIN_FREE_MB") {
+        vars.push(("SVC_DISK_MIN_FREE_MB", "0"));
+    }
     TestApi::start_with(backend.api_config(&vars), vec![svc_workers::ingest::body()]).await
 }
 
@@ -155,6 +159,47 @@ async fn a_full_disk_pauses_ingestion_reports_it_and_resumes_by_itself_losing_no
     append(&file, &lines(1200..1300));
     wait_for_rows(&api, 1300).await;
     assert_eq!(seqs(&api.state.db).await, (0..1300).collect::<Vec<_>>(), "each line exactly once");
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn below_the_disk_watermark_connections_and_requests_are_shed_credentials_and_commands_kept() {
+    let backend = TestDb::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfs = Tmpfs::mount(dir.path().join("data"), "8m");
+    let file = dir.path().join("ingest.log");
+    let database = tmpfs.path.join("svc.db");
+    let vars = [
+        ("SVC_DB_PATH", database.to_str().unwrap()),
+        ("SVC_DATA_DIR", tmpfs.path.to_str().unwrap()),
+        // More than the whole 8 MiB disk: below the watermark from the start.
+        ("SVC_DISK_MIN_FREE_MB", "16"),
+    ];
+    let api = api_with(&backend, &file, &vars).await;
+    let event = |event: &str, n: usize| {
+        format!("<134>1 2026-05-02T06:00:25Z decky-1 ssh - {event} [relay@55555 src_ip=\"192.0.2.7\" seq=\"{n}\"]\n")
+    };
+    let mut text = String::new();
+    for n in 0..100 {
+        for kind in ["connect", "request", "auth_attempt", "command", "file_captured", "disconnect"] {
+            text.push_str(&event(kind, n));
+        }
+    }
+    append(&file, &text);
+    wait_for_rows(&api, 300).await;
+    // A marker after everything: once it is in, every line before it was read.
+    append(&file, &event("command", 1000));
+    wait_for_rows(&api, 301).await;
+    let page = api.state.db.logs(&LogFilter::default(), 1000, 0).await.unwrap();
+    let mut kinds: Vec<&str> = page.rows.iter().map(|r| r.event_type.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    assert_eq!(kinds, ["auth_attempt", "command", "file_captured"], "only the high-value events are stored");
+    let (status, body) = health(&api).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "degraded", "{body}");
+    let detail = body["components"]["disk"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.starts_with("disk low (") && detail.contains("shedding connect"), "{body}");
     api.stop().await;
 }
 

@@ -61,9 +61,15 @@ pub struct CollectorConfig {
     /// `SVC_COLLECTOR_STATE_FILE`, default `$SVC_DATA_DIR/collector.state`: how far each
     /// container's output has been written, so a restart neither repeats nor loses a line.
     pub state_file: PathBuf,
+    /// `SVC_FLOOD_CAP_PER_S`, default 50 (0: no cap): lines kept per second per (attacker, decky),
+    /// counted over `flood_window`; the rest are counted into `flood_suppressed` summary lines.
+    pub flood_cap_per_s: usize,
+    /// `SVC_FLOOD_WINDOW_S`, default 10: the window the cap is counted over, and the longest a
+    /// summary waits.
+    pub flood_window: Duration,
 }
 
-fn list(value: String) -> Vec<String> {
+pub(super) fn list(value: String) -> Vec<String> {
     value.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
 }
 
@@ -75,6 +81,8 @@ impl CollectorConfig {
             rate_limited_events: list(env.get_or("SVC_COLLECTOR_RL_EVENT_TYPES", RATE_LIMITED_EVENTS)),
             rate_limit_window: env.seconds("SVC_COLLECTOR_RL_WINDOW_SEC", 1.0),
             state_file: env.path_or("SVC_COLLECTOR_STATE_FILE", data_dir.join("collector.state")),
+            flood_cap_per_s: env.count("SVC_FLOOD_CAP_PER_S", 50, 0..=1_000_000),
+            flood_window: env.seconds("SVC_FLOOD_WINDOW_S", 10.0),
         }
     }
 }

@@ -20,7 +20,17 @@ pub struct IngestConfig {
     /// the longest a standby waits after the holder died. The profiler's lease lasts as
     /// long.
     pub lease: Duration,
+    /// `SVC_DISK_MIN_FREE_MB`, default 512 (0: off): below this much free space on the ingest
+    /// file's or the database's filesystem, the collector and the ingester shed `low_value_events`.
+    pub disk_min_free_bytes: u64,
+    /// `SVC_DISK_LOW_VALUE_EVENTS`: the event types shed first (connections, requests);
+    /// credentials, commands and files are never among them by default.
+    pub low_value_events: Vec<String>,
 }
+
+/// Connections and requests: what a flood is made of, and what says least of an attacker.
+const LOW_VALUE_EVENTS: &str =
+    "connect,disconnect,connection,accept,close,request,bad_request,tls_error,tls_client_hello,tls_session";
 
 impl IngestConfig {
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> IngestConfig {
@@ -31,6 +41,8 @@ impl IngestConfig {
             batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),
             batch_wait: env.millis("SVC_INGEST_BATCH_MAX_WAIT_MS", 250, 1..=60_000),
             lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
+            disk_min_free_bytes: env.count("SVC_DISK_MIN_FREE_MB", 512, 0..=16 << 20) as u64 * (1 << 20),
+            low_value_events: super::fleet::list(env.get_or("SVC_DISK_LOW_VALUE_EVENTS", LOW_VALUE_EVENTS)),
         }
     }
 }

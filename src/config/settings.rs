@@ -118,6 +118,8 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_INGEST_LEASE_SECS",
         "seconds a worker's lease lasts unless renewed: how long a standby waits after the holder died",
     ),
+    ("SVC_DISK_MIN_FREE_MB", "free MiB below which the collector and ingester shed low-value events (0: never)"),
+    ("SVC_DISK_LOW_VALUE_EVENTS", "event types shed below the free-disk watermark (connections, requests)"),
     (
         "SVC_PROFILER_POLL_MS",
         "milliseconds between a caught-up profiler's looks for new rows; a bus notice wakes it sooner",
@@ -130,6 +132,8 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_COLLECTOR_STATE_FILE",
         "how far each container's output has been written, so a restart neither repeats nor loses a line",
     ),
+    ("SVC_FLOOD_CAP_PER_S", "lines kept per second per attacker and decky (0: no cap); the rest are counted"),
+    ("SVC_FLOOD_WINDOW_S", "seconds the flood cap is counted over; one `flood_suppressed` line per window"),
     ("SVC_WEBHOOK_ALLOW_PRIVATE", "lets webhooks target private and loopback addresses (a warning at start)"),
     ("SVC_WEBHOOK_TIMEOUT_SECS", "seconds one delivery may take, connection to answer"),
     (

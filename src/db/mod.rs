@@ -47,8 +47,9 @@ pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, N
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use limits::{LimitStore, LimitWindow};
 pub use logs::{
-    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,
-    LogFilter, LogRecord, LogStats, LogStore, SearchTerm, log_commits, parse_search,
+    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse,
+    HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore, RECIPIENT_EVENTS, SearchTerm, log_commits,
+    parse_search,
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};

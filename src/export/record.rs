@@ -86,8 +86,7 @@ pub async fn attacker_record(db: &Db, profile: AttackerProfile, secrets: bool) -
             SearchTerm::Column(LogColumn::AttackerIp, profile.ip.clone()),
             SearchTerm::Column(LogColumn::EventType, "file_captured".into()),
         ],
-        since: None,
-        until: None,
+        ..LogFilter::default()
     };
     let files = db.logs(&filter, DETAIL_ROWS, 0).await?.rows.iter().filter_map(captured_file).collect();
     let credentials = CredentialFilter { attacker_ip: Some(profile.ip.clone()), ..CredentialFilter::default() };

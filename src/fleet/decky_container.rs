@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use crate::runtime::ContainerSpec;
+use crate::runtime::{Confinement, ContainerSpec};
 
 /// The label that marks a fleet's containers and network, valued with the fleet's name.
 pub const FLEET_LABEL: &str = "svc.fleet";
@@ -85,12 +85,48 @@ impl ContainerOwner {
             network: decky.network.clone(),
             ip: decky.ip.clone(),
             labels: self.labels(decky.topology, Some(decky.name)),
-            sysctls: if decky.forwards {
-                BTreeMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())])
-            } else {
-                BTreeMap::new()
-            },
+            sysctls: decky_sysctls(decky.forwards),
+            confinement: decky_confinement(),
         }
+    }
+}
+
+/// The user a decky runs as: `nobody`. The decoys write no file and need no privilege once their
+/// ports may be bound, which the network namespace's own setting below allows.
+pub const DECKY_USER: &str = "65534:65534";
+/// A decky's memory and process limits: a decoy is one process with a few threads per session.
+pub const DECKY_MEMORY_BYTES: i64 = 256 << 20;
+pub const DECKY_PIDS: i64 = 256;
+/// The engine's log of a decky's output, kept at most 3 × 10 MiB: the collector carries the lines
+/// to the ingest file as they come, so the engine's copy is only a buffer for a collector away.
+pub const DECKY_LOG_MAX_BYTES: u64 = 10 << 20;
+pub const DECKY_LOG_FILES: u32 = 3;
+
+/// The kernel settings of a decky's network namespace: its ports below 1024 may be bound without
+/// a capability (only in its own namespace), and a decky that routes forwards.
+fn decky_sysctls(forwards: bool) -> BTreeMap<String, String> {
+    let mut sysctls = BTreeMap::from([("net.ipv4.ip_unprivileged_port_start".to_string(), "0".to_string())]);
+    if forwards {
+        sysctls.insert("net.ipv4.ip_forward".to_string(), "1".to_string());
+    }
+    sysctls
+}
+
+/// A decky's hardened profile: not root, no capability at all (the tarpit and the sniffer act on
+/// its namespace from the host, the collector reads its output through the engine: none of them
+/// needs anything inside), a read-only root with a small `/tmp`, no privilege gained by any
+/// program it runs, bounded memory, processes and engine log.
+pub fn decky_confinement() -> Confinement {
+    Confinement {
+        user: Some(DECKY_USER.to_string()),
+        capabilities: Vec::new(),
+        read_only_root: true,
+        tmpfs: BTreeMap::from([("/tmp".to_string(), "rw,noexec,nosuid,nodev,size=16m".to_string())]),
+        no_new_privileges: true,
+        memory_bytes: DECKY_MEMORY_BYTES,
+        pids: DECKY_PIDS,
+        log_max_bytes: DECKY_LOG_MAX_BYTES,
+        log_files: DECKY_LOG_FILES,
     }
 }
 

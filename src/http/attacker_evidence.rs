@@ -160,8 +160,7 @@ async fn rows_of(db: &Db, profile: &AttackerProfile, event_types: &[&str]) -> Re
                 SearchTerm::Column(LogColumn::AttackerIp, profile.ip.clone()),
                 SearchTerm::Column(LogColumn::EventType, (*event_type).to_string()),
             ],
-            since: None,
-            until: None,
+            ..LogFilter::default()
         };
         let page = db.logs(&filter, MAX_ROWS, 0).await?;
         total += page.total;

@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement, HostStatus};
+use crate::disk_watermark::DiskWatermark;
 use crate::recent::Recent;
 use crate::worker::WORKERS;
 
@@ -124,6 +125,11 @@ async fn components(state: &AppState) -> Vec<Component> {
     // Another deployment's containers of this fleet's name are left alone; health says so.
     if let Some(detail) = state.fleet.other_deployments() {
         components.push(Component { name: "fleet", required: false, failure: Some(detail) });
+    }
+    // Below the free-disk watermark the collector and the ingester shed low-value events.
+    let watermark = DiskWatermark::of(&state.config);
+    if let Some(low) = watermark.low() {
+        components.push(Component { name: "disk", required: false, failure: Some(watermark.detail(&low)) });
     }
     if database_ok && let Some(tarpit) = tarpit_component(state).await {
         components.push(tarpit);

@@ -16,7 +16,7 @@ use super::paging::{Listed, MAX_LIMIT, Page, Paging};
 use super::redact;
 use super::responses::ViewerOnly;
 use super::{AppState, Result};
-use crate::db::{HistogramBucket, LogFilter, LogRecord, parse_search};
+use crate::db::{ADMIN_ONLY_FIELDS, HistogramBucket, LogFilter, LogRecord, Role, SearchTerm, parse_search};
 use crate::time::{format_utc, parse_utc};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -41,14 +41,22 @@ pub(super) fn check_filter(
     check_datetime("end_time", end_time.as_deref(), errors);
 }
 
-/// The filter of checked parameters ([`check_filter`]).
-pub(super) fn log_filter(search: &Option<String>, start_time: &Option<String>, end_time: &Option<String>) -> LogFilter {
+/// The filter of checked parameters ([`check_filter`]) for a reader of `role`. A viewer's search
+/// cannot probe what `redact` hides from them: a term on an admin-only field is ignored (the
+/// answer is the same whatever its value), and free text does not look into rows carrying one.
+pub(super) fn log_filter(
+    role: Role,
+    search: &Option<String>,
+    start_time: &Option<String>,
+    end_time: &Option<String>,
+) -> LogFilter {
     let time = |value: &Option<String>| given(value).and_then(|v| parse_utc(v).ok());
-    LogFilter {
-        terms: given(search).map(parse_search).unwrap_or_default(),
-        since: time(start_time),
-        until: time(end_time),
+    let viewer = role != Role::Admin;
+    let mut terms = given(search).map(parse_search).unwrap_or_default();
+    if viewer {
+        terms.retain(|term| !matches!(term, SearchTerm::Field(key, _) if ADMIN_ONLY_FIELDS.contains(&key.as_str())));
     }
+    LogFilter { terms, text_outside_admin_only: viewer, since: time(start_time), until: time(end_time) }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -152,7 +160,7 @@ pub async fn list_logs(
     // Per role: a viewer's body is redacted (`redact`), an admin's is not.
     let key = format!("logs {role:?} {limit} {offset} {search:?} {start_time:?} {end_time:?}");
     let read = async {
-        let filter = log_filter(&search, &start_time, &end_time);
+        let filter = log_filter(role, &search, &start_time, &end_time);
         let page = state.db.logs(&filter, limit, offset).await?;
         let rows = page.rows.into_iter().map(|row| redact::for_reader(role, LogEntry::from(row))).collect();
         Ok::<LogsResponse, _>(paging.page_of(page.total, rows))
@@ -212,11 +220,11 @@ impl From<HistogramBucket> for HistogramPoint {
 )]
 pub async fn histogram(
     State(state): State<AppState>,
-    _viewer: Viewer,
+    Viewer(session): Viewer,
     ValidQuery(query): ValidQuery<HistogramQuery>,
 ) -> Result<Json<Vec<HistogramPoint>>> {
     let interval = query.interval_minutes.unwrap_or(DEFAULT_INTERVAL_MINUTES) as u32;
-    let filter = log_filter(&query.search, &query.start_time, &query.end_time);
+    let filter = log_filter(session.user.role, &query.search, &query.start_time, &query.end_time);
     let buckets = state.db.log_histogram(&filter, interval).await?;
     Ok(Json(buckets.into_iter().map(HistogramPoint::from).collect()))
 }

@@ -14,15 +14,11 @@
 use serde_json::Value;
 
 use super::logs::LogEntry;
-use crate::db::Role;
+use crate::db::{ADMIN_ONLY_FIELDS, RECIPIENT_EVENTS, Role};
 
 /// What a viewer reads in place of an admin-only value.
 pub const REDACTED: &str = "[redacted]";
 
-/// Fields admin-only on every row.
-pub const ADMIN_ONLY_FIELDS: [&str; 3] = ["rcpt_to", "subject", "body"];
-/// Events whose `value` field is a recipient (DECNET's recipient events).
-const RECIPIENT_EVENTS: [&str; 2] = ["rcpt_to", "rcpt_denied"];
 /// Values shorter than this are not searched for outside their field: they would match anything.
 const MIN_FREE_TEXT_VALUE: usize = 3;
 

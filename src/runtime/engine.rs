@@ -13,14 +13,18 @@ use bollard::container::{
 use bollard::errors::Error as BollardError;
 use bollard::image::{ImportImageOptions, ListImagesOptions};
 use bollard::models::{
-    EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, RestartPolicy, RestartPolicyNameEnum,
+    EndpointIpamConfig, EndpointSettings, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, RestartPolicy,
+    RestartPolicyNameEnum,
 };
 use bollard::network::{ConnectNetworkOptions, CreateNetworkOptions, DisconnectNetworkOptions};
 use bollard::system::EventsOptions;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 
-use super::{ContainerEvent, ContainerInfo, ContainerRuntime, ContainerSpec, NetworkSpec, RuntimeError, RuntimeResult};
+use super::{
+    Confinement, ContainerEvent, ContainerInfo, ContainerRuntime, ContainerSpec, NetworkSpec, RuntimeError,
+    RuntimeResult,
+};
 
 /// Seconds any one engine request may take (streams excepted).
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -108,6 +112,31 @@ fn absent_is_done(result: Result<(), BollardError>) -> RuntimeResult<()> {
 
 fn label_filter(key: &str, value: &str) -> HashMap<String, Vec<String>> {
     HashMap::from([("label".to_string(), vec![format!("{key}={value}")])])
+}
+
+/// The engine's words for a [`Confinement`]. The log driver is `json-file`, which Docker rotates by
+/// `max-size`/`max-file` and podman takes as its `k8s-file` driver, capped by `max-size`.
+fn confined(confinement: &Confinement) -> HostConfig {
+    let positive = |n: i64| (n > 0).then_some(n);
+    HostConfig {
+        cap_drop: Some(vec!["ALL".to_string()]),
+        cap_add: Some(confinement.capabilities.clone()),
+        readonly_rootfs: Some(confinement.read_only_root),
+        tmpfs: (!confinement.tmpfs.is_empty()).then(|| confinement.tmpfs.clone().into_iter().collect()),
+        security_opt: confinement.no_new_privileges.then(|| vec!["no-new-privileges".to_string()]),
+        memory: positive(confinement.memory_bytes),
+        // No swap beyond the memory limit.
+        memory_swap: positive(confinement.memory_bytes),
+        pids_limit: positive(confinement.pids),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("json-file".to_string()),
+            config: Some(HashMap::from([
+                ("max-size".to_string(), confinement.log_max_bytes.to_string()),
+                ("max-file".to_string(), confinement.log_files.to_string()),
+            ])),
+        }),
+        ..Default::default()
+    }
 }
 
 #[async_trait]
@@ -214,6 +243,7 @@ impl ContainerRuntime for Engine {
             env: Some(spec.env.clone()),
             hostname: Some(spec.hostname.clone()),
             labels: Some(spec.labels.clone().into_iter().collect()),
+            user: spec.confinement.user.clone(),
             host_config: Some(HostConfig {
                 network_mode: Some(spec.network.clone()),
                 sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
@@ -221,7 +251,7 @@ impl ContainerRuntime for Engine {
                     name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
                     maximum_retry_count: None,
                 }),
-                ..Default::default()
+                ..confined(&spec.confinement)
             }),
             networking_config: Some(NetworkingConfig {
                 endpoints_config: HashMap::from([(spec.network.clone(), endpoint)]),

@@ -71,6 +71,30 @@ pub struct ContainerSpec {
     pub labels: BTreeMap<String, String>,
     /// Kernel settings of the container's network namespace (`net.ipv4.ip_forward` of a bridge).
     pub sysctls: BTreeMap<String, String>,
+    /// What the container may do and hold.
+    pub confinement: Confinement,
+}
+
+/// How tightly a container is held: who it runs as, what it may change, what it may use, and how
+/// much of its output the engine keeps. The engine is told all of it at creation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confinement {
+    /// `uid:gid` to run as (`None`: the image's user).
+    pub user: Option<String>,
+    /// Capabilities kept after every other is dropped.
+    pub capabilities: Vec<String>,
+    /// The root filesystem is read-only.
+    pub read_only_root: bool,
+    /// Writable in-memory mounts: path → mount options (`size=…`).
+    pub tmpfs: BTreeMap<String, String>,
+    /// `no-new-privileges`: nothing it runs gains privileges (setuid, file capabilities).
+    pub no_new_privileges: bool,
+    /// Memory (bytes) and processes it may use; 0 is the engine's default (none).
+    pub memory_bytes: i64,
+    pub pids: i64,
+    /// The engine's log of its output: at most `log_files` files of `log_max_bytes` each.
+    pub log_max_bytes: u64,
+    pub log_files: u32,
 }
 
 /// A container as the engine lists it.

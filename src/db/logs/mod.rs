@@ -79,9 +79,18 @@ pub struct CredentialRecord {
 }
 
 /// Which log rows a view shows.
+/// Fields admin-only on every row: the mail an attacker sent (recipients, subject) and captured
+/// bodies (mail, HTTP).
+pub const ADMIN_ONLY_FIELDS: [&str; 3] = ["rcpt_to", "subject", "body"];
+/// Events whose `value` field is a recipient (DECNET's recipient events): admin-only too.
+pub const RECIPIENT_EVENTS: [&str; 2] = ["rcpt_to", "rcpt_denied"];
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogFilter {
     pub terms: Vec<SearchTerm>,
+    /// For a reader who may not see admin-only fields ([`ADMIN_ONLY_FIELDS`]): a free-text term
+    /// does not look into the raw line of a row that carries one, so a search cannot probe them.
+    pub text_outside_admin_only: bool,
     /// Inclusive bounds on the log's timestamp.
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,

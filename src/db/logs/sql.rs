@@ -5,8 +5,8 @@ use sqlx::QueryBuilder;
 
 use super::search::field_key;
 use super::{
-    BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogFilter,
-    LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, SearchTerm,
+    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse,
+    HistogramBucket, LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, RECIPIENT_EVENTS, SearchTerm,
 };
 use crate::db::codec::{contains_pattern, convert, count, dedup_key, millis, offset, time};
 use crate::db::dialect::both_backends;
@@ -352,6 +352,24 @@ both_backends! {
         }
     }
 
+    /// ` and` the row is not a recipient event (whose `value` is a recipient).
+    fn push_not_recipient_event(query: &mut Statement) {
+        query.push(" and event_type not in (");
+        for (n, event) in RECIPIENT_EVENTS.iter().enumerate() {
+            query.push(if n == 0 { "" } else { ", " }).bind(event.to_string());
+        }
+        query.push(")");
+    }
+
+    /// ` and` the row carries no admin-only field: neither a recipient event nor a field of those
+    /// names (the key, quoted, in the stored JSON object).
+    fn push_no_admin_only(query: &mut Statement) {
+        push_not_recipient_event(query);
+        for key in ADMIN_ONLY_FIELDS {
+            query.push(" and fields not like ").bind(format!("%\"{key}\"%"));
+        }
+    }
+
     /// Appends the `where` clause of `filter` (and of `id > after_id`), if it has any condition.
     fn push_log_filter(query: &mut Statement, filter: &LogFilter, after_id: Option<i64>) {
         let mut joiner = " where ";
@@ -373,15 +391,21 @@ both_backends! {
                     // The key is reduced to [A-Za-z0-9_] here too, whoever built the term: nothing else
                     // may reach the quoted JSON path.
                     query.push(&Backend::json_text("fields", &field_key(key))).push(" = ").bind(value.clone());
+                    if filter.text_outside_admin_only && field_key(key) == "value" {
+                        push_not_recipient_event(query);
+                    }
                 }
                 SearchTerm::Text(text) => {
                     let pattern = contains_pattern(text);
-                    query.push("(raw_line like ").bind(pattern.clone());
-                    for column in ["decky", "service", "attacker_ip"] {
-                        query.push(Backend::LIKE_ESCAPE).push(" or ").push(column).push(" like ");
-                        query.bind(pattern.clone());
+                    query.push("((raw_line like ").bind(pattern.clone()).push(Backend::LIKE_ESCAPE);
+                    if filter.text_outside_admin_only {
+                        push_no_admin_only(query);
                     }
-                    query.push(Backend::LIKE_ESCAPE).push(")");
+                    query.push(")");
+                    for column in ["decky", "service", "attacker_ip"] {
+                        query.push(" or ").push(column).push(" like ").bind(pattern.clone()).push(Backend::LIKE_ESCAPE);
+                    }
+                    query.push(")");
                 }
             }
         }

@@ -157,7 +157,7 @@ pub async fn stream(
     let resume = header.or(query.last_event_id.filter(|id| *id > 0));
     let slot = state.sse.acquire(session.user.uuid)?;
     tracing::debug!(user = %session.user.username, ?resume, "Log stream opened");
-    let filter = log_filter(&query.search, &query.start_time, &query.end_time);
+    let filter = log_filter(session.user.role, &query.search, &query.start_time, &query.end_time);
     let feed = LogFeed::new(&state, filter, resume, slot, session.user.role);
     let frames = futures::stream::unfold(feed, |mut feed| async move {
         feed.next_event().await.map(|event| (Ok::<_, Infallible>(event), feed))

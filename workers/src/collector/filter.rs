@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use svc::config::CollectorConfig;
-use svc::logline;
+use svc::logline::{self, LogLine};
 
 /// Rate-limit keys remembered at most; older ones are forgotten first when it fills.
 const MAX_KEYS: usize = 10_000;
@@ -29,22 +29,22 @@ impl Filter {
         }
     }
 
-    /// Whether `line` goes to the ingest file.
-    pub fn keep(&mut self, line: &str) -> bool {
+    /// `line`, read, when it goes on to the ingest file.
+    pub fn keep(&mut self, line: &str) -> Option<LogLine> {
         self.keep_at(line, Instant::now())
     }
 
-    fn keep_at(&mut self, line: &str, now: Instant) -> bool {
-        let Ok(parsed) = logline::parse(line) else { return false };
+    fn keep_at(&mut self, line: &str, now: Instant) -> Option<LogLine> {
+        let parsed = logline::parse(line).ok()?;
         if self.drop_apps.contains(&parsed.service) {
-            return false;
+            return None;
         }
         if !self.limited.contains(&parsed.event_type) {
-            return true;
+            return Some(parsed);
         }
-        let key = (parsed.attacker_ip, parsed.decky, parsed.service, parsed.event_type);
+        let key = (parsed.attacker_ip.clone(), parsed.decky.clone(), parsed.service.clone(), parsed.event_type.clone());
         if self.last_kept.get(&key).is_some_and(|at| now.duration_since(*at) < self.window) {
-            return false;
+            return None;
         }
         if self.last_kept.len() >= MAX_KEYS {
             let window = self.window;
@@ -54,7 +54,7 @@ impl Filter {
             }
         }
         self.last_kept.insert(key, now);
-        true
+        Some(parsed)
     }
 }
 
@@ -77,12 +77,12 @@ mod tests {
     fn noise_and_repeated_connects_are_dropped() {
         let mut f = filter();
         let t0 = Instant::now();
-        assert!(f.keep_at(CONNECT, t0));
-        assert!(!f.keep_at(CONNECT, t0 + Duration::from_millis(500)), "same attacker within the window");
-        assert!(f.keep_at(&CONNECT.replace("203.0.113.9", "203.0.113.10"), t0), "another attacker");
-        assert!(f.keep_at(CONNECT, t0 + Duration::from_millis(1500)), "after the window");
-        assert!(f.keep_at(&CONNECT.replace(" connect ", " login_attempt "), t0), "not rate limited");
-        assert!(!f.keep_at(&CONNECT.replace(" ssh ", " sshd "), t0), "a dropped app");
-        assert!(!f.keep_at("not a log line", t0));
+        assert!(f.keep_at(CONNECT, t0).is_some());
+        assert!(f.keep_at(CONNECT, t0 + Duration::from_millis(500)).is_none(), "same attacker within the window");
+        assert!(f.keep_at(&CONNECT.replace("203.0.113.9", "203.0.113.10"), t0).is_some(), "another attacker");
+        assert!(f.keep_at(CONNECT, t0 + Duration::from_millis(1500)).is_some(), "after the window");
+        assert!(f.keep_at(&CONNECT.replace(" connect ", " login_attempt "), t0).is_some(), "not rate limited");
+        assert!(f.keep_at(&CONNECT.replace(" ssh ", " sshd "), t0).is_none(), "a dropped app");
+        assert!(f.keep_at("not a log line", t0).is_none());
     }
 }

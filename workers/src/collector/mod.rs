@@ -13,6 +13,7 @@
 //! once a window per (attacker, decky, service, event type).
 
 mod filter;
+mod flood;
 mod journal;
 mod pieces;
 
@@ -32,14 +33,18 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use filter::Filter;
+use flood::FloodCap;
 use journal::{Journal, Position};
 use pieces::LineJoiner;
+use svc::disk_watermark::DiskWatermark;
 
 /// The worker's name.
 pub const NAME: &str = "collector";
 /// Lines written per batch at most, and how long a started batch waits for more.
 const BATCH_LINES: usize = 2_000;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// How often ended flood windows are summarised while no line comes.
+const SUMMARY_TICK: Duration = Duration::from_secs(1);
 /// The pause before looking at the engine again after it failed, or writing again after a write
 /// failed.
 const RETRY_PAUSE: Duration = Duration::from_secs(2);
@@ -258,18 +263,41 @@ async fn write_batches(
     write_failing: WriteFailing,
 ) -> anyhow::Result<()> {
     let mut filter = Filter::new(&ctx.config.collector);
-    while let Some(first) = received.recv().await {
-        let mut batch = vec![first];
+    let config = &ctx.config.collector;
+    let mut cap = FloodCap::new(config.flood_cap_per_s, config.flood_window);
+    let watermark = DiskWatermark::of(&ctx.config);
+    let mut low_disk = false;
+    // Summaries of ended windows are written within a second even when no line comes.
+    let mut summary_tick = tokio::time::interval(SUMMARY_TICK);
+    let mut open = true;
+    while open {
+        let mut batch = Vec::new();
+        tokio::select! {
+            first = received.recv() => match first {
+                Some(first) => batch.push(first),
+                // Every follower is gone (stopping): what the windows counted is written now.
+                None => open = false,
+            },
+            _ = summary_tick.tick() => {}
+        }
         let deadline = tokio::time::Instant::now() + BATCH_WAIT;
-        while batch.len() < BATCH_LINES {
+        while !batch.is_empty() && batch.len() < BATCH_LINES {
             match tokio::time::timeout_at(deadline, received.recv()).await {
                 Ok(Some(line)) => batch.push(line),
                 _ => break,
             }
         }
+        let low = watermark.low();
+        if low.is_some() != low_disk {
+            low_disk = low.is_some();
+            match &low {
+                Some(low) => tracing::warn!(detail = %watermark.detail(low), "Collector: disk low, shedding"),
+                None => tracing::info!("Collector: disk space back above the watermark, shedding stopped"),
+            }
+        }
         let mut bytes = Vec::new();
         let mut reached: BTreeMap<String, Position> = BTreeMap::new();
-        let (mut written, mut skipped) = (0u64, 0u64);
+        let (mut written, mut skipped, mut suppressed) = (0u64, 0u64, 0u64);
         for line in batch {
             let at = reached.get(&line.container).copied().unwrap_or_else(|| journal.position(&line.container));
             if at.covers(line.ts_nanos, line.index) {
@@ -278,11 +306,23 @@ async fn write_batches(
             }
             // A dropped line is passed too: its position moves on all the same.
             reached.insert(line.container, Position { ts_nanos: line.ts_nanos, at_ts: line.index + 1 });
-            if filter.keep(&line.text) {
-                bytes.extend_from_slice(line.text.as_bytes());
-                bytes.push(b'\n');
-                written += 1;
+            let Some(parsed) = filter.keep(&line.text) else { continue };
+            if !cap.admit(&parsed, line.ts_nanos, low_disk && watermark.is_low_value(&parsed.event_type)) {
+                suppressed += 1;
+                continue;
             }
+            bytes.extend_from_slice(line.text.as_bytes());
+            bytes.push(b'\n');
+            written += 1;
+        }
+        let now = chrono::Utc::now().timestamp_nanos_opt().map_or(i128::MAX, i128::from);
+        for summary in cap.due(now, !open) {
+            bytes.extend_from_slice(summary.as_bytes());
+            bytes.push(b'\n');
+            written += 1;
+        }
+        if bytes.is_empty() && reached.is_empty() {
+            continue;
         }
         // A batch that cannot be written is kept and tried again until it is: the followers wait
         // meanwhile (the channel is full), and their lines wait in the engine.
@@ -320,6 +360,8 @@ async fn write_batches(
         positions.lock().expect("positions lock").extend(reached);
         ctx.counters.add("lines_written", written);
         ctx.counters.add("lines_repeated_skipped", skipped);
+        ctx.counters.add("lines_suppressed", suppressed);
+        ctx.counters.add("flood_sources_untracked", std::mem::take(&mut cap.untracked));
     }
     Ok(())
 }

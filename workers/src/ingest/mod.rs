@@ -19,6 +19,7 @@ use serde_json::json;
 use svc::bus::logs::{self as log_notices, BatchCommitted};
 use svc::bus::{Event, topics};
 use svc::db::{DbError, IngestBatch, IngestCursor, NewCredential, NewLog};
+use svc::disk_watermark::DiskWatermark;
 use svc::worker::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
@@ -90,6 +91,8 @@ pub struct Tally {
     pub malformed: u64,
     /// Over [`MAX_LINE_BYTES`].
     pub oversized: u64,
+    /// Low-value events shed while the disk was below the watermark.
+    pub shed: u64,
 }
 
 impl Tally {
@@ -97,10 +100,11 @@ impl Tally {
         self.stored += other.stored;
         self.malformed += other.malformed;
         self.oversized += other.oversized;
+        self.shed += other.shed;
     }
 
     pub(crate) fn lines(&self) -> u64 {
-        self.stored + self.malformed + self.oversized
+        self.stored + self.malformed + self.oversized + self.shed
     }
 }
 
@@ -112,6 +116,8 @@ pub(crate) struct Pending {
     /// The start of the first malformed line, for the log.
     pub(crate) sample: Option<String>,
     first_line_at: Option<Instant>,
+    /// Set while the disk is below the watermark: its low-value events are not stored.
+    shedding: Option<DiskWatermark>,
 }
 
 impl Pending {
@@ -136,6 +142,10 @@ impl Pending {
                 return;
             }
         };
+        if self.shedding.as_ref().is_some_and(|watermark| watermark.is_low_value(&parsed.event_type)) {
+            self.tally.shed += 1;
+            return;
+        }
         let timestamp = parsed.timestamp.unwrap_or(now);
         let derived = derive::derive(&parsed, timestamp);
         self.batch.bounties.extend(derived.bounties);
@@ -175,7 +185,12 @@ async fn read_batch(
     to_end: bool,
 ) -> anyhow::Result<(Pending, Progress)> {
     let (size, wait) = (ctx.config.ingest.batch_size, ctx.config.ingest.batch_wait);
-    let mut pending = Pending::default();
+    let watermark = DiskWatermark::of(&ctx.config);
+    let shedding = watermark.low().map(|low| {
+        tracing::debug!(detail = %watermark.detail(&low), "Ingest: disk low, shedding");
+        watermark
+    });
+    let mut pending = Pending { shedding, ..Pending::default() };
     loop {
         let room = size - pending.tally.lines() as usize;
         let mut reader = follower.take().expect("an open follower");
@@ -225,6 +240,7 @@ pub(crate) async fn store(
     counters.add("lines_stored", committed.logs);
     counters.add("lines_malformed", tally.malformed);
     counters.add("lines_oversized", tally.oversized);
+    counters.add("lines_shed_disk_low", tally.shed);
     counters.add("bounties_new", committed.new_bounties);
     counters.add("credentials_new", committed.new_credentials);
     counters.add("batches", 1);
