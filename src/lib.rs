@@ -17,6 +17,7 @@ pub mod fleet;
 pub mod http;
 pub mod logging;
 pub mod logline;
+pub mod metrics;
 pub mod netns;
 pub mod observation;
 pub mod recent;

@@ -4,6 +4,7 @@
 //! with no `SVC_NATS_URL`, or while the server is unreachable, publishing and subscribing are
 //! no-ops and the connection keeps being retried in the background.
 
+pub mod bus_health;
 pub mod control;
 pub mod heartbeat;
 mod liveness;

@@ -19,6 +19,7 @@ mod settings;
 mod sniffer;
 mod swarm;
 mod tarpit;
+mod telemetry;
 mod webhook;
 
 use std::fmt;
@@ -34,6 +35,7 @@ pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
+pub use telemetry::TelemetryConfig;
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;
@@ -99,6 +101,7 @@ pub struct Config {
     pub bus: BusConfig,
     pub api: ApiConfig,
     pub fleet: FleetConfig,
+    pub telemetry: TelemetryConfig,
     // One section per worker from here on.
     pub ingest: IngestConfig,
     pub profiler: ProfilerConfig,
@@ -179,6 +182,8 @@ impl Config {
         let api = ApiConfig::read(&mut env, &data_dir);
         env.begin_section("Fleet, topologies and the mutator");
         let fleet = FleetConfig::read(&mut env);
+        env.begin_section("Observability (`/metrics`, traces)");
+        let telemetry = TelemetryConfig::read(&mut env);
         env.begin_section("Ingest worker");
         let ingest = IngestConfig::read(&mut env, &data_dir);
         env.begin_section("Profiler worker");
@@ -201,6 +206,7 @@ impl Config {
             bus,
             api,
             fleet,
+            telemetry,
             ingest,
             profiler,
             collector,

@@ -64,6 +64,10 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_DEVELOPER",
         "serves the OpenAPI document and its viewers (`/openapi.json`, `/docs`, `/redoc`); exception details in 500 bodies",
     ),
+    (
+        "SVC_METRICS_TOKEN",
+        "bearer token a scraper sends to `/metrics` (24+ characters); unset: `/metrics` only on a loopback binding",
+    ),
     ("SVC_DEVELOPER_TRACING", "logs a span for every request, with its status and latency"),
     ("SVC_EMBED_PROFILER", "runs the attacker profiler inside the API"),
     (

@@ -20,6 +20,7 @@ pub mod health;
 pub mod hot;
 pub mod limit;
 pub mod logs;
+pub mod metrics;
 pub mod paging;
 pub mod profile;
 pub mod redact;
@@ -115,7 +116,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application.
 pub fn router(state: AppState) -> Router {
     let (app, document) = routes_and_document();
-    let app = app.merge(taxii::router());
+    let app = app.merge(taxii::router()).merge(metrics::router());
     let app = if state.config.api.developer { app.merge(docs::router(document)) } else { app };
     with_layers(app, state)
 }
@@ -141,6 +142,8 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         app = app.layer(trace);
     }
     app.layer(axum::middleware::from_fn(extract::require_json))
+        // Outside the timeout, panic and error layers, so what it counts is what the client got.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_request))
         .layer(cors(&state.config))
         .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)
