@@ -29,6 +29,7 @@ pub mod swarm;
 pub mod systemd;
 pub mod tarpit;
 pub mod topology;
+pub mod traces;
 pub mod webhook;
 pub mod worker;
 

@@ -1,10 +1,17 @@
 //! `GET /metrics` scraped by a real Prometheus: the counters the test causes are what Prometheus's
 //! HTTP API answers; who may read it (the token, loopback only without one); bounded labels under a
-//! scan of random paths.
+//! scan of random paths. And the bus's own heartbeat, `system.bus.health`, as `/workers` shows it
+//! over a real `nats-server` that is restarted under it. And traces off means off: not one span.
 
-use svc_test_support::in_process::{TestApi, TestDb};
-use svc_test_support::processes::eventually;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use svc::db::Role;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use svc_test_support::in_process::{TestApi, TestDb, user_token};
 use svc_test_support::processes::prometheus::Prometheus;
+use svc_test_support::processes::{Nats, eventually};
 
 const TOKEN: &str = "metrics-token-0123456789abcdef";
 
@@ -95,4 +102,84 @@ async fn a_scan_of_random_paths_adds_one_series_and_never_a_path() {
     assert!(requests.iter().any(|l| l.contains(r#"method="other""#)), "{body}");
     assert!(requests.len() <= 4, "one series per template, method and status: {requests:?}");
     api.stop().await;
+}
+
+#[tokio::test]
+async fn the_bus_heartbeat_shows_round_trip_and_reconnects_in_workers() {
+    let mut nats = Nats::start();
+    let db = TestDb::sqlite();
+    let url = nats.url();
+    let api = TestApi::start(db.api_config(&[("SVC_NATS_URL", &url), ("SVC_HEARTBEAT_SECS", "0.2")])).await;
+    let token = user_token(&api.state, "watcher", Role::Viewer).await;
+    let bus_row = || async {
+        let workers = api.ok("/workers", &token, &[]).await;
+        workers["workers"].as_array().unwrap().iter().find(|row| row["name"] == "bus").cloned()
+    };
+    eventually("the bus row has the API's beat", || async {
+        bus_row().await.is_some_and(|row| row["extra"]["processes"]["svc-api"]["rtt_ms"].as_f64().is_some())
+    })
+    .await;
+    let row = bus_row().await.unwrap();
+    assert_eq!(row["status"], "ok");
+    let api_beat = &row["extra"]["processes"]["svc-api"];
+    assert_eq!(api_beat["reconnects"], 0, "{row}");
+    assert_eq!(api_beat["pid"], std::process::id());
+    assert!(api_beat["rtt_ms"].as_f64().unwrap() > 0.0, "{row}");
+
+    nats.stop();
+    nats.restart();
+    eventually("the API's bus beat counts the reconnect", || async {
+        bus_row().await.is_some_and(|row| row["extra"]["processes"]["svc-api"]["reconnects"] == 1)
+    })
+    .await;
+    let (status, body) = scrape(&api, None).await;
+    assert_eq!(status, 200);
+    assert!(body.lines().any(|l| l == "svc_bus_connected 1"), "{body}");
+    api.stop().await;
+}
+
+/// Counts every span created on the thread it is the default subscriber of.
+struct CountSpans(Arc<AtomicUsize>);
+
+impl<S: tracing::Subscriber> Layer<S> for CountSpans {
+    fn on_new_span(&self, _: &tracing::span::Attributes<'_>, _: &tracing::span::Id, _: Context<'_, S>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_tracing_off_no_span_is_created_and_no_exporter_exists() {
+    let nats = Nats::start();
+    let spans = Arc::new(AtomicUsize::new(0));
+    // Current-thread runtime: the API's tasks run on this thread, under this subscriber.
+    let _counting = tracing_subscriber::registry().with(CountSpans(spans.clone())).set_default();
+    let db = TestDb::sqlite();
+    let url = nats.url();
+    for (tracing_on, expect_spans) in [("false", false), ("true", true)] {
+        let config = db.api_config(&[
+            ("SVC_NATS_URL", &url),
+            ("SVC_HEARTBEAT_SECS", "0.2"),
+            ("SVC_DEVELOPER_TRACING", tracing_on),
+        ]);
+        let (traces, layer) = svc::traces::Traces::start(&config, "svc-api");
+        assert_eq!(layer.is_some(), expect_spans, "an exporter exists only with tracing on");
+        traces.shutdown();
+        spans.store(0, Ordering::Relaxed);
+        let api = TestApi::start(config).await;
+        let token = user_token(&api.state, &format!("viewer-{tracing_on}"), Role::Viewer).await;
+        for _ in 0..5 {
+            api.ok("/workers", &token, &[]).await;
+            assert_eq!(api.get("/logs", None, &[]).await.status, 401);
+        }
+        scrape(&api, None).await;
+        // Heartbeats and the bus's own went out meanwhile (their publishes would be spans too).
+        eventually("the API's heartbeat was heard", || async {
+            let workers = api.ok("/workers", &token, &[]).await;
+            workers["workers"].as_array().unwrap().iter().any(|row| row["name"] == "bus")
+        })
+        .await;
+        api.stop().await;
+        let made = spans.load(Ordering::Relaxed);
+        assert_eq!(made > 0, expect_spans, "SVC_DEVELOPER_TRACING={tracing_on}: {made} spans");
+    }
 }

@@ -35,7 +35,7 @@ pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
-pub use telemetry::TelemetryConfig;
+pub use telemetry::{OtlpProtocol, TelemetryConfig};
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;

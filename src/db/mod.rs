@@ -43,7 +43,7 @@ pub use codec::Page;
 pub use config::DatabaseConfig;
 pub use fault::faults_seen as store_faults_seen;
 pub use fleet::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
-pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
+pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, LogTrace, NewBounty, NewCredential, NewLog};
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use logs::{
     BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse, HistogramBucket, LogColumn,

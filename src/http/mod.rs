@@ -45,8 +45,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -135,10 +134,9 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         app = app.layer(axum::middleware::from_fn_with_state(profiler, profile::profile_request));
     }
     if state.config.api.developer_tracing {
-        // At INFO, so the default log filter shows every request with its status and latency.
-        let trace = TraceLayer::new_for_http()
-            .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
-            .on_response(DefaultOnResponse::new().level(Level::INFO));
+        // At INFO, so the default log filter shows every request with its status and latency; the
+        // span is the request's server span when traces are exported (`crate::traces`).
+        let trace = TraceLayer::new_for_http().make_span_with(metrics::server_span).on_response(metrics::span_response);
         app = app.layer(trace);
     }
     app.layer(axum::middleware::from_fn(extract::require_json))
