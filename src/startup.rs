@@ -216,11 +216,14 @@ impl Lifespan {
         }
     }
 
-    /// Step 7: request tracing spans exist only when `SVC_DEVELOPER_TRACING` is on; otherwise no
-    /// tracing layer is installed at all (see `http::with_layers`).
+    /// Step 7: traces exist only when `SVC_DEVELOPER_TRACING` is on; otherwise no request span
+    /// layer is installed at all (see `http::with_layers`). The exporter itself is made by the
+    /// process before its logging starts (`crate::traces`), as the subscriber carries its layer.
     fn enable_tracing(&self) {
         if self.state.config.api.developer_tracing {
-            tracing::info!("Developer tracing on: every request is traced");
+            let exporting = crate::traces::enabled();
+            let telemetry = &self.state.config.telemetry;
+            tracing::info!(exporting, endpoint = %telemetry.otlp_endpoint, "Developer tracing on: every request is traced");
         }
     }
 

@@ -106,7 +106,12 @@ pub fn line_written() -> Option<String> {
 /// The trace and span ids to store with a line that carried `carried`: with traces on, those of an
 /// `ingester.process_record` span continuing the collector's trace (so the row names the span that
 /// stored it); off, the collector's own, as carried.
-pub fn line_stored(carried: &crate::logline::TraceContext<'_>, decky: &str, service: &str, event_type: &str) -> (String, String) {
+pub fn line_stored(
+    carried: &crate::logline::TraceContext<'_>,
+    decky: &str,
+    service: &str,
+    event_type: &str,
+) -> (String, String) {
     let as_carried = || (carried.trace_id.to_string(), carried.span_id.to_string());
     if !enabled() {
         return as_carried();

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use svc::db::Role;
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::util::SubscriberInitExt;
 use svc_test_support::in_process::{TestApi, TestDb, user_token};
 use svc_test_support::processes::prometheus::Prometheus;
 use svc_test_support::processes::{Nats, eventually};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
 
 const TOKEN: &str = "metrics-token-0123456789abcdef";
 

@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
-use svc_test_support::otlp::OtlpReceiver;
 use std::io::Write;
+use svc_test_support::otlp::OtlpReceiver;
 
 use svc_test_support::processes::{admin_token, api_command, eventually, free_port, start_api};
 
@@ -87,7 +87,8 @@ async fn a_line_carried_in_a_trace_is_stored_with_it_by_an_ingester_span_of_the_
     let (trace_id, collector_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
     let line = r#"<134>1 2026-11-26T06:00:00Z decky-07 ssh - login_attempt [relay@55555 src_ip="198.51.100.23" username="root" password="toor"] login"#;
     let carried = svc::logline::with_trace_context(line, &format!("00-{trace_id}-{collector_span}-01")).unwrap();
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("data/ingest.log")).unwrap();
+    let mut file =
+        std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("data/ingest.log")).unwrap();
     writeln!(file, "{carried}").unwrap();
 
     eventually("the line is stored", || async { stored_row(port, &token, "decky-07").await.is_some() }).await;

@@ -31,8 +31,7 @@ pub async fn run(bus: Bus, process: String, interval: Duration, cancel: Cancella
     let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
     loop {
         if let Some(payload) = measure(&bus, &process, &host).await {
-            let event =
-                Event::new(topics::BUS_HEALTH, HEALTH_TYPE, serde_json::to_value(payload).expect("serialises"));
+            let event = Event::new(topics::BUS_HEALTH, HEALTH_TYPE, serde_json::to_value(payload).expect("serialises"));
             if let Err(err) = bus.publish(&event).await {
                 tracing::debug!(error = %err, "Bus heartbeat not sent");
             }

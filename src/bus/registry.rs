@@ -183,9 +183,8 @@ impl WorkerRegistry {
         now: f64,
     ) -> serde_json::Map<String, serde_json::Value> {
         use serde_json::Value;
-        let mut processes = before
-            .and_then(|h| h.extra.get("processes").and_then(Value::as_object).cloned())
-            .unwrap_or_default();
+        let mut processes =
+            before.and_then(|h| h.extra.get("processes").and_then(Value::as_object).cloned()).unwrap_or_default();
         let process = beat.get("process").and_then(Value::as_str).unwrap_or("unnamed").to_string();
         let mut entry = beat;
         entry.insert("at".into(), now.into());

@@ -70,7 +70,7 @@ const MEANINGS: &[(&str, &str)] = &[
     ),
     (
         "SVC_DEVELOPER_TRACING",
-        "OpenTelemetry traces over OTLP (requests, bus publishes) and a log line per request; off: no span, no exporter",
+        "OpenTelemetry traces over OTLP (requests, bus publishes, collector to ingester) and a log line per request; off: no span",
     ),
     ("SVC_OTEL_PROTOCOL", "`grpc` or `http/protobuf`: how traces reach the collector"),
     (

@@ -76,7 +76,12 @@ pub async fn gather(state: &AppState) -> String {
     state.requests.write(&mut out);
     let now = bus::epoch_seconds();
     let bus_connected = state.bus.is_connected();
-    out.single("svc_bus_connected", Kind::Gauge, "1 while this process's bus connection is up.", f64::from(u8::from(bus_connected)));
+    out.single(
+        "svc_bus_connected",
+        Kind::Gauge,
+        "1 while this process's bus connection is up.",
+        f64::from(u8::from(bus_connected)),
+    );
     write_workers(state, &mut out, bus_connected, now);
     let pool = state.db.pool_use();
     out.family("svc_db_pool_connections", Kind::Gauge, "Connections of the store's pool, in use or idle.");
@@ -125,14 +130,24 @@ fn write_workers(state: &AppState, out: &mut Exposition, bus_connected: bool, no
         }
     }
     let ingest = state.workers.counters_of("ingest");
-    out.family("svc_ingest_lines_total", Kind::Counter, "Lines the ingester read, by outcome (stored, or refused and why).");
-    for (outcome, counter) in [("stored", "lines_stored"), ("malformed", "lines_malformed"), ("oversized", "lines_oversized")] {
+    out.family(
+        "svc_ingest_lines_total",
+        Kind::Counter,
+        "Lines the ingester read, by outcome (stored, or refused and why).",
+    );
+    for (outcome, counter) in
+        [("stored", "lines_stored"), ("malformed", "lines_malformed"), ("oversized", "lines_oversized")]
+    {
         out.sample("svc_ingest_lines_total", &[("outcome", outcome)], ingest.get(counter).copied().unwrap_or(0) as f64);
     }
     let webhook = state.workers.counters_of("webhook");
     out.family("svc_webhook_deliveries_total", Kind::Counter, "Webhook deliveries by outcome.");
     for (outcome, counter) in [("ok", "deliveries_ok"), ("failed", "deliveries_failed"), ("lost", "deliveries_lost")] {
-        out.sample("svc_webhook_deliveries_total", &[("outcome", outcome)], webhook.get(counter).copied().unwrap_or(0) as f64);
+        out.sample(
+            "svc_webhook_deliveries_total",
+            &[("outcome", outcome)],
+            webhook.get(counter).copied().unwrap_or(0) as f64,
+        );
     }
 }
 

@@ -98,7 +98,8 @@ impl RequestMetrics {
                 out.sample("svc_http_request_duration_seconds_bucket", &labels, cumulative as f64);
             }
             let labels = [("route", key.route.as_str()), ("method", key.method), ("status", status.as_str())];
-            let inf = [("route", key.route.as_str()), ("method", key.method), ("status", status.as_str()), ("le", "+Inf")];
+            let inf =
+                [("route", key.route.as_str()), ("method", key.method), ("status", status.as_str()), ("le", "+Inf")];
             out.sample("svc_http_request_duration_seconds_bucket", &inf, one.count as f64);
             out.sample("svc_http_request_duration_seconds_sum", &labels, one.sum_seconds);
             out.sample("svc_http_request_duration_seconds_count", &labels, one.count as f64);

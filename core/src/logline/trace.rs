@@ -93,7 +93,10 @@ mod tests {
     fn carried_in_front_of_the_relay_element_and_taken_out_again() {
         let line = r#"<134>1 2026-11-26T06:00:00Z decky-01 ssh - login_attempt [relay@55555 src_ip="198.51.100.7" user="root"] hi"#;
         let carried = with_trace_context(line, TP).unwrap();
-        assert!(carried.contains(&format!("login_attempt [trace@55555 traceparent=\"{TP}\"][relay@55555 ")), "{carried}");
+        assert!(
+            carried.contains(&format!("login_attempt [trace@55555 traceparent=\"{TP}\"][relay@55555 ")),
+            "{carried}"
+        );
         let context = trace_context(&carried).unwrap();
         assert_eq!((context.trace_id, context.span_id), ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"));
         assert_eq!(without_trace_context(&carried), line);
@@ -113,7 +116,8 @@ mod tests {
     fn a_context_anywhere_else_or_malformed_is_not_read() {
         let in_msg = format!("<134>1 2026-11-26T06:00:00Z d ssh - x - [trace@55555 traceparent=\"{TP}\"]");
         assert_eq!(trace_context(&in_msg), None, "an attacker's message text");
-        let in_field = format!(r#"<134>1 2026-11-26T06:00:00Z d ssh - x [relay@55555 u="[trace@55555 traceparent=\"{TP}\"]"]"#);
+        let in_field =
+            format!(r#"<134>1 2026-11-26T06:00:00Z d ssh - x [relay@55555 u="[trace@55555 traceparent=\"{TP}\"]"]"#);
         assert_eq!(trace_context(&in_field), None);
         for bad in [
             "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",

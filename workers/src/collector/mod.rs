@@ -280,7 +280,8 @@ async fn write_batches(
             reached.insert(line.container, Position { ts_nanos: line.ts_nanos, at_ts: line.index + 1 });
             if filter.keep(&line.text) {
                 // With traces on, the line carries its trace on to the ingester.
-                let traced = svc::traces::line_written().and_then(|tp| svc::logline::with_trace_context(&line.text, &tp));
+                let traced =
+                    svc::traces::line_written().and_then(|tp| svc::logline::with_trace_context(&line.text, &tp));
                 bytes.extend_from_slice(traced.as_deref().unwrap_or(&line.text).as_bytes());
                 bytes.push(b'\n');
                 written += 1;
