@@ -41,6 +41,7 @@ fn line(k: usize, start: DateTime<Utc>, spread: bool) -> NewLog {
         ),
         fields: format!(r#"{{"username":"root{user}","password":"hunter{password}"}}"#),
         msg: Some(format!("connection attempt {k} from a scanner")),
+        trace: None,
     }
 }
 

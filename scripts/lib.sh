@@ -133,6 +133,12 @@ ensure_scale_out_test_tools() {
     apt_install_missing haproxy mariadb-client
 }
 
+# Prometheus (Debian's package), which the metrics tests start on a port of their own to scrape svc.
+# The package's own service is left alone: the tests never use it.
+ensure_observability_test_tools() {
+    apt_install_missing prometheus
+}
+
 # MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.
 ensure_mariadb_running() {
     apt_install_missing mariadb-server mariadb-client

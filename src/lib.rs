@@ -18,6 +18,7 @@ pub mod fleet;
 pub mod http;
 pub mod logging;
 pub mod logline;
+pub mod metrics;
 pub mod netns;
 pub mod observation;
 pub mod recent;
@@ -29,6 +30,7 @@ pub mod swarm;
 pub mod systemd;
 pub mod tarpit;
 pub mod topology;
+pub mod traces;
 pub mod webhook;
 pub mod worker;
 

@@ -29,6 +29,8 @@ use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
 use crate::worker::{Attendance, WorkerBody, WorkerContext};
 
+/// The API's name on the bus, which its bus heartbeat reports too.
+const API_CONNECTION: &str = "svc-api";
 /// Below this soft open-file limit a busy API runs out of sockets.
 pub const MIN_OPEN_FILES: u64 = 4096;
 pub const DB_INIT_ATTEMPTS: u32 = 5;
@@ -67,7 +69,7 @@ impl Lifespan {
             TokenKeys::new(secret.expose().as_bytes(), chrono::Duration::minutes(config.api.jwt_exp_minutes.into()));
         // Bounded: an unreachable bus costs startup at most a couple of seconds, then is retried
         // in the background (step 9 only needs the handle).
-        let bus = Bus::connect(config.bus.nats_url.as_deref(), "svc-api").await;
+        let bus = Bus::connect(config.bus.nats_url.as_deref(), API_CONNECTION).await;
         let cancel = CancellationToken::new();
         let fleet = Fleet::new(db.clone(), bus.clone(), config.fleet.clone());
         let topologies = Topologies::new(db.clone(), bus.clone(), fleet.clone());
@@ -95,6 +97,7 @@ impl Lifespan {
                 log_tail,
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
+                requests: Arc::default(),
                 closing: cancel.child_token(),
                 db,
                 bus,
@@ -214,11 +217,14 @@ impl Lifespan {
         }
     }
 
-    /// Step 7: request tracing spans exist only when `SVC_DEVELOPER_TRACING` is on; otherwise no
-    /// tracing layer is installed at all (see `http::with_layers`).
+    /// Step 7: traces exist only when `SVC_DEVELOPER_TRACING` is on; otherwise no request span
+    /// layer is installed at all (see `http::with_layers`). The exporter itself is made by the
+    /// process before its logging starts (`crate::traces`), as the subscriber carries its layer.
     fn enable_tracing(&self) {
         if self.state.config.api.developer_tracing {
-            tracing::info!("Developer tracing on: every request is traced");
+            let exporting = crate::traces::enabled();
+            let telemetry = &self.state.config.telemetry;
+            tracing::info!(exporting, endpoint = %telemetry.otlp_endpoint, "Developer tracing on: every request is traced");
         }
     }
 
@@ -244,6 +250,7 @@ impl Lifespan {
             let registry = self.state.workers.clone();
             registry.set_embedded(name, true);
             registry.embed_fault(name, ctx.fault.clone());
+            registry.embed_counters(name, ctx.counters.clone());
             let attendance = Attendance::begin(name, &ctx).await;
             self.tasks.spawn(async move {
                 let result = (worker.run)(ctx).await;
@@ -258,7 +265,8 @@ impl Lifespan {
     }
 
     /// Step 9, even in contract-test mode: the worker registry listens to every heartbeat and the
-    /// API sends its own as `api`, so `/workers` always has a live row. Without a bus both are
+    /// API sends its own as `api`, so `/workers` always has a live row, and the bus's own
+    /// (`system.bus.health`), as every process that owns a bus connection does. Without a bus both are
     /// no-ops; nothing here can stop startup.
     async fn start_worker_registry(&self) {
         let (registry, bus, cancel) = (self.state.workers.clone(), self.state.bus.clone(), self.cancel.clone());
@@ -274,6 +282,12 @@ impl Lifespan {
             self.cancel.clone(),
         );
         self.tasks.spawn(heartbeat);
+        self.tasks.spawn(bus::bus_health::run(
+            self.state.bus.clone(),
+            API_CONNECTION.into(),
+            self.state.config.bus.heartbeat_interval,
+            self.cancel.clone(),
+        ));
         tracing::info!(bus_connected = self.state.bus.is_connected(), "Worker registry and API heartbeat started");
     }
 

@@ -218,6 +218,7 @@ fn new_log(at: DateTime<Utc>, decky: &str, service: &str, event_type: &str, atta
         raw_line: raw.into(),
         fields: "{}".into(),
         msg: None,
+        trace: None,
     }
 }
 

@@ -136,8 +136,13 @@ fn main() -> ExitCode {
     if let Err(err) = checked {
         return config_error(err);
     }
-    svc::logging::init(reading.config.log_format);
     let runtime = tokio::runtime::Runtime::new().expect("cannot start the async runtime");
+    // Inside the runtime: the trace exporter's channel lives on it.
+    let (traces, trace_layer) = {
+        let _inside = runtime.enter();
+        svc::traces::Traces::start(&reading.config, &service_name(&cli.command))
+    };
+    svc::logging::init(reading.config.log_format, trace_layer);
     let result = runtime.block_on(async move {
         let done = match cli.command {
             Command::Observation(command) => return observation::run(command, reading.config).await,
@@ -156,6 +161,8 @@ fn main() -> ExitCode {
         };
         done.map(|()| ExitCode::SUCCESS)
     });
+    // After the work, with the runtime still up: what is buffered is exported, then the provider goes.
+    traces.shutdown();
     match result {
         Ok(code) => code,
         Err(err) => match err.downcast::<ConfigError>() {
@@ -166,6 +173,17 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// The `service.name` this process's traces carry: the name it has on the bus.
+fn service_name(command: &Command) -> String {
+    match command {
+        Command::Api => "svc-api".into(),
+        Command::Worker { name, .. } => format!("svc-worker-{name}"),
+        Command::Agent => "svc-agent".into(),
+        Command::Supervise(_) => "svc-supervise".into(),
+        _ => "svc".into(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! with no `SVC_NATS_URL`, or while the server is unreachable, publishing and subscribing are
 //! no-ops and the connection keeps being retried in the background.
 
+pub mod bus_health;
 pub mod control;
 pub mod heartbeat;
 mod liveness;
@@ -129,9 +130,26 @@ impl Bus {
     /// Publishes `event` on its topic. Fails fast with [`BusError::Unavailable`] rather than
     /// queueing while the bus is down: a late heartbeat or stop intent would mislead.
     pub async fn publish(&self, event: &Event) -> Result<(), BusError> {
+        use tracing::Instrument;
         let client = self.connected()?;
         let body = serde_json::to_vec(event).expect("an event serialises");
-        client.publish(event.topic.clone(), body.into()).await.map_err(|err| BusError::Publish(err.to_string()))
+        // A producer span only while traces are exported: off, not even a disabled span is made.
+        let span = if crate::traces::enabled() {
+            tracing::info_span!(
+                "bus.publish",
+                otel.name = %format_args!("publish {}", event.topic),
+                otel.kind = "producer",
+                messaging.system = "nats",
+                messaging.destination.name = %event.topic,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        client
+            .publish(event.topic.clone(), body.into())
+            .instrument(span)
+            .await
+            .map_err(|err| BusError::Publish(err.to_string()))
     }
 
     /// Publishes `body` as it is on `subject` (an answer to a request, which is no event).

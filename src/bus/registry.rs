@@ -14,8 +14,11 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use super::{Bus, Event, Fault, topics};
+use super::{Bus, Counters, Event, Fault, topics};
 use crate::worker::KNOWN_WORKERS;
+
+/// The row `system.bus.health` fills: the bus itself, as every process connected to it sees it.
+pub const BUS_ROW: &str = "bus";
 
 /// How recently a worker was heard from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -66,6 +69,8 @@ pub struct WorkerRegistry {
     embedded: Mutex<BTreeMap<String, bool>>,
     /// Embedded worker name → its fault, read directly rather than through the bus.
     faults: Mutex<BTreeMap<String, Fault>>,
+    /// Embedded worker name → its counters, read directly rather than through the bus.
+    counters: Mutex<BTreeMap<String, Counters>>,
     /// The heartbeat subscription, from [`listen`](Self::listen) until [`run`](Self::run) takes it.
     subscription: tokio::sync::Mutex<Option<async_nats::Subscriber>>,
     listening: std::sync::atomic::AtomicBool,
@@ -79,6 +84,7 @@ impl WorkerRegistry {
             announced: Mutex::default(),
             embedded: Mutex::default(),
             faults: Mutex::default(),
+            counters: Mutex::default(),
             subscription: tokio::sync::Mutex::default(),
             listening: std::sync::atomic::AtomicBool::new(false),
         }
@@ -162,7 +168,40 @@ impl WorkerRegistry {
                 return;
             }
         };
-        self.heard.lock().expect("registry lock").insert(worker.to_string(), Heard { at: now, extra });
+        let mut heard = self.heard.lock().expect("registry lock");
+        let extra = if worker == BUS_ROW { self.merge_bus_beat(heard.remove(BUS_ROW), extra, now) } else { extra };
+        heard.insert(worker.to_string(), Heard { at: now, extra });
+    }
+
+    /// Every process sends its own `system.bus.health`: the `bus` row keeps the newest beat of each
+    /// under `processes` (by connection name, with `seconds_since`), forgetting a process once its
+    /// beat is stale, and the slowest round trip of those at the top as `rtt_ms`.
+    fn merge_bus_beat(
+        &self,
+        before: Option<Heard>,
+        beat: serde_json::Map<String, serde_json::Value>,
+        now: f64,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::Value;
+        let mut processes =
+            before.and_then(|h| h.extra.get("processes").and_then(Value::as_object).cloned()).unwrap_or_default();
+        let process = beat.get("process").and_then(Value::as_str).unwrap_or("unnamed").to_string();
+        let mut entry = beat;
+        entry.insert("at".into(), now.into());
+        processes.insert(process, Value::Object(entry));
+        let stale_after = self.stale_after.as_secs_f64();
+        processes.retain(|_, p| p.get("at").and_then(Value::as_f64).is_some_and(|at| now - at < stale_after));
+        for process in processes.values_mut() {
+            let at = process.get("at").and_then(Value::as_f64).unwrap_or(now);
+            process["seconds_since"] = (now - at).max(0.0).into();
+        }
+        let slowest = processes.values().filter_map(|p| p.get("rtt_ms").and_then(Value::as_f64)).fold(0.0, f64::max);
+        let reconnects: u64 = processes.values().filter_map(|p| p.get("reconnects").and_then(Value::as_u64)).sum();
+        let mut extra = serde_json::Map::new();
+        extra.insert("rtt_ms".into(), slowest.into());
+        extra.insert("reconnects".into(), reconnects.into());
+        extra.insert("processes".into(), Value::Object(processes));
+        extra
     }
 
     /// Records whether the embedded worker `name` is running.
@@ -173,6 +212,26 @@ impl WorkerRegistry {
     /// Reads the embedded worker `name`'s fault from `fault`.
     pub fn embed_fault(&self, name: &str, fault: Fault) {
         self.faults.lock().expect("registry lock").insert(name.to_string(), fault);
+    }
+
+    /// Reads the embedded worker `name`'s counters from `counters`.
+    pub fn embed_counters(&self, name: &str, counters: Counters) {
+        self.counters.lock().expect("registry lock").insert(name.to_string(), counters);
+    }
+
+    /// A worker's own counts: an embedded worker's as they are now, else those its last heartbeat
+    /// carried (empty when never heard from).
+    pub fn counters_of(&self, name: &str) -> BTreeMap<String, u64> {
+        if self.embedded.lock().expect("registry lock").get(name) == Some(&true)
+            && let Some(counters) = self.counters.lock().expect("registry lock").get(name)
+        {
+            return counters.snapshot();
+        }
+        let heard = self.heard.lock().expect("registry lock");
+        let Some(counters) = heard.get(name).and_then(|h| h.extra.get("counters")).and_then(|c| c.as_object()) else {
+            return BTreeMap::new();
+        };
+        counters.iter().filter_map(|(k, v)| Some((k.clone(), v.as_u64()?))).collect()
     }
 
     /// Why a worker that is up cannot do its work: an embedded worker's own fault, else the one its
@@ -351,6 +410,27 @@ mod tests {
         assert_eq!(registry.fault("sniffer", true, 1001.0), None);
         fault.set("capture interface unavailable");
         assert_eq!(registry.fault("sniffer", true, 1001.0).as_deref(), Some("capture interface unavailable"));
+    }
+
+    #[test]
+    fn the_bus_row_keeps_each_process_beat_and_forgets_stale_ones() {
+        let registry = WorkerRegistry::new(Duration::from_secs(90));
+        let bus_beat = |process: &str, rtt: f64, reconnects: u64, at: f64| {
+            let payload = json!({"process": process, "pid": 1, "host": "h", "rtt_ms": rtt, "reconnects": reconnects});
+            let event = Event::new(topics::BUS_HEALTH, "health", payload);
+            registry.record(&event.topic, &serde_json::to_vec(&event).unwrap(), at);
+        };
+        bus_beat("svc-api", 0.5, 0, 1000.0);
+        bus_beat("svc-worker-collector", 2.5, 3, 1010.0);
+        let row = registry.rows(true, 1011.0).into_iter().find(|r| r.name == BUS_ROW).unwrap();
+        assert_eq!(row.status, Tier::Ok);
+        assert_eq!((&row.extra["rtt_ms"], &row.extra["reconnects"]), (&json!(2.5), &json!(3)));
+        assert_eq!(row.extra["processes"]["svc-api"]["rtt_ms"], json!(0.5));
+        assert_eq!(row.extra["processes"]["svc-api"]["seconds_since"], json!(10.0));
+        bus_beat("svc-worker-collector", 1.0, 3, 1095.0);
+        let row = registry.rows(true, 1095.0).into_iter().find(|r| r.name == BUS_ROW).unwrap();
+        let processes: Vec<&String> = row.extra["processes"].as_object().unwrap().keys().collect();
+        assert_eq!(processes, ["svc-worker-collector"], "the API's beat is past the stale window");
     }
 
     #[test]

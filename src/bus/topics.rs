@@ -9,6 +9,9 @@ pub const SYSTEM_LOG: &str = "system.log";
 /// with `{"started": bool, "detail": text}`).
 pub const SUPERVISOR_START: &str = "system.supervisor.start";
 
+/// The bus's own heartbeat (round trip, reconnects), one per process; `system.*.health` hears it too.
+pub const BUS_HEALTH: &str = "system.bus.health";
+
 /// Every worker's heartbeat, for the registry.
 pub const ALL_WORKER_HEALTH: &str = "system.*.health";
 

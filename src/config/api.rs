@@ -34,7 +34,7 @@ pub struct ApiConfig {
     pub disallow_master: bool,
     /// `SVC_DEVELOPER`: interactive docs and exception details in 500 bodies.
     pub developer: bool,
-    /// `SVC_DEVELOPER_TRACING`: a span for every request.
+    /// `SVC_DEVELOPER_TRACING`: OpenTelemetry traces (`crate::traces`), in every process that reads it.
     pub developer_tracing: bool,
     /// `SVC_EMBED_PROFILER`: the attacker profiler runs inside the API.
     pub embed_profiler: bool,

@@ -20,6 +20,7 @@ mod settings;
 mod sniffer;
 mod swarm;
 mod tarpit;
+mod telemetry;
 mod webhook;
 
 use std::fmt;
@@ -36,6 +37,7 @@ pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
+pub use telemetry::{OtlpProtocol, TelemetryConfig};
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;
@@ -101,6 +103,7 @@ pub struct Config {
     pub bus: BusConfig,
     pub api: ApiConfig,
     pub fleet: FleetConfig,
+    pub telemetry: TelemetryConfig,
     // One section per worker from here on.
     pub ingest: IngestConfig,
     pub profiler: ProfilerConfig,
@@ -182,6 +185,8 @@ impl Config {
         let api = ApiConfig::read(&mut env, &data_dir);
         env.begin_section("Fleet, topologies and the mutator");
         let fleet = FleetConfig::read(&mut env);
+        env.begin_section("Observability (`/metrics`, traces)");
+        let telemetry = TelemetryConfig::read(&mut env);
         env.begin_section("Ingest worker");
         let ingest = IngestConfig::read(&mut env, &data_dir);
         env.begin_section("Profiler worker");
@@ -206,6 +211,7 @@ impl Config {
             bus,
             api,
             fleet,
+            telemetry,
             ingest,
             profiler,
             collector,

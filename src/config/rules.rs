@@ -37,6 +37,9 @@ const INSECURE_JWT_SECRETS: &[&str] = &[
     "insecure",
 ];
 
+/// A metrics token shorter than this is guessable by trying.
+const MIN_METRICS_TOKEN_LEN: usize = 24;
+
 /// HS256 keys shorter than this are guessable offline from a single token.
 const MIN_JWT_SECRET_LEN: usize = 32;
 
@@ -214,4 +217,19 @@ pub(super) fn is_loopback_host(host: &str) -> bool {
         return true;
     }
     host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `SVC_METRICS_TOKEN`: long enough not to be guessed, and sendable in a header as it is.
+pub(super) fn metrics_token(token: &crate::secret::Secret) -> Option<ConfigProblem> {
+    let token = token.expose();
+    if token.len() < MIN_METRICS_TOKEN_LEN {
+        return Some(ConfigProblem::new(
+            "SVC_METRICS_TOKEN",
+            format!("must be at least {MIN_METRICS_TOKEN_LEN} characters (`openssl rand -hex 24`)"),
+        ));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Some(ConfigProblem::new("SVC_METRICS_TOKEN", "must be printable ASCII without spaces"));
+    }
+    None
 }

@@ -67,7 +67,19 @@ const MEANINGS: &[(&str, &str)] = &[
         "SVC_DEVELOPER",
         "serves the OpenAPI document and its viewers (`/openapi.json`, `/docs`, `/redoc`); exception details in 500 bodies",
     ),
-    ("SVC_DEVELOPER_TRACING", "logs a span for every request, with its status and latency"),
+    (
+        "SVC_METRICS_TOKEN",
+        "bearer token a scraper sends to `/metrics` (24+ characters); unset: `/metrics` only on a loopback binding",
+    ),
+    (
+        "SVC_DEVELOPER_TRACING",
+        "OpenTelemetry traces over OTLP (requests, bus publishes, collector to ingester) and a log line per request; off: no span",
+    ),
+    ("SVC_OTEL_PROTOCOL", "`grpc` or `http/protobuf`: how traces reach the collector"),
+    (
+        "SVC_OTEL_ENDPOINT",
+        "the OTLP collector's base URL (`http://localhost:4318` by default with `http/protobuf`; `/v1/traces` is added)",
+    ),
     ("SVC_EMBED_PROFILER", "runs the attacker profiler inside the API"),
     (
         "SVC_EMBED_COLLECTOR",

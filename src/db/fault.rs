@@ -53,8 +53,17 @@ pub(super) fn is_store_fault(err: &sqlx::Error) -> bool {
 static LAST_FAULT: AtomicU64 = AtomicU64::new(0);
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
+/// Store faults this process has seen, for `/metrics`.
+static FAULTS_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// How many store faults this process has seen since it started.
+pub fn faults_seen() -> u64 {
+    FAULTS_SEEN.load(Ordering::Relaxed)
+}
+
 /// Records a store fault now: connections older than this are discarded on their next use.
 pub(super) fn record() {
+    FAULTS_SEEN.fetch_add(1, Ordering::Relaxed);
     let since = EPOCH.elapsed().as_nanos().max(1) as u64;
     LAST_FAULT.fetch_max(since, Ordering::AcqRel);
 }

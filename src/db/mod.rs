@@ -42,8 +42,9 @@ pub use attackers::{
 };
 pub use codec::Page;
 pub use config::DatabaseConfig;
+pub use fault::faults_seen as store_faults_seen;
 pub use fleet::{DeckyConfig, DeployState, Deployment, FleetDecky, FleetNetwork, FleetStore, StoredFleet};
-pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
+pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, LogTrace, NewBounty, NewCredential, NewLog};
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use limits::{LimitStore, LimitWindow};
 pub use logs::{
@@ -169,6 +170,16 @@ pub trait Database:
 
     /// Closes the pool, waiting for connections in use to be returned.
     async fn close(&self);
+
+    /// The connections of the main pool right now, for `/metrics`.
+    fn pool_use(&self) -> PoolUse;
+}
+
+/// How many pooled connections exist, and how many of them wait idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolUse {
+    pub open: u32,
+    pub idle: u32,
 }
 
 both_backends! {
@@ -195,6 +206,10 @@ both_backends! {
             self.writer.close().await;
             self.pool.close().await;
             self.close_reads().await;
+        }
+
+        fn pool_use(&self) -> PoolUse {
+            PoolUse { open: self.pool.size(), idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX) }
         }
     }
 }

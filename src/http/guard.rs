@@ -2,7 +2,8 @@
 //! [`Authenticated`] (any live token, even one whose user must change password), [`Viewer`] and
 //! [`Admin`] (role gates, closed until the password is changed), and [`StreamViewer`] for event
 //! streams (a bearer header, or else a single-use `?ticket=`). A token in the query string never
-//! authenticates.
+//! authenticates. [`MetricsReader`] is the scraper of `/metrics`, who has no user: it holds
+//! `SVC_METRICS_TOKEN`, or the API binds loopback and no token is configured.
 
 use axum::extract::FromRequestParts;
 use axum::http::header;
@@ -40,6 +41,34 @@ impl From<AuthError> for ApiError {
                 ApiError::Unauthenticated(INVALID_CREDENTIALS)
             }
             AuthError::Store(err) => err.into(),
+        }
+    }
+}
+
+/// Who may scrape `/metrics`: the holder of `SVC_METRICS_TOKEN` as a bearer token; with no token
+/// configured, anyone while the API binds loopback, and no one (404, as if the route did not exist)
+/// on a public binding, so metrics are never open to the network by default.
+#[derive(Debug)]
+pub struct MetricsReader;
+
+impl FromRequestParts<AppState> for MetricsReader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        use sha2::{Digest, Sha256};
+        let Some(expected) = &state.config.telemetry.metrics_token else {
+            return if state.config.api.binds_loopback() {
+                Ok(MetricsReader)
+            } else {
+                Err(ApiError::not_found("Not Found"))
+            };
+        };
+        let given = bearer(parts)?.ok_or(ApiError::Unauthenticated(INVALID_CREDENTIALS))?;
+        // Digests compared, so the time taken says nothing about how much of the token matched.
+        if Sha256::digest(given.as_bytes()) == Sha256::digest(expected.expose().as_bytes()) {
+            Ok(MetricsReader)
+        } else {
+            Err(ApiError::Unauthenticated(INVALID_CREDENTIALS))
         }
     }
 }

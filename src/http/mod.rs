@@ -20,6 +20,7 @@ pub mod health;
 pub mod hot;
 pub mod limit;
 pub mod logs;
+pub mod metrics;
 pub mod paging;
 pub mod profile;
 pub mod redact;
@@ -44,8 +45,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -115,7 +115,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application.
 pub fn router(state: AppState) -> Router {
     let (app, document) = routes_and_document();
-    let app = app.merge(taxii::router());
+    let app = app.merge(taxii::router()).merge(metrics::router());
     let app = if state.config.api.developer { app.merge(docs::router(document)) } else { app };
     with_layers(app, state)
 }
@@ -134,13 +134,14 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         app = app.layer(axum::middleware::from_fn_with_state(profiler, profile::profile_request));
     }
     if state.config.api.developer_tracing {
-        // At INFO, so the default log filter shows every request with its status and latency.
-        let trace = TraceLayer::new_for_http()
-            .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
-            .on_response(DefaultOnResponse::new().level(Level::INFO));
+        // At INFO, so the default log filter shows every request with its status and latency; the
+        // span is the request's server span when traces are exported (`crate::traces`).
+        let trace = TraceLayer::new_for_http().make_span_with(metrics::server_span).on_response(metrics::span_response);
         app = app.layer(trace);
     }
     app.layer(axum::middleware::from_fn(extract::require_json))
+        // Outside the timeout, panic and error layers, so what it counts is what the client got.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_request))
         .layer(cors(&state.config))
         .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)

@@ -16,6 +16,7 @@ use crate::bus::{Bus, WorkerRegistry};
 use crate::config::Config;
 use crate::db::Db;
 use crate::fleet::Fleet;
+use crate::metrics::RequestMetrics;
 use crate::systemd::UnitListing;
 use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
@@ -65,6 +66,8 @@ pub struct State {
     pub hot_reads: Arc<HotReads>,
     /// Open event streams per user (`SVC_SSE_MAX_PER_USER`).
     pub sse: Arc<SseSlots>,
+    /// Every request answered, by route template, method and status (`/metrics`).
+    pub requests: Arc<RequestMetrics>,
     /// The statistics log streams share.
     pub summaries: Arc<Summaries>,
     /// Cancelled when the server starts shutting down: event streams end, so draining does not

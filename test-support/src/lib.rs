@@ -5,4 +5,5 @@
 //! processes. Everything here runs the real component; nothing is mocked.
 
 pub mod in_process;
+pub mod otlp;
 pub mod processes;

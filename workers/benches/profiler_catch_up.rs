@@ -53,6 +53,7 @@ fn row(i: usize) -> NewLog {
         attacker_ip: ip,
         fields,
         msg,
+        trace: None,
     }
 }
 

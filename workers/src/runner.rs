@@ -1,5 +1,5 @@
 //! The loop every worker process shares: connect to the bus, send the heartbeat on
-//! `system.<name>.health`, listen for `stop` on `system.<name>.control`, and turn that intent,
+//! `system.<name>.health` and the bus's own on `system.bus.health`, listen for `stop` on `system.<name>.control`, and turn that intent,
 //! SIGTERM or SIGINT into a cancellation the worker's body answers by finishing its current batch
 //! and returning, after which the process exits 0.
 
@@ -17,7 +17,14 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
 
     let name = body.name;
     let config = Arc::new(config);
-    let bus = Bus::connect(config.bus.nats_url.as_deref(), &format!("svc-worker-{name}")).await;
+    let connection = format!("svc-worker-{name}");
+    let bus = Bus::connect(config.bus.nats_url.as_deref(), &connection).await;
+    let bus_health = tokio::spawn(svc::bus::bus_health::run(
+        bus.clone(),
+        connection,
+        config.bus.heartbeat_interval,
+        cancel.child_token(),
+    ));
     let db = svc::db::connect(&config.db).context("opening the database")?;
     // A fresh database gets its schema from whichever process comes first, a worker included.
     if let Err(err) = db.migrate().await {
@@ -31,6 +38,7 @@ pub async fn run(config: Config, body: WorkerBody) -> anyhow::Result<()> {
     tracing::info!(worker = name, "Worker started");
     let result = (body.run)(ctx.clone()).await;
     attendance.end().await;
+    bus_health.abort();
     bus.close().await;
     ctx.db.close().await;
     match &result {

@@ -7,7 +7,8 @@
 //! It is the ingest hot path, so it scans bytes by hand and allocates only what it returns. The
 //! parts: `header` (PRI, tokens, double wrap, timestamp), `sd` (structured data and MSG),
 //! `attacker` (which address a line names), `format` (writing lines), `shell` (`CMD …` bodies),
-//! `text` (Python's whitespace and word characters, as DECNET's reader sees them). Handing lines
+//! `text` (Python's whitespace and word characters, as DECNET's reader sees them), `trace` (the
+//! trace context a line carries from the collector to the ingester). Handing lines
 //! to the ingest file (`svc::logline::append`) needs the async runtime, so it stays in `svc`.
 
 mod attacker;
@@ -18,9 +19,11 @@ mod shell;
 #[cfg(test)]
 mod tests;
 mod text;
+mod trace;
 
 pub use format::{field_key, format, header_token};
 pub use shell::{ShellCommand, parse_shell_command};
+pub use trace::{TraceContext, trace_context, with_trace_context, without_trace_context};
 
 use chrono::{DateTime, Utc};
 

@@ -24,6 +24,15 @@ pub struct NewLog {
     /// A JSON object text (DECNET's dashboard reads `fields` as a string and decodes it itself).
     pub fields: String,
     pub msg: Option<String>,
+    /// The trace the line was carried in (`crate::traces`), when it carried one.
+    pub trace: Option<LogTrace>,
+}
+
+/// The OpenTelemetry ids stored with a row: 32 and 16 lowercase hex digits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogTrace {
+    pub trace_id: String,
+    pub span_id: String,
 }
 
 /// A captured artifact or fingerprint, stored once per (`bounty_type`, `attacker_ip`, `payload`).

@@ -75,7 +75,8 @@ fn log_size(log: &NewLog) -> usize {
         + log.raw_line.len()
         + log.fields.len()
         + log.msg.as_ref().map_or(0, String::len)
-        + 8 * PER_COLUMN
+        + log.trace.as_ref().map_or(0, |t| t.trace_id.len() + t.span_id.len())
+        + 10 * PER_COLUMN
 }
 
 fn bounty_size(bounty: &NewBounty) -> usize {
@@ -279,7 +280,7 @@ both_backends! {
         }
         for rows in row_sets(logs, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, log_size) {
             let mut insert = QueryBuilder::<Sql>::new(format!(
-                "{} into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, host_uuid) ",
+                "{} into logs (timestamp, decky, service, event_type, attacker_ip, raw_line, fields, msg, host_uuid, trace_id, span_id) ",
                 Backend::INSERT_ROWS
             ));
             insert.push_values(rows, |mut row, log| {
@@ -291,7 +292,9 @@ both_backends! {
                     .push_bind(log.raw_line.as_str())
                     .push_bind(log.fields.as_str())
                     .push_bind(log.msg.as_deref())
-                    .push_bind(host.map(|uuid| uuid.to_string()));
+                    .push_bind(host.map(|uuid| uuid.to_string()))
+                    .push_bind(log.trace.as_ref().map(|t| t.trace_id.as_str()))
+                    .push_bind(log.trace.as_ref().map(|t| t.span_id.as_str()));
             });
             insert.build().execute(&mut *tx).await?;
         }

@@ -55,6 +55,11 @@ impl SseSlots {
         Ok(SseSlot { slots: self.clone(), user })
     }
 
+    /// Streams open now, every user's.
+    pub fn total(&self) -> u64 {
+        self.open.lock().expect("slot lock").values().map(|n| u64::from(*n)).sum()
+    }
+
     /// Streams `user` holds open now.
     pub fn open(&self, user: Uuid) -> u32 {
         self.open.lock().expect("slot lock").get(&user).copied().unwrap_or(0)

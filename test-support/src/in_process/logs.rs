@@ -70,6 +70,7 @@ pub fn log(
         ),
         fields: fields.to_string(),
         msg: None,
+        trace: None,
     }
 }
 

@@ -14,6 +14,7 @@ use rustix::process::{Pid, Signal};
 
 pub mod netns;
 pub mod podman;
+pub mod prometheus;
 pub mod swarm;
 
 pub const JWT_SECRET: &str = "7c1e4b9f2a6d3c8e5f0a1b2c3d4e5f6a";

@@ -311,7 +311,9 @@ async fn write_batches(
                 suppressed += 1;
                 continue;
             }
-            bytes.extend_from_slice(line.text.as_bytes());
+            // With traces on, the line carries its trace on to the ingester.
+            let traced = svc::traces::line_written().and_then(|tp| svc::logline::with_trace_context(&line.text, &tp));
+            bytes.extend_from_slice(traced.as_deref().unwrap_or(&line.text).as_bytes());
             bytes.push(b'\n');
             written += 1;
         }

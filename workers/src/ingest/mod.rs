@@ -18,7 +18,7 @@ use chrono::Utc;
 use serde_json::json;
 use svc::bus::logs::{self as log_notices, BatchCommitted};
 use svc::bus::{Event, topics};
-use svc::db::{DbError, IngestBatch, IngestCursor, NewCredential, NewLog};
+use svc::db::{DbError, IngestBatch, IngestCursor, LogTrace, NewCredential, NewLog};
 use svc::disk_watermark::DiskWatermark;
 use svc::worker::{WorkerBody, WorkerContext};
 
@@ -146,6 +146,16 @@ impl Pending {
             self.tally.shed += 1;
             return;
         }
+        // A line the collector carried a trace in: its row stores the trace, its raw line does not.
+        let trace = svc::logline::trace_context(&text).map(|carried| {
+            let (trace_id, span_id) =
+                svc::traces::line_stored(&carried, &parsed.decky, &parsed.service, &parsed.event_type);
+            LogTrace { trace_id, span_id }
+        });
+        let raw_line = match trace {
+            Some(_) => svc::logline::without_trace_context(&text).into_owned(),
+            None => text.into_owned(),
+        };
         let timestamp = parsed.timestamp.unwrap_or(now);
         let derived = derive::derive(&parsed, timestamp);
         self.batch.bounties.extend(derived.bounties);
@@ -158,7 +168,8 @@ impl Pending {
             event_type: parsed.event_type,
             attacker_ip: parsed.attacker_ip,
             msg: parsed.msg,
-            raw_line: text.into_owned(),
+            raw_line,
+            trace,
         });
         self.tally.stored += 1;
     }
