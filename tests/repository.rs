@@ -638,6 +638,7 @@ async fn log_views_page_bound_count_and_bucket() {
             terms: parse_search(search),
             since: since.map(at),
             until: until.map(at),
+            ..LogFilter::default()
         };
         let count = |filter: LogFilter| {
             let db = db.clone();
@@ -778,8 +779,12 @@ const OTHER_SOURCE: &str = "/var/log/svc/other.log";
 async fn column_total(db: &Db, column: LogColumn, value: &str) -> (u64, usize, u64) {
     let term = vec![SearchTerm::Column(column, value.to_string())];
     let page = db.logs(&LogFilter { terms: term.clone(), ..LogFilter::default() }, 10_000, 0).await.unwrap();
-    let always =
-        LogFilter { terms: term, since: Some(t0() - Duration::days(3650)), until: Some(t0() + Duration::days(3650)) };
+    let always = LogFilter {
+        terms: term,
+        since: Some(t0() - Duration::days(3650)),
+        until: Some(t0() + Duration::days(3650)),
+        ..LogFilter::default()
+    };
     let counted = db.logs(&always, 1, 0).await.unwrap().total;
     (page.total, page.rows.len(), counted)
 }

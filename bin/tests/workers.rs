@@ -171,7 +171,19 @@ async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_
     let names: Vec<&str> = body["workers"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["api", "ingest", "collector", "profiler", "sniffer", "prober", "tarpit", "mutator", "webhook", "listener", "forwarder"]
+        [
+            "api",
+            "ingest",
+            "collector",
+            "profiler",
+            "sniffer",
+            "prober",
+            "tarpit",
+            "mutator",
+            "webhook",
+            "listener",
+            "forwarder"
+        ]
     );
     assert!(body["workers"].as_array().unwrap().iter().all(|r| r["status"] == "unknown" && r["installed"] == false));
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::fleet::subnet::Subnet;
 pub use super::updater::agent::RestartMode;
+use crate::fleet::subnet::Subnet;
 
 #[derive(Clone, Debug)]
 pub struct SwarmConfig {
