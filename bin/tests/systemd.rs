@@ -25,6 +25,7 @@ fn installed_units_pass_systemd_analyze_verify() {
         "svc-ingest.service",
         "svc-listener.service",
         "svc-mutator.service",
+        "svc-prober.service",
         "svc-profiler.service",
         "svc-sniffer.service",
         "svc-tarpit.service",

@@ -68,9 +68,11 @@ mod tests {
     }
 
     #[test]
-    fn only_the_sniffer_may_capture_and_only_what_enters_deckies_may_change_their_network() {
+    fn only_the_sniffer_and_prober_may_use_raw_sockets_and_only_what_enters_deckies_may_change_their_network() {
         for unit in render(Path::new("/usr/bin/svc")).unwrap() {
-            assert_eq!(unit.text.contains("CAP_NET_RAW"), unit.name == "svc-sniffer.service", "{}", unit.name);
+            // The sniffer captures; the prober reads its own SYN-ACKs and ICMP errors.
+            let raw = ["svc-sniffer.service", "svc-prober.service"].contains(&unit.name.as_str());
+            assert_eq!(unit.text.contains("CAP_NET_RAW"), raw, "{}", unit.name);
             // The tarpit shapes a decky's traffic (the API runs it too); the API and the mutator
             // set routes inside topology deckies.
             let enters = ["svc-api.service", "svc-tarpit.service", "svc-mutator.service"].contains(&unit.name.as_str());
