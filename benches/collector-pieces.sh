@@ -47,7 +47,7 @@ pieces=$(grep -c ' stdout P ' "$log" || true)
 lines=$(grep -c ' stdout F ' "$log" || true)
 
 start=$(date +%s.%N)
-"${svc_env[@]}" SVC_COLLECTOR_RECONCILE_S=1 "$SVC_BIN" worker collector &
+"${svc_env[@]}" SVC_COLLECTOR_RECONCILE_S=1 SVC_FLOOD_CAP_PER_S=0 SVC_DISK_MIN_FREE_MB=0 "$SVC_BIN" worker collector &
 collector=$!
 # The backlog is carried when the ingest file has not grown for a second.
 last_size=-1

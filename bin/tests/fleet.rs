@@ -216,7 +216,10 @@ async fn the_collector_writes_every_line_exactly_once_across_twenty_kills() {
             .env("SVC_DOCKER_HOST", podman.host())
             .env("SVC_FLEET_NAME", &podman.fleet)
             .env("SVC_INGEST_LOG_FILE", &fleet.ingest)
-            .env("SVC_COLLECTOR_RECONCILE_S", "0.5");
+            .env("SVC_COLLECTOR_RECONCILE_S", "0.5")
+            // Every numbered request must be stored: one address's flood is this test's load.
+            .env("SVC_FLOOD_CAP_PER_S", "0")
+            .env("SVC_DISK_MIN_FREE_MB", "0");
         command
     };
     let mut collector = Proc::spawn(collector_command());
