@@ -94,7 +94,8 @@ impl Fleet {
             .env("SVC_FLEET_NAME", &podman.fleet)
             .env("SVC_INGEST_LOG_FILE", &self.ingest)
             .env("SVC_COLLECTOR_RECONCILE_S", reconcile_s)
-            .env("SVC_FLOOD_CAP_PER_S", "0");
+            .env("SVC_FLOOD_CAP_PER_S", "0")
+            .env("SVC_DISK_MIN_FREE_MB", "0");
         Proc::spawn(command)
     }
 
