@@ -97,9 +97,11 @@ pub const DECKY_USER: &str = "65534:65534";
 /// A decky's memory and process limits: a decoy is one process with a few threads per session.
 pub const DECKY_MEMORY_BYTES: i64 = 256 << 20;
 pub const DECKY_PIDS: i64 = 256;
-/// The engine's log of a decky's output, kept at most 3 × 10 MiB: the collector carries the lines
+/// The engine's log of a decky's output, kept at most 3 × 64 MiB: the collector carries the lines
 /// to the ingest file as they come, so the engine's copy is only a buffer for a collector away.
-pub const DECKY_LOG_MAX_BYTES: u64 = 10 << 20;
+/// Generous because podman does not rotate at the cap but truncates, and a truncation under the
+/// collector's read cuts the line it is reading.
+pub const DECKY_LOG_MAX_BYTES: u64 = 64 << 20;
 pub const DECKY_LOG_FILES: u32 = 3;
 
 /// The kernel settings of a decky's network namespace: its ports below 1024 may be bound without
