@@ -13,19 +13,7 @@ use serde_json::json;
 use svc::swarm::pki::Ca;
 use svc::swarm::tls::PeerPin;
 use svc_test_support::processes::swarm::{endpoint, enroll, master_store};
-use svc_test_support::processes::{Proc, free_port, path, start_api};
-
-fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
-    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// utime + stime of `pid`, in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-}
+use svc_test_support::processes::{Proc, cpu_ticks, env_or, free_port, path, start_api};
 
 fn rss_kib(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

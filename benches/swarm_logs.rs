@@ -13,19 +13,7 @@ use std::time::{Duration, Instant};
 
 use svc::swarm::pki::Ca;
 use svc_test_support::processes::swarm::{enroll, forwarder_command, master_store};
-use svc_test_support::processes::{Proc, admin_token, api_call, free_port, path, start_api};
-
-fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
-    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// utime + stime of `pid`, in clock ticks (100 a second).
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-}
+use svc_test_support::processes::{Proc, admin_token, api_call, cpu_ticks, env_or, free_port, path, start_api};
 
 fn line(at: chrono::DateTime<chrono::Utc>, seq: u64) -> String {
     format!(

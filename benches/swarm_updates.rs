@@ -17,16 +17,12 @@ use svc::swarm::tls::PeerPin;
 use svc::swarm::updates::{build_release, push};
 use svc_test_support::processes::netns::NetnsHost;
 use svc_test_support::processes::swarm::{endpoint, updater_command};
-use svc_test_support::processes::{Proc, svc_binary};
+use svc_test_support::processes::{Proc, env_or, svc_binary};
 use tokio::sync::watch;
 use uuid::Uuid;
 
 const AGENT_PORT: u16 = 18765;
 const UPDATER_PORT: u16 = 18766;
-
-fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
-    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn summary(mut values: Vec<Duration>) -> String {
     values.sort();

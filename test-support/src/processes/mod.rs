@@ -298,3 +298,16 @@ pub fn ip(args: &[&str]) {
     let output = Command::new("ip").args(args).env("PATH", path()).output().unwrap();
     assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
 }
+
+/// `var` parsed, or `default` when it is unset or does not parse (the benches' knobs).
+pub fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// utime + stime of process `pid`, in clock ticks (100 a second), from `/proc/<pid>/stat`.
+pub fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
