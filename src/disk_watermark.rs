@@ -6,9 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
-use crate::db::DatabaseConfig;
-
 /// What runs low, and which events go first.
 #[derive(Clone, Debug)]
 pub struct DiskWatermark {
@@ -25,18 +22,10 @@ pub struct LowDisk {
 }
 
 impl DiskWatermark {
-    /// The watermark of `config`, over the ingest file and the sqlite database (a MySQL database's
-    /// disk is its server's).
-    pub fn of(config: &Config) -> DiskWatermark {
-        let mut watched: Vec<PathBuf> = config.ingest.log_file.iter().cloned().collect();
-        if let DatabaseConfig::Sqlite { path, .. } = &config.db {
-            watched.push(path.clone());
-        }
-        DiskWatermark {
-            min_free_bytes: config.ingest.disk_min_free_bytes,
-            low_value_events: config.ingest.low_value_events.clone(),
-            watched,
-        }
+    /// Below `min_free_bytes` (0: never) free on the filesystem of any of `watched`, the
+    /// `low_value_events` are shed.
+    pub fn new(watched: Vec<PathBuf>, min_free_bytes: u64, low_value_events: Vec<String>) -> DiskWatermark {
+        DiskWatermark { min_free_bytes, low_value_events, watched }
     }
 
     /// The first watched filesystem with less free space than the watermark; `None` when every one

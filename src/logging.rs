@@ -10,8 +10,8 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::config::LogFormat;
-use crate::traces::TraceLayer;
+use crate::config::{Config, LogFormat};
+use crate::traces::{TraceLayer, Traces};
 
 pub fn init(format: LogFormat, traces: Option<TraceLayer>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -26,4 +26,13 @@ pub fn init(format: LogFormat, traces: Option<TraceLayer>) {
         LogFormat::Text => registry.with(text.with_filter(filter)).try_init(),
         LogFormat::Json => registry.with(text.json().flatten_event(true).with_filter(filter)).try_init(),
     };
+}
+
+/// This process's trace export for `service`: [`Traces::start`] with `SVC_DEVELOPER_TRACING` on,
+/// nothing otherwise (no provider, no exporter, no layer).
+pub fn traces(config: &Config, service: &str) -> (Traces, Option<TraceLayer>) {
+    if !config.api.developer_tracing {
+        return (Traces::off(), None);
+    }
+    Traces::start(config.telemetry.otlp_protocol, &config.telemetry.otlp_endpoint, service)
 }

@@ -17,14 +17,21 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Registry;
 
-use crate::config::{Config, OtlpProtocol};
-
 /// Whether this process exports traces: read where a span would be opened.
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// Whether spans are wanted in this process (the tracing layer is installed).
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+/// How spans reach the OpenTelemetry collector (`SVC_OTEL_PROTOCOL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// OTLP over gRPC, DECNET's choice (port 4317).
+    Grpc,
+    /// OTLP over HTTP with protobuf bodies, to `<endpoint>/v1/traces` (port 4318).
+    HttpProtobuf,
 }
 
 /// The layer that hands `tracing` spans to OpenTelemetry.
@@ -41,29 +48,25 @@ impl Traces {
         Traces::default()
     }
 
-    /// With `SVC_DEVELOPER_TRACING`, the exporter and provider for `service` and the layer to add to
-    /// the subscriber; otherwise nothing. Must run inside the tokio runtime (the gRPC channel lives
-    /// on it). An exporter that cannot be built is reported on stderr (logging is not up yet) and
-    /// the process goes on without traces.
-    pub fn start(config: &Config, service: &str) -> (Traces, Option<TraceLayer>) {
-        if !config.api.developer_tracing {
-            return (Traces::off(), None);
-        }
-        let telemetry = &config.telemetry;
-        let exporter = match telemetry.otlp_protocol {
+    /// The exporter (over `protocol` to `endpoint`) and provider for `service`, and the layer to add
+    /// to the subscriber; `crate::logging::traces` calls it only with `SVC_DEVELOPER_TRACING` on.
+    /// Must run inside the tokio runtime (the gRPC channel lives on it). An exporter that cannot be
+    /// built is reported on stderr (logging is not up yet) and the process goes on without traces.
+    pub fn start(protocol: OtlpProtocol, endpoint: &str, service: &str) -> (Traces, Option<TraceLayer>) {
+        let exporter = match protocol {
             OtlpProtocol::Grpc => {
-                opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(&telemetry.otlp_endpoint).build()
+                opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(endpoint).build()
             }
             OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
-                .with_endpoint(format!("{}/v1/traces", telemetry.otlp_endpoint))
+                .with_endpoint(format!("{endpoint}/v1/traces"))
                 .build(),
         };
         let exporter = match exporter {
             Ok(exporter) => exporter,
             Err(err) => {
-                eprintln!("svc: traces off: cannot build the OTLP exporter for {}: {err}", telemetry.otlp_endpoint);
+                eprintln!("svc: traces off: cannot build the OTLP exporter for {endpoint}: {err}");
                 return (Traces::off(), None);
             }
         };

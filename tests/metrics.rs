@@ -161,7 +161,7 @@ async fn with_tracing_off_no_span_is_created_and_no_exporter_exists() {
             ("SVC_HEARTBEAT_SECS", "0.2"),
             ("SVC_DEVELOPER_TRACING", tracing_on),
         ]);
-        let (traces, layer) = svc::traces::Traces::start(&config, "svc-api");
+        let (traces, layer) = svc::logging::traces(&config, "svc-api");
         assert_eq!(layer.is_some(), expect_spans, "an exporter exists only with tracing on");
         traces.shutdown();
         spans.store(0, Ordering::Relaxed);

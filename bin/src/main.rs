@@ -140,7 +140,7 @@ fn main() -> ExitCode {
     // Inside the runtime: the trace exporter's channel lives on it.
     let (traces, trace_layer) = {
         let _inside = runtime.enter();
-        svc::traces::Traces::start(&reading.config, &service_name(&cli.command))
+        svc::logging::traces(&reading.config, &service_name(&cli.command))
     };
     svc::logging::init(reading.config.log_format, trace_layer);
     let result = runtime.block_on(async move {

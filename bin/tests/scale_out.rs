@@ -2,6 +2,9 @@
 //! deployment behave as one API. Each test starts real replicas on loopback ports; the database
 //! tests need `SVC_TEST_MYSQL_URL` (sqlite has no server several processes share).
 
+#[path = "scale_out/services.rs"]
+mod services;
+
 use svc_test_support::in_process as store;
 use svc_test_support::processes as common;
 
@@ -12,6 +15,7 @@ use std::time::{Duration, Instant};
 use common::{Proc, eventually, free_port};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use services::{Haproxy, NatsCluster};
 use store::{ADMIN_PASSWORD, TestDb};
 
 /// The spec's bound for a revocation to reach every replica ("about 10 seconds": the replicas'
@@ -406,73 +410,6 @@ async fn workers_and_health_tell_the_same_truth_on_every_replica() {
     assert!(statuses.windows(2).all(|w| w[0] == w[1]), "health differs between replicas: {statuses:?}");
 }
 
-/// Three `nats-server` processes clustered on loopback ports, each with its monitoring port.
-struct NatsCluster {
-    nodes: Vec<(u16, u16, Option<Proc>)>,
-}
-
-impl NatsCluster {
-    fn start() -> NatsCluster {
-        let ports: Vec<(u16, u16, u16)> = (0..3).map(|_| (free_port(), free_port(), free_port())).collect();
-        let routes: Vec<String> = ports.iter().map(|(_, cluster, _)| format!("nats://127.0.0.1:{cluster}")).collect();
-        let nodes = ports
-            .iter()
-            .enumerate()
-            .map(|(i, &(client, _, monitor))| {
-                let mut command = Command::new("nats-server");
-                command.env("PATH", common::path()).args([
-                    "-a",
-                    "127.0.0.1",
-                    "-p",
-                    &client.to_string(),
-                    "-m",
-                    &monitor.to_string(),
-                    "-n",
-                    &format!("node-{i}"),
-                    "--cluster_name",
-                    "svc",
-                    "--cluster",
-                    &routes[i],
-                    "--routes",
-                    &routes.join(","),
-                ]);
-                (client, monitor, Some(Proc::spawn(command)))
-            })
-            .collect();
-        NatsCluster { nodes }
-    }
-
-    fn url(&self, node: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.nodes[node].0)
-    }
-
-    /// Every node's URL, comma-separated, as `SVC_NATS_URL` takes them.
-    fn urls(&self) -> String {
-        (0..self.nodes.len()).map(|i| self.url(i)).collect::<Vec<_>>().join(",")
-    }
-
-    /// The node a client named `name` is connected to, from the nodes' monitoring.
-    async fn node_of(&self, name: &str) -> Option<usize> {
-        for (i, (_, monitor, proc)) in self.nodes.iter().enumerate() {
-            if proc.is_none() {
-                continue;
-            }
-            let Ok(response) = reqwest::get(format!("http://127.0.0.1:{monitor}/connz")).await else { continue };
-            let body: Value = response.json().await.unwrap_or(Value::Null);
-            let connections = body["connections"].as_array().cloned().unwrap_or_default();
-            if connections.iter().any(|c| c["name"] == name) {
-                return Some(i);
-            }
-        }
-        None
-    }
-
-    fn kill(&mut self, node: usize) {
-        let proc = self.nodes[node].2.take().expect("the node runs");
-        proc.signal(rustix::process::Signal::KILL);
-    }
-}
-
 #[tokio::test]
 async fn heartbeats_keep_flowing_when_the_nats_node_an_api_uses_dies() {
     let mut cluster = NatsCluster::start();
@@ -502,54 +439,6 @@ async fn heartbeats_keep_flowing_when_the_nats_node_an_api_uses_dies() {
     let now = cluster.node_of("svc-api").await;
     assert!(now.is_some_and(|n| n != used), "the API is on a surviving node: {now:?}");
     eprintln!("NATS failover: heartbeats continued; the API is on node {now:?} after node {used} died");
-}
-
-/// haproxy in front of `ports` on a free loopback port; killed when dropped.
-struct Haproxy {
-    port: u16,
-    _proc: Proc,
-    _dir: tempfile::TempDir,
-}
-
-impl Haproxy {
-    /// `None` when haproxy is not installed (`scripts/lib.sh` installs it).
-    async fn start(ports: &[u16]) -> Option<Haproxy> {
-        let binary = std::env::split_paths(&common::path()).map(|d| d.join("haproxy")).find(|p| p.is_file());
-        let Some(binary) = binary else {
-            eprintln!("haproxy is not installed: skipped");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let config = dir.path().join("haproxy.cfg");
-        std::fs::write(&config, haproxy_config(port, ports)).unwrap();
-        let mut command = Command::new(binary);
-        command.args(["-db", "-f", config.to_str().unwrap()]);
-        let proc = Proc::spawn(command);
-        let url = format!("http://127.0.0.1:{port}/api/v1/health");
-        eventually("haproxy answers", || async { reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) })
-            .await;
-        Some(Haproxy { port, _proc: proc, _dir: dir })
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/api/v1{path}", self.port)
-    }
-}
-
-/// The configuration docs/scale-out.md shows, on the given ports.
-fn haproxy_config(port: u16, replicas: &[u16]) -> String {
-    let servers: String = replicas
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("    server replica-{i} 127.0.0.1:{p} check inter 500ms fall 2 rise 2\n"))
-        .collect();
-    format!(
-        "global\n    maxconn 2048\n\
-         defaults\n    mode http\n    timeout connect 2s\n    timeout client 1h\n    timeout server 1h\n    retries 3\n    option redispatch 1\n    retry-on conn-failure empty-response response-timeout\n\
-         frontend api\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\
-         backend replicas\n    balance roundrobin\n    option httpchk GET /api/v1/health\n    http-check expect status 200\n{servers}"
-    )
 }
 
 /// A client that retries what failed for want of a replica (the connection cut, a 502/503 from the

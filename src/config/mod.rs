@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 pub use crate::fleet::FleetConfig;
 pub use crate::swarm::config::SwarmConfig;
+pub use crate::traces::OtlpProtocol;
 pub use api::ApiConfig;
 pub use bus::BusConfig;
 pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST};
@@ -37,7 +38,7 @@ pub use profiler::ProfilerConfig;
 pub use settings::{Setting, settings};
 pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
-pub use telemetry::{OtlpProtocol, TelemetryConfig};
+pub use telemetry::TelemetryConfig;
 pub use webhook::WebhookConfig;
 
 use crate::db::DatabaseConfig;
@@ -147,6 +148,17 @@ impl From<Config> for Reading {
 }
 
 impl Config {
+    /// The free-disk watermark over the ingest file and the sqlite database (a MySQL database's
+    /// disk is its server's).
+    pub fn disk_watermark(&self) -> crate::disk_watermark::DiskWatermark {
+        let mut watched: Vec<std::path::PathBuf> = self.ingest.log_file.iter().cloned().collect();
+        if let DatabaseConfig::Sqlite { path, .. } = &self.db {
+            watched.push(path.clone());
+        }
+        let ingest = &self.ingest;
+        crate::disk_watermark::DiskWatermark::new(watched, ingest.disk_min_free_bytes, ingest.low_value_events.clone())
+    }
+
     /// Reads the process environment without refusing anything yet: `svc` decides, per command,
     /// whether [`Reading::check`] or [`Reading::check_for_api`] applies.
     pub fn read_env() -> Reading {

@@ -4,15 +4,7 @@
 use super::env::Env;
 use super::rules;
 use crate::secret::Secret;
-
-/// How spans reach the OpenTelemetry collector (`SVC_OTEL_PROTOCOL`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OtlpProtocol {
-    /// OTLP over gRPC, DECNET's choice (port 4317).
-    Grpc,
-    /// OTLP over HTTP with protobuf bodies, to `<endpoint>/v1/traces` (port 4318).
-    HttpProtobuf,
-}
+use crate::traces::OtlpProtocol;
 
 #[derive(Clone, Debug)]
 pub struct TelemetryConfig {

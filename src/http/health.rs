@@ -17,7 +17,6 @@ use utoipa_axum::routes;
 
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement, HostStatus};
-use crate::disk_watermark::DiskWatermark;
 use crate::recent::Recent;
 use crate::worker::WORKERS;
 
@@ -127,7 +126,7 @@ async fn components(state: &AppState) -> Vec<Component> {
         components.push(Component { name: "fleet", required: false, failure: Some(detail) });
     }
     // Below the free-disk watermark the collector and the ingester shed low-value events.
-    let watermark = DiskWatermark::of(&state.config);
+    let watermark = state.config.disk_watermark();
     if let Some(low) = watermark.low() {
         components.push(Component { name: "disk", required: false, failure: Some(watermark.detail(&low)) });
     }

@@ -36,7 +36,6 @@ use filter::Filter;
 use flood::FloodCap;
 use journal::{Journal, Position};
 use pieces::LineJoiner;
-use svc::disk_watermark::DiskWatermark;
 
 /// The worker's name.
 pub const NAME: &str = "collector";
@@ -265,7 +264,7 @@ async fn write_batches(
     let mut filter = Filter::new(&ctx.config.collector);
     let config = &ctx.config.collector;
     let mut cap = FloodCap::new(config.flood_cap_per_s, config.flood_window);
-    let watermark = DiskWatermark::of(&ctx.config);
+    let watermark = ctx.config.disk_watermark();
     let mut low_disk = false;
     // Summaries of ended windows are written within a second even when no line comes.
     let mut summary_tick = tokio::time::interval(SUMMARY_TICK);

@@ -196,7 +196,7 @@ async fn read_batch(
     to_end: bool,
 ) -> anyhow::Result<(Pending, Progress)> {
     let (size, wait) = (ctx.config.ingest.batch_size, ctx.config.ingest.batch_wait);
-    let watermark = DiskWatermark::of(&ctx.config);
+    let watermark = ctx.config.disk_watermark();
     let shedding = watermark.low().map(|low| {
         tracing::debug!(detail = %watermark.detail(&low), "Ingest: disk low, shedding");
         watermark

@@ -1,3 +1,5 @@
+//! The extraction rules, tried on hostile tarballs: absolute paths, `..`, links, devices, the size cap and setuid bits.
+
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 
