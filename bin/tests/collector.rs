@@ -297,6 +297,8 @@ async fn sixty_four_thousand_requests_at_a_thousand_a_second_arrive_once_and_who
     eprintln!("{REQUESTS} requests took {took:?}");
     let output = || collector.output();
     fleet.expect_each_once("seq", REQUESTS, Instant::now() + Duration::from_secs(120), &output).await;
+    // The engine's log of the decky is capped (`DECKY_LOG_MAX_BYTES`): this says how near the cap the load came.
+    eprintln!("the ingest file holds {} bytes", fleet.ingested().len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

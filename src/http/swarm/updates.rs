@@ -284,6 +284,7 @@ pub struct RollbackResponse {
         (status = 200, description = "rolled-back, or failed (the updater's answer or none)", body = RollbackResponse),
         (status = 400, description = "Host '<name>' has no updater bundle — nothing to roll back."),
         (status = 404, description = "Unknown host, or no previous release on it"),
+        (status = 422, description = "host_uuid is not a uuid"),
         AdminOnly, NotJson,
     )
 )]
