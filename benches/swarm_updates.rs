@@ -1,5 +1,5 @@
 //! Swarm updates end to end: `SWARM_UPDATE_HOSTS` hosts (default 3), each a network namespace
-//! (`svc-t-221`…) running `svc updater` (the binary `SVC_BIN` names, through the test-support
+//! (`svc-t-250`…) running `svc updater` (the binary `SVC_BIN` names, through the test-support
 //! helpers) which runs its agent. This process is the master: it builds one release of that svc
 //! (a copy with bytes appended, so its digest differs) and pushes it to every host in parallel over
 //! the pinned mutual-TLS client, `SWARM_UPDATE_ROUNDS` times (default 5). Prints the time until
@@ -54,7 +54,7 @@ async fn main() {
     let mut hosts = Vec::new();
     let (mut nets, mut keep) = (Vec::new(), Vec::new());
     for i in 0..count {
-        let net = NetnsHost::create(221 + i);
+        let net = NetnsHost::create(250 + i);
         let address = net.address.to_string();
         let name = format!("bench-{i}");
         let agent = ca.issue(&name, std::slice::from_ref(&address)).unwrap();

@@ -5,7 +5,9 @@
 //! release serving again); a host without a stored updater fingerprint is never dialled, and one
 //! whose updater presents another certificate is refused. On the updater itself: a missing digest is
 //! 400, a wrong one, `../`, an absolute path, a link or an oversize tarball is refused with the
-//! release directory unchanged, and an agent's certificate on `/update` is 403.
+//! release directory unchanged, and an agent's certificate on `/update` is 403. The updater starts
+//! its agent again after a kill -9, and `push-self` replaces the updater in place with a release
+//! that starts (`self-updated`) and refuses one that does not (`self-failed`, the old one serving).
 
 use svc_test_support::processes as common;
 
@@ -196,6 +198,30 @@ async fn the_updater_refuses_unverified_or_unsafe_releases_and_other_certificate
     .await;
 }
 
+/// The good release: this svc with bytes appended (an ELF runs the same), so its provenance
+/// differs from the running one's. The broken one exits at once.
+fn release_binaries(dir: &Path) -> (PathBuf, PathBuf) {
+    let good = dir.join("svc-good");
+    let mut bytes = std::fs::read(common::svc_binary()).unwrap();
+    bytes.extend_from_slice(b"svc-test-release-marker");
+    std::fs::write(&good, &bytes).unwrap();
+    let broken = dir.join("svc-broken");
+    std::fs::write(&broken, "#!/bin/sh\nexit 3\n").unwrap();
+    for binary in [&good, &broken] {
+        std::fs::set_permissions(binary, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    (good, broken)
+}
+
+/// The master's API (and its port), pushing `binary` as its release to updaters on `updater_port`.
+fn master_command(dir: &Path, swarm_dir: &Path, updater_port: u16, binary: &Path) -> (std::process::Command, u16) {
+    let (mut api, api_port) = api_command(dir, None);
+    api.env("SVC_SWARM_DIR", swarm_dir)
+        .env("SVC_UPDATER_PORT", updater_port.to_string())
+        .env("SVC_SWARM_BUNDLE_BIN", binary);
+    (api, api_port)
+}
+
 /// The master's routes against a real updater in its own namespace.
 #[tokio::test]
 async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
@@ -214,24 +240,8 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
     command.env("SVC_UPDATER_PROBE_S", "90");
     let _updater = Proc::spawn(net.wrap(&command));
 
-    // The good release: this svc with bytes appended (an ELF runs the same), so its provenance
-    // differs from the running one's. The broken one exits at once.
-    let good = dir.path().join("svc-good");
-    let mut bytes = std::fs::read(common::svc_binary()).unwrap();
-    bytes.extend_from_slice(b"svc-test-release-marker");
-    std::fs::write(&good, &bytes).unwrap();
-    std::fs::set_permissions(&good, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let broken = dir.path().join("svc-broken");
-    std::fs::write(&broken, "#!/bin/sh\nexit 3\n").unwrap();
-    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-
-    let start = |binary: &Path| {
-        let (mut api, api_port) = api_command(dir.path(), None);
-        api.env("SVC_SWARM_DIR", &swarm_dir)
-            .env("SVC_UPDATER_PORT", updater_port.to_string())
-            .env("SVC_SWARM_BUNDLE_BIN", binary);
-        (api, api_port)
-    };
+    let (good, broken) = release_binaries(dir.path());
+    let start = |binary: &Path| master_command(dir.path(), &swarm_dir, updater_port, binary);
     let (api, api_port) = start(&good);
     let api = start_api(api, api_port).await;
     let token = admin_token(api_port).await;
@@ -333,4 +343,87 @@ async fn the_master_pushes_a_release_rolls_back_and_refuses_a_broken_one() {
     let stderr = result["stderr"].as_str().unwrap();
     assert!(stderr.starts_with("forward-probe: agent exited") && stderr.contains("rollback-probe: ok"), "{stderr}");
     assert_eq!(release().await, Some(json!(initial)), "the old release serves again");
+}
+
+/// The updater restarts its agent after the agent's own crash (kill -9). `push-self`: the updater
+/// replaces itself with the pushed release and comes back on it (its agent healthy again); a release
+/// that does not start is `self-failed`, and the old updater serves on.
+#[tokio::test]
+async fn the_updater_revives_its_agent_replaces_itself_and_keeps_serving_when_the_new_one_does_not_start() {
+    let net = NetnsHost::create(253);
+    let dir = tempfile::tempdir().unwrap();
+    let address = net.address.to_string();
+    let swarm_dir = dir.path().join("swarm");
+    let ca = Ca::load_or_create(&swarm_dir.join("ca")).unwrap();
+    let agent_leaf = ca.issue("worker-2", std::slice::from_ref(&address)).unwrap();
+    let updater_leaf = ca.issue("updater@worker-2", std::slice::from_ref(&address)).unwrap();
+    let (agent_port, updater_port) = (free_port(), free_port());
+    let host = dir.path().join("host");
+    let mut command = updater_command(&host, &ca, &agent_leaf, &updater_leaf, "0.0.0.0", (agent_port, updater_port));
+    command.env("SVC_UPDATER_PROBE_S", "90");
+    let updater_process = Proc::spawn(net.wrap(&command));
+    let (good, broken) = release_binaries(dir.path());
+
+    let master_leaf = ca.issue(MASTER_CN, &[]).unwrap();
+    let updater_pin = PeerPin::Fingerprint(Some(updater_leaf.fingerprint.clone()));
+    let updater = endpoint(&address, updater_port, ca.cert_pem(), &master_leaf, updater_pin, true);
+    agent_ready(&updater).await;
+    let health = || async { updater.get("/health").await.map(|answer| answer.json()).ok() };
+    assert_eq!(health().await.unwrap()["updater_running"], Value::Null, "the updater runs as installed");
+
+    // The agent's own crash: killed, it is started again by its updater.
+    let agents = common::children_of(updater_process.pid());
+    assert_eq!(agents.len(), 1, "the updater runs one agent: {agents:?}");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(agents[0]).unwrap(), rustix::process::Signal::KILL)
+        .unwrap();
+    eventually("the updater started another agent", || async {
+        common::children_of(updater_process.pid()).iter().any(|pid| *pid != agents[0])
+    })
+    .await;
+    agent_ready(&updater).await;
+
+    let (api, api_port) = master_command(dir.path(), &swarm_dir, updater_port, &good);
+    let api = start_api(api, api_port).await;
+    let db = master_store(&dir.path().join("data"));
+    let worker = enroll(&db, "worker-2", &address, agent_port, &agent_leaf.fingerprint).await;
+    db.set_swarm_host_fingerprints(worker.uuid, &agent_leaf.fingerprint, Some(&updater_leaf.fingerprint))
+        .await
+        .unwrap();
+    let push_self = |api_port: u16| async move {
+        let token = admin_token(api_port).await;
+        let body = json!({"host_uuids": [worker.uuid]});
+        let (status, pushed) = api_call(api_port, &token, Method::POST, "/swarm-updates/push-self", Some(body)).await;
+        assert_eq!(status, 200, "{pushed}");
+        pushed
+    };
+
+    // The good release: the same process (pid) re-executes itself on it and runs its agent again.
+    let pushed = push_self(api_port).await;
+    let sha = pushed["sha"].as_str().unwrap().to_string();
+    assert_eq!(pushed["results"][0]["status"], "self-updated", "{pushed}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while health().await.is_none_or(|health| health["updater_running"] != json!(sha)) {
+        assert!(std::time::Instant::now() < deadline, "the updater never came back on its new release");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(common::alive(updater_process.pid()), "the updater was replaced in place");
+    agent_ready(&updater).await;
+    let health_now = health().await.unwrap();
+    assert_eq!(health_now["updater_releases"][0]["sha"], json!(sha), "{health_now}");
+
+    // A release that does not start: refused before it is installed, the updater serves on.
+    drop(api);
+    let (api, api_port) = master_command(dir.path(), &swarm_dir, updater_port, &broken);
+    let _api = start_api(api, api_port).await;
+    let pushed = push_self(api_port).await;
+    let result = &pushed["results"][0];
+    assert_eq!(
+        (result["status"].as_str(), result["http_status"].as_u64()),
+        (Some("self-failed"), Some(500)),
+        "{pushed}"
+    );
+    let health_now = health().await.expect("the old updater still serves");
+    assert_eq!(health_now["updater_running"], json!(sha), "{health_now}");
+    assert_eq!(health_now["updater_releases"][0]["sha"], json!(sha), "nothing was installed: {health_now}");
+    assert_eq!(health_now["agent_status"], "ok");
 }

@@ -3,8 +3,9 @@
 //! units start) is made a link to `<updater dir>/current/svc` and `svc-agent.service` and the
 //! host's worker units are restarted; otherwise (`supervise`, the default, and how the tests run
 //! it) the updater runs `<updater dir>/current/svc agent` as its own child with its own
-//! environment. Either way the agent's `/health` is then probed, with the updater's certificate,
-//! for a bounded time.
+//! environment, and restarts it when it exits on its own (as systemd's `Restart=on-failure` does for
+//! the unit). Either way the agent's `/health` is then probed, with the updater's certificate, for a
+//! bounded time.
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -104,6 +105,17 @@ impl AgentProcess {
         if let Some(running) = self.child.lock().await.take() {
             stop(running).await;
         }
+    }
+
+    /// Restarts a supervised agent that exited on its own (a crash, a kill) on the current release;
+    /// whether it had exited.
+    pub async fn revive_if_exited(&self) -> bool {
+        let Some(status) = self.exited().await else { return false };
+        tracing::warn!(%status, "The agent exited on its own; restarting it on the current release");
+        if let Err(err) = self.restart().await {
+            tracing::error!(error = %err, "The agent could not be restarted after it exited");
+        }
+        true
     }
 
     /// [`restart`](Self::restart), then [`probe`](Self::probe).

@@ -26,6 +26,9 @@ use super::config::UpdaterConfig;
 use super::pki::fingerprint as sha256_hex;
 use super::tls::{Identity, PeerPin, client_config};
 
+/// How often the supervised agent is checked for having exited.
+const REVIVE_CHECK: Duration = Duration::from_millis(500);
+
 /// The updater's state, shared by its routes; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Updater {
@@ -123,8 +126,26 @@ impl Updater {
         self.inner.slots.bootstrap(&exe, &sha)?;
         if self.inner.agent.mode() == RestartMode::Supervise {
             self.inner.agent.restart().await.map_err(anyhow::Error::msg)?;
+            self.supervise();
         }
         Ok(())
+    }
+
+    /// Until shutdown, restarts the supervised agent when it exited on its own, outside an update
+    /// (an update's probe decides about an agent that exits on a new release).
+    fn supervise(&self) {
+        let updater = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = updater.inner.shutdown.cancelled() => return,
+                    () = tokio::time::sleep(REVIVE_CHECK) => {}
+                }
+                if let Ok(_idle) = updater.inner.busy.try_lock() {
+                    updater.inner.agent.revive_if_exited().await;
+                }
+            }
+        });
     }
 
     /// Serves the API on `listener` until shutdown; a supervised agent is stopped with it.

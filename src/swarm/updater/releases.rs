@@ -45,6 +45,34 @@ pub fn running_release() -> Option<ReleaseInfo> {
     read_info(exe.parent()?)
 }
 
+/// How long a staged binary gets to answer `--version`.
+const VERSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether `binary` runs: `binary --version` exits 0 within [`VERSION_WAIT`] (killed past it); why
+/// not, otherwise. Blocking.
+pub fn answers_version(binary: &Path) -> Result<(), String> {
+    let mut child = std::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|err| format!("cannot run it: {err}"))?;
+    let deadline = std::time::Instant::now() + VERSION_WAIT;
+    loop {
+        match child.try_wait().map_err(|err| err.to_string())? {
+            Some(status) if status.success() => return Ok(()),
+            Some(status) => return Err(format!("--version {status}")),
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("--version did not exit within {} s", VERSION_WAIT.as_secs()));
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
 fn read_info(release: &Path) -> Option<ReleaseInfo> {
     serde_json::from_slice(&std::fs::read(release.join(METADATA)).ok()?).ok()
 }

@@ -59,6 +59,8 @@ async fn health(State(updater): State<Updater>) -> Json<Value> {
         "agent_status": agent_status,
         "releases": updater.inner.slots.views(),
         "updater_releases": updater.inner.own.views(),
+        // The release this updater process runs (null before its first self-update).
+        "updater_running": super::releases::running_release().map(|info| info.sha),
     }))
 }
 
@@ -102,13 +104,16 @@ async fn read_upload(mut multipart: Multipart) -> Result<Upload, Response> {
 }
 
 /// Checks the digest, then unpacks into a staging directory of `slots` and installs it. Nothing is
-/// written before the digest matched.
+/// written before the digest matched. With `must_start` (the updater's own release, which has no
+/// rollback once re-executed) the staged binary must first answer `--version`, or nothing is
+/// installed.
 // The refusal is the answer itself, built once and returned at once: boxing it buys nothing.
 #[allow(clippy::result_large_err)]
 async fn verify_and_install(
     updater: &Updater,
     slots: &Slots,
     upload: Upload,
+    must_start: bool,
 ) -> Result<super::releases::ReleaseInfo, Response> {
     let Some(tarball) = upload.tarball else {
         return Err(plain(StatusCode::UNPROCESSABLE_ENTITY, "tarball is required"));
@@ -133,6 +138,10 @@ async fn verify_and_install(
             return Err(failure(StatusCode::BAD_REQUEST, "tarball holds no svc binary", "", false));
         }
         std::fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(io)?;
+        if must_start && let Err(reason) = super::releases::answers_version(&binary) {
+            tracing::warn!(%reason, "Updater release refused: its binary does not start");
+            return Err(failure(StatusCode::INTERNAL_SERVER_ERROR, "the new release does not start", &reason, false));
+        }
         slots.install(staging, &sha).map_err(io)
     })
     .await;
@@ -162,7 +171,7 @@ async fn update(State(updater): State<Updater>, multipart: Multipart) -> Respons
 /// Verify, install, restart, probe; roll back and probe again when the agent is unhealthy.
 async fn apply_update(updater: Updater, upload: Upload) -> Response {
     let _busy = updater.inner.busy.lock().await;
-    let info = match verify_and_install(&updater, &updater.inner.slots, upload).await {
+    let info = match verify_and_install(&updater, &updater.inner.slots, upload, false).await {
         Ok(info) => info,
         Err(refusal) => return refusal,
     };
@@ -211,7 +220,7 @@ async fn update_self(State(updater): State<Updater>, multipart: Multipart) -> Re
         return plain(StatusCode::BAD_REQUEST, CONFIRM_SELF_REQUIRED);
     }
     let busy = updater.inner.busy.lock().await;
-    let info = match verify_and_install(&updater, &updater.inner.own, upload).await {
+    let info = match verify_and_install(&updater, &updater.inner.own, upload, true).await {
         Ok(info) => info,
         Err(refusal) => return refusal,
     };
