@@ -37,6 +37,7 @@ impl FleetConfig {
             name,
             deployment_limit: env.count("SVC_DEPLOYMENT_LIMIT", 10, 1..=1000),
             decky_binary: env.non_empty("SVC_DECKY_BINARY").map(PathBuf::from),
+            host_isolation: env.flag("SVC_DECKY_HOST_ISOLATION", true),
         }
     }
 }

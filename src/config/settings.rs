@@ -123,6 +123,10 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_DOCKER_HOST", "the container engine's API, `unix://PATH` or `tcp://HOST:PORT` (Docker, or podman's service)"),
     ("SVC_DEPLOYMENT_LIMIT", "the most deckies the fleet may hold (1..1000)"),
     ("SVC_DECKY_BINARY", "the svc binary the default decky image is built from; unset: the running one"),
+    (
+        "SVC_DECKY_HOST_ISOLATION",
+        "refuse everything a decky on this host's fleet bridge sends to the host itself (replies excepted); false turns it off",
+    ),
     ("SVC_INGEST_LOG_FILE", "the RFC 5424 file the collector writes and the ingester tails; empty turns ingestion off"),
     ("SVC_INGEST_BATCH_SIZE", "lines stored per transaction at most (1..100000)"),
     ("SVC_INGEST_BATCH_MAX_WAIT_MS", "milliseconds a started batch waits for more lines while the file grows"),

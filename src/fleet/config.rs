@@ -21,6 +21,10 @@ pub struct FleetConfig {
     pub deployment_limit: usize,
     /// `SVC_DECKY_BINARY`: the svc binary the default decky image carries (default: this one).
     pub decky_binary: Option<PathBuf>,
+    /// `SVC_DECKY_HOST_ISOLATION`, default true: the host refuses whatever the fleet's deckies on
+    /// a bridge of this host send to any of its own addresses, replies to its own connections
+    /// excepted (`fleet/host_isolation.rs`).
+    pub host_isolation: bool,
     /// `SVC_TOPOLOGY_SUBNET_POOL`, default `172.16.0.0/12`: the range topologies' /24 LANs are
     /// handed out from.
     pub topology_subnet_pool: Subnet,

@@ -26,8 +26,8 @@ impl Fleet {
         self.settings.docker_host.starts_with("unix://")
     }
 
-    /// Holds the route for the stored fleet network's subnet, when it is a bridge on this host
-    /// (again, after a host restart or someone removing it).
+    /// Holds the route for the stored fleet network's subnet, and the host's isolation from it,
+    /// when it is a bridge on this host (again, after a host restart or someone removing them).
     pub(super) async fn hold_host_route(&self) {
         let network = match self.db.fleet().await {
             Ok(stored) if !stored.deckies.is_empty() => stored.network,
@@ -38,13 +38,17 @@ impl Fleet {
             && self.bridge_on_this_host()
         {
             route(&["replace", "unreachable", &network.subnet, "metric", HOST_ROUTE_METRIC]).await;
+            self.isolate_host(Some(&network.subnet)).await;
+        } else if self.bridge_on_this_host() {
+            self.isolate_host(None).await;
         }
     }
 
-    /// Drops the route held for `network` (the fleet is gone or moved off it).
+    /// Drops the route and the isolation held for `network` (the fleet is gone or moved off it).
     pub(super) async fn release_host_route(&self, network: &FleetNetwork) {
         if network.interface.is_none() && self.bridge_on_this_host() {
             route(&["del", "unreachable", &network.subnet, "metric", HOST_ROUTE_METRIC]).await;
+            self.isolate_host(None).await;
         }
     }
 }

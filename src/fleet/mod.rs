@@ -4,7 +4,8 @@
 //! (`deploy`, with the decky image from `image`), tears deckies down, finds its containers
 //! (`containers`), says what runs (`status`, from the engine's events: `events`), keeps the
 //! engine's containers matching the store (`reconcile`, at once when an event asks) and the fleet's
-//! subnet on the host (`host_routes`).
+//! subnet on the host (`host_routes`), the host's own services out of the deckies' reach
+//! (`host_isolation`).
 //! Everything the engine says goes to the server log; callers get [`FleetError`]s with texts fit
 //! for an operator.
 
@@ -14,6 +15,7 @@ mod containers;
 pub mod decky_container;
 mod deploy;
 mod events;
+mod host_isolation;
 mod host_routes;
 mod image;
 pub mod ini;

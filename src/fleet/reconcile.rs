@@ -157,6 +157,8 @@ impl Fleet {
             }
         };
         self.found_others(others);
+        // Someone may have flushed the host's rules or routes.
+        self.hold_host_route().await;
         // Read after the listing: a container a mutation removed was removed after its record
         // was stored, so the record is seen here.
         let busy = busy.into_iter().chain(self.mutating().await?).collect::<BTreeSet<String>>();

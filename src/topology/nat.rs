@@ -11,15 +11,11 @@
 //! This works where the engine's rules are iptables rules (netavark's iptables driver, Docker):
 //! an accept ends the `nat` POSTROUTING chain they share.
 
-use std::time::Duration;
-
 use uuid::Uuid;
 
 use crate::db::TopologyDetail;
 use crate::fleet::subnet::Subnet;
-
-/// How long one `iptables` command may take (it waits for the xtables lock).
-const IPTABLES_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::iptables::{IptablesError, OwnChain};
 
 /// Topology `id`'s chain in the host's `nat` table (iptables names are at most 28 characters).
 pub fn chain(id: Uuid) -> String {
@@ -43,96 +39,30 @@ pub fn exemptions(detail: &TopologyDetail) -> Vec<(String, String)> {
     pairs
 }
 
+/// `chain` in the host's `nat` table, jumped to first from POSTROUTING.
+fn own(chain: &str) -> OwnChain<'_> {
+    OwnChain { table: "nat", hook: "POSTROUTING", name: chain }
+}
+
+fn rules(pairs: &[(String, String)]) -> Vec<String> {
+    pairs.iter().map(|(from, to)| format!("-s {from} -d {to} -j ACCEPT")).collect()
+}
+
 /// The `iptables-restore --noflush` input that takes the host's `nat` table, as `iptables -S`
 /// lists it, to `chain` holding exactly `pairs` and jumped to first from POSTROUTING; with no
 /// pairs, to no chain and no jump. `None` when the table is so already.
 pub fn script(listing: &str, chain: &str, pairs: &[(String, String)]) -> Option<String> {
-    let jump = format!("-A POSTROUTING -j {chain}");
-    let jumps = listing.lines().filter(|line| line.trim() == jump).count();
-    let exists = listing.lines().any(|line| line.trim() == format!("-N {chain}"));
-    let rule = |(from, to): &(String, String)| format!("-A {chain} -s {from} -d {to} -j ACCEPT");
-    let wanted: Vec<String> = pairs.iter().map(rule).collect();
-    let own = format!("-A {chain} ");
-    let held: Vec<&str> = listing.lines().map(str::trim).filter(|line| line.starts_with(&own)).collect();
-    let current = if pairs.is_empty() { !exists } else { exists && jumps == 1 && held == wanted };
-    if current {
-        return None;
-    }
-    let mut lines = vec!["*nat".to_string()];
-    if pairs.is_empty() {
-        lines.extend((0..jumps).map(|_| format!("-D POSTROUTING -j {chain}")));
-        lines.push(format!("-F {chain}"));
-        lines.push(format!("-X {chain}"));
-    } else {
-        // Declaring the chain makes it, or empties one that exists.
-        lines.push(format!(":{chain} - [0:0]"));
-        lines.extend(wanted);
-        if jumps == 0 {
-            lines.push(format!("-I POSTROUTING 1 -j {chain}"));
-        }
-    }
-    lines.push("COMMIT".into());
-    Some(lines.join("\n") + "\n")
-}
-
-/// Why iptables could not read or change the host's NAT table, in its own words: for the log.
-#[derive(Debug, thiserror::Error)]
-pub enum NatError {
-    #[error("{program}: {source}")]
-    Run { program: &'static str, source: std::io::Error },
-    #[error("{program}: {stderr}")]
-    Refused { program: &'static str, stderr: String },
-    #[error("{program}: timed out")]
-    TimedOut { program: &'static str },
+    own(chain).script(listing, &rules(pairs))
 }
 
 /// Makes the host's `chain` hold exactly `pairs` (none: removes it); whether it had to change.
-pub async fn apply(chain: &str, pairs: &[(String, String)]) -> Result<bool, NatError> {
-    match script(&iptables(&["-w", "-t", "nat", "-S"], "").await?, chain, pairs) {
-        Some(script) => iptables_restore(&script).await.map(|()| true),
-        None => Ok(false),
-    }
+pub async fn apply(chain: &str, pairs: &[(String, String)]) -> Result<bool, IptablesError> {
+    own(chain).apply(&rules(pairs)).await
 }
 
 /// Whether the host's `chain` holds exactly `pairs` (none: is absent).
-pub async fn is_current(chain: &str, pairs: &[(String, String)]) -> Result<bool, NatError> {
-    Ok(script(&iptables(&["-w", "-t", "nat", "-S"], "").await?, chain, pairs).is_none())
-}
-
-async fn iptables(args: &[&str], input: &str) -> Result<String, NatError> {
-    run("iptables", args, input).await
-}
-
-async fn iptables_restore(script: &str) -> Result<(), NatError> {
-    run("iptables-restore", &["-w", "--noflush"], script).await.map(drop)
-}
-
-/// `program args` with `input` on its standard input; its standard output.
-async fn run(program: &'static str, args: &[&str], input: &str) -> Result<String, NatError> {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| NatError::Run { program, source })?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let work = async move {
-        stdin.write_all(input.as_bytes()).await?;
-        drop(stdin);
-        child.wait_with_output().await
-    };
-    match tokio::time::timeout(IPTABLES_TIMEOUT, work).await {
-        Ok(Ok(output)) if output.status.success() => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
-        Ok(Ok(output)) => {
-            Err(NatError::Refused { program, stderr: String::from_utf8_lossy(&output.stderr).trim().to_string() })
-        }
-        Ok(Err(source)) => Err(NatError::Run { program, source }),
-        Err(_) => Err(NatError::TimedOut { program }),
-    }
+pub async fn is_current(chain: &str, pairs: &[(String, String)]) -> Result<bool, IptablesError> {
+    own(chain).is_current(&rules(pairs)).await
 }
 
 #[cfg(test)]

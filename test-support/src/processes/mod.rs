@@ -231,6 +231,27 @@ pub async fn api_call(
     (status, response.json().await.unwrap_or(serde_json::Value::Null))
 }
 
+/// Deploys `ini` (additively) through the API at `port` and waits, until `deadline`, for every
+/// lifecycle record to end; the records.
+pub async fn deploy_and_wait(port: u16, token: &str, ini: &str, deadline: Duration) -> Vec<serde_json::Value> {
+    let body = serde_json::json!({"ini_content": ini, "replace_fleet": false});
+    let (status, body) = api_call(port, token, reqwest::Method::POST, "/deckies/deploy", Some(body)).await;
+    assert_eq!(status, 202, "{body}");
+    let ids: Vec<&str> = body["lifecycle_ids"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    let query = ids.iter().map(|id| format!("ids={id}")).collect::<Vec<_>>().join("&");
+    let until = Instant::now() + deadline;
+    loop {
+        let path = format!("/deckies/lifecycle?{query}");
+        let (_, body) = api_call(port, token, reqwest::Method::GET, &path, None).await;
+        let rows = body["rows"].as_array().cloned().unwrap_or_default();
+        if rows.len() == ids.len() && rows.iter().all(|r| r["status"] == "succeeded" || r["status"] == "failed") {
+            return rows;
+        }
+        assert!(Instant::now() < until, "the deploy did not finish: {body}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The one way these tests call the worker routes, as the admin: (status, JSON body).
 pub async fn workers_api(method: reqwest::Method, port: u16, path: &str) -> (u16, serde_json::Value) {
     let url = format!("http://127.0.0.1:{port}/api/v1{path}");

@@ -151,6 +151,30 @@ impl Podman {
         // The route svc holds for a fleet's subnet while it exists (`fleet::host_routes`), left
         // when a test ends without tearing its fleet down.
         let _ = Command::new("ip").args(["route", "del", "unreachable", &self.subnet, "metric", "4040"]).output();
+        self.remove_isolation();
+    }
+
+    /// Removes the chains that shield the host from the subnet (`fleet::host_isolation`), as a
+    /// test ending without tearing its fleet down leaves them, or as a host before svc had them.
+    pub fn remove_isolation(&self) {
+        for chain in self.isolation_chains() {
+            let _ = Command::new("iptables").args(["-w", "-D", "INPUT", "-j", &chain]).output();
+            let _ = Command::new("iptables").args(["-w", "-F", &chain]).output();
+            let _ = Command::new("iptables").args(["-w", "-X", &chain]).output();
+        }
+    }
+
+    /// svc's chains in the host's `filter` table (`SVC-F…`) holding a rule for this test's subnet.
+    pub fn isolation_chains(&self) -> Vec<String> {
+        let listing = Command::new("iptables").args(["-w", "-S"]).output().map(|o| o.stdout).unwrap_or_default();
+        let own = format!(" -s {} ", self.subnet);
+        let mut chains: Vec<String> = String::from_utf8_lossy(&listing)
+            .lines()
+            .filter(|line| line.contains(&own))
+            .filter_map(|line| line.strip_prefix("-A SVC-F")?.split_whitespace().next().map(|c| format!("SVC-F{c}")))
+            .collect();
+        chains.dedup();
+        chains
     }
 
     /// The names of the networks labelled with this fleet.
