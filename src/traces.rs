@@ -1,8 +1,10 @@
 //! OpenTelemetry traces (startup step 7), only when `SVC_DEVELOPER_TRACING` is on: an OTLP exporter
 //! (gRPC, or HTTP/protobuf) behind a batching provider whose resource names the process
 //! (`service.name` = `svc-api`, `svc-worker-<name>`…), joined to `tracing` by a layer, so the spans
-//! svc opens (a server span per request named by its route template, one per bus publish, one per
-//! line the collector writes and one per line the ingester stores, in the same trace) are exported. Off, nothing of it exists: no provider, no exporter, no layer, and [`enabled`] is false
+//! svc opens (a server span per request named by its route template, one per store verb, one per
+//! bus publish and receive with the trace carried in a `traceparent` header, one per line the
+//! collector writes and one per line the ingester stores, in the same trace) are
+//! exported. Off, nothing of it exists: no provider, no exporter, no layer, and [`enabled`] is false
 //! so the places that would open a span open none. An unreachable collector never stops a process:
 //! the exporter connects lazily and a failed export is dropped (and logged by the SDK).
 
@@ -94,16 +96,40 @@ impl Traces {
     }
 }
 
+/// The W3C `traceparent` naming `span`, to carry it to another process (in a line, a NATS
+/// header); `None` when the span is not exported (traces off, or a disabled span).
+pub fn traceparent(span: &tracing::Span) -> Option<String> {
+    let context = span.context();
+    let ids = context.span().span_context().clone();
+    ids.is_valid().then(|| format!("00-{}-{}-{:02x}", ids.trace_id(), ids.span_id(), ids.trace_flags().to_u8()))
+}
+
+/// Makes `span` continue the trace of the remote span `trace_id`/`span_id` (hex, as carried);
+/// false when they are not valid ids or the span is not exported.
+pub fn continue_trace(span: &tracing::Span, trace_id: &str, span_id: &str) -> bool {
+    let (Ok(trace_id), Ok(span_id)) = (TraceId::from_hex(trace_id), SpanId::from_hex(span_id)) else {
+        return false;
+    };
+    let parent = SpanContext::new(trace_id, span_id, TraceFlags::SAMPLED, true, TraceState::default());
+    parent.is_valid() && span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent)).is_ok()
+}
+
+/// Makes a server `span` continue the trace its request's W3C `traceparent` header carries (the
+/// master calling an agent, any traced client), when there is a well-formed one.
+pub fn continue_request_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
+    let carried = headers.get("traceparent").and_then(|value| value.to_str().ok());
+    if let Some(carried) = carried.and_then(crate::logline::read_traceparent) {
+        continue_trace(span, carried.trace_id, carried.span_id);
+    }
+}
+
 /// With traces on, a `collector.event` span for one line the collector writes, and the
 /// `traceparent` the line then carries to the ingester; off, `None` (and no span).
 pub fn line_written() -> Option<String> {
     if !enabled() {
         return None;
     }
-    let span = tracing::info_span!("collector.event", otel.kind = "producer");
-    let context = span.context();
-    let ids = context.span().span_context().clone();
-    ids.is_valid().then(|| format!("00-{}-{}-{:02x}", ids.trace_id(), ids.span_id(), ids.trace_flags().to_u8()))
+    traceparent(&tracing::info_span!("collector.event", otel.kind = "producer"))
 }
 
 /// The trace and span ids to store with a line that carried `carried`: with traces on, those of an
@@ -119,12 +145,8 @@ pub fn line_stored(
     if !enabled() {
         return as_carried();
     }
-    let (Ok(trace_id), Ok(span_id)) = (TraceId::from_hex(carried.trace_id), SpanId::from_hex(carried.span_id)) else {
-        return as_carried();
-    };
-    let parent = SpanContext::new(trace_id, span_id, TraceFlags::SAMPLED, true, TraceState::default());
     let span = tracing::info_span!("ingester.process_record", otel.kind = "consumer", decky, service, event_type);
-    if span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent)).is_err() {
+    if !continue_trace(&span, carried.trace_id, carried.span_id) {
         return as_carried();
     }
     let context = span.context();

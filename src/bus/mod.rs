@@ -27,6 +27,8 @@ const CONNECT_WAIT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Reconnect attempts back off to this, so a returning server is noticed within seconds.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(2);
+/// The NATS header that carries a message's trace (W3C trace context).
+const TRACEPARENT: &str = "traceparent";
 /// Bounds a flush or drain against a server that stopped answering.
 const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -134,19 +136,25 @@ impl Bus {
         let client = self.connected()?;
         let body = serde_json::to_vec(event).expect("an event serialises");
         // A producer span only while traces are exported: off, not even a disabled span is made.
-        let span = if crate::traces::enabled() {
-            tracing::info_span!(
-                "bus.publish",
-                otel.name = %format_args!("publish {}", event.topic),
-                otel.kind = "producer",
-                messaging.system = "nats",
-                messaging.destination.name = %event.topic,
-            )
-        } else {
-            tracing::Span::none()
-        };
+        if !crate::traces::enabled() {
+            return client
+                .publish(event.topic.clone(), body.into())
+                .await
+                .map_err(|err| BusError::Publish(err.to_string()));
+        }
+        let span = tracing::info_span!(
+            "bus.publish",
+            otel.name = %format_args!("publish {}", event.topic),
+            otel.kind = "producer",
+            messaging.system = "nats",
+            messaging.destination.name = %event.topic,
+        );
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(traceparent) = crate::traces::traceparent(&span) {
+            headers.insert(TRACEPARENT, traceparent.as_str());
+        }
         client
-            .publish(event.topic.clone(), body.into())
+            .publish_with_headers(event.topic.clone(), headers, body.into())
             .instrument(span)
             .await
             .map_err(|err| BusError::Publish(err.to_string()))
@@ -222,6 +230,27 @@ impl Bus {
             _ => Err(BusError::Unavailable),
         }
     }
+}
+
+/// The span to handle `message` in, while traces are exported: a consumer span continuing the
+/// trace its publisher carried in the `traceparent` header (a new trace when there is none). Off,
+/// [`tracing::Span::none`].
+pub fn received(message: &async_nats::Message) -> tracing::Span {
+    if !crate::traces::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "bus.receive",
+        otel.name = %format_args!("receive {}", message.subject),
+        otel.kind = "consumer",
+        messaging.system = "nats",
+        messaging.destination.name = %message.subject,
+    );
+    let carried = message.headers.as_ref().and_then(|headers| headers.get(TRACEPARENT));
+    if let Some(carried) = carried.and_then(|value| crate::logline::read_traceparent(value.as_str())) {
+        crate::traces::continue_trace(&span, carried.trace_id, carried.span_id);
+    }
+    span
 }
 
 /// Returns once the server has processed everything `client` sent before the call: a message to a

@@ -115,7 +115,10 @@ impl WorkerRegistry {
                 () = cancel.cancelled() => return,
                 _ = check.tick() => {}
                 message = heartbeats.next() => match message {
-                    Some(message) => self.record(&message.subject, &message.payload, super::epoch_seconds()),
+                    Some(message) => {
+                        let _handling = super::received(&message).entered();
+                        self.record(&message.subject, &message.payload, super::epoch_seconds());
+                    }
                     None => return,
                 },
             }

@@ -101,16 +101,17 @@ pub(super) trait Dialect {
 }
 
 /// Writes the items once for each backend: inside, `Backend` is the backend's type and `Sql` its
-/// sqlx database. Items are private to their expansion.
+/// sqlx database. Items are private to their expansion. The async verbs of an area's trait impl
+/// (`#[async_trait] impl SomeStore for Backend { … }`) each run in a store span ([`traced_verbs!`]).
 macro_rules! both_backends {
-    ($($item:item)*) => {
+    ($($items:tt)*) => {
         const _: () = {
             #[allow(unused_imports)]
             use $crate::db::dialect::Dialect as _;
             type Backend = $crate::db::sqlite::SqliteDb;
             #[allow(dead_code)]
             type Sql = ::sqlx::Sqlite;
-            $($item)*
+            $crate::db::dialect::traced_items! { $($items)* }
         };
         const _: () = {
             #[allow(unused_imports)]
@@ -118,8 +119,52 @@ macro_rules! both_backends {
             type Backend = $crate::db::mysql::MysqlDb;
             #[allow(dead_code)]
             type Sql = ::sqlx::MySql;
-            $($item)*
+            $crate::db::dialect::traced_items! { $($items)* }
         };
     };
 }
 pub(super) use both_backends;
+
+/// The items of [`both_backends!`] one by one: an area's trait impl goes through
+/// [`traced_verbs!`], any other item as it is.
+macro_rules! traced_items {
+    () => {};
+    (#[$attr:meta] impl $store:ident for Backend { $($verbs:tt)* } $($rest:tt)*) => {
+        $crate::db::dialect::traced_verbs! { [$attr] [$store] [] $($verbs)* }
+        $crate::db::dialect::traced_items! { $($rest)* }
+    };
+    ($item:item $($rest:tt)*) => {
+        $item
+        $crate::db::dialect::traced_items! { $($rest)* }
+    };
+}
+pub(super) use traced_items;
+
+/// A trait impl whose `async fn` verbs each run inside [`verb_span`](super::verb_span) (a span
+/// only while traces are exported), the rest copied token by token: the verbs done so far are
+/// gathered in the second bracket, then the impl is written whole, so `#[async_trait]` sees them.
+macro_rules! traced_verbs {
+    ([$attr:meta] [$store:ident] [$($done:tt)*]) => {
+        #[$attr]
+        impl $store for Backend { $($done)* }
+    };
+    (
+        [$attr:meta] [$store:ident] [$($done:tt)*]
+        $(#[$verb_attr:meta])* async fn $verb:ident ($($args:tt)*) -> $ret:ty $body:block
+        $($rest:tt)*
+    ) => {
+        $crate::db::dialect::traced_verbs! {
+            [$attr] [$store] [
+                $($done)*
+                $(#[$verb_attr])* async fn $verb($($args)*) -> $ret {
+                    $crate::db::in_verb_span::<$ret, _>(stringify!($verb), Backend::NAME, async move $body).await
+                }
+            ]
+            $($rest)*
+        }
+    };
+    ([$attr:meta] [$store:ident] [$($done:tt)*] $other:tt $($rest:tt)*) => {
+        $crate::db::dialect::traced_verbs! { [$attr] [$store] [$($done)* $other] $($rest)* }
+    };
+}
+pub(super) use traced_verbs;

@@ -214,6 +214,30 @@ both_backends! {
     }
 }
 
+/// `verb` of the `backend` store in a client span, while traces are exported: a child of the span
+/// it is awaited in (the request's, the ingester's), so a request's trace shows its store verbs.
+/// Off, no span is made ([`tracing::Span::none`] costs a branch). Every verb of [`both_backends!`]
+/// runs in one.
+pub(crate) fn in_verb_span<T, F: std::future::Future<Output = T>>(
+    verb: &'static str,
+    backend: &'static str,
+    future: F,
+) -> tracing::instrument::Instrumented<F> {
+    use tracing::Instrument as _;
+    let span = if crate::traces::enabled() {
+        tracing::info_span!(
+            "store",
+            otel.name = %format_args!("store.{verb}"),
+            otel.kind = "client",
+            db.system.name = backend,
+            db.operation.name = verb,
+        )
+    } else {
+        tracing::Span::none()
+    };
+    future.instrument(span)
+}
+
 /// Opens the configured backend without touching the server: a failure to reach it shows up on
 /// first use, so startup can retry and the API can serve degraded meanwhile.
 pub fn connect(config: &DatabaseConfig) -> DbResult<Db> {

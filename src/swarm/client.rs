@@ -14,6 +14,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tracing::Instrument as _;
 
 /// Why a call got no answer. The texts are what a lifecycle record or a client may see.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +98,19 @@ impl Endpoint {
                 CallError::Handshake
             })
         };
+        // A client span while traces are exported, whose trace the call carries to the peer.
+        let span = if crate::traces::enabled() {
+            tracing::info_span!(
+                "swarm.call",
+                otel.name = %format_args!("{method} {path}"),
+                otel.kind = "client",
+                server.address = %self.host,
+                server.port = self.port,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let traceparent = crate::traces::traceparent(&span);
         let tls = tokio::time::timeout(self.connect_timeout, connect).await.map_err(|_| CallError::Timeout)??;
         let exchange = async {
             let (mut sender, connection) =
@@ -108,6 +122,9 @@ impl Endpoint {
                 .method(method)
                 .uri(path)
                 .header(hyper::header::HOST, format!("{}:{}", self.host, self.port));
+            if let Some(traceparent) = &traceparent {
+                request = request.header("traceparent", traceparent.as_str());
+            }
             let payload = match body {
                 Some((content_type, bytes)) => {
                     request = request.header(hyper::header::CONTENT_TYPE, content_type);
@@ -121,7 +138,7 @@ impl Endpoint {
             let body = response.into_body().collect().await.map_err(transport)?.to_bytes();
             Ok(Answer { status, body })
         };
-        tokio::time::timeout(self.read_timeout, exchange).await.map_err(|_| CallError::Timeout)?
+        tokio::time::timeout(self.read_timeout, exchange.instrument(span)).await.map_err(|_| CallError::Timeout)?
     }
 }
 

@@ -89,7 +89,7 @@ pub async fn deploy(
     tracing::info!(deckies = ids.len(), hosts = work.len(), replace, "Swarm deploy accepted");
     for (host, cleared, share) in work {
         let (db, client, config) = (db.clone(), client.clone(), config.clone());
-        tokio::spawn(async move {
+        let dispatch = async move {
             // Its outcome is on the host's shards (and in the log); the deploy goes on regardless,
             // and the agent refuses what would collide with a decky left behind.
             if cleared && let Ok(filter) = remote::start_teardown(&db, &host, None).await {
@@ -98,7 +98,9 @@ pub async fn deploy(
             if let Some((slice, records)) = share {
                 send(&db, &client, &host, slice, &records).await;
             }
-        });
+        };
+        // In the deploy request's trace (traces on), carried on to the agent.
+        tokio::spawn(tracing::Instrument::instrument(dispatch, tracing::Span::current()));
     }
     Ok(Some(Accepted { deckies: ids.len(), lifecycle_ids: ids }))
 }

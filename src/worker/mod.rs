@@ -123,6 +123,7 @@ async fn obey_stop_intents(
             message = requests.next() => message,
         };
         let Some(message) = message else { return };
+        let _handling = bus::received(&message).entered();
         match ControlRequest::from_message(&message.payload) {
             Some(request) if request.is_stop() => {
                 tracing::info!(worker = name, requested_by = %request.requested_by, "Stop requested; finishing the current batch");

@@ -23,7 +23,7 @@ mod trace;
 
 pub use format::{field_key, format, header_token};
 pub use shell::{ShellCommand, parse_shell_command};
-pub use trace::{TraceContext, trace_context, with_trace_context, without_trace_context};
+pub use trace::{TraceContext, read_traceparent, trace_context, with_trace_context, without_trace_context};
 
 use chrono::{DateTime, Utc};
 

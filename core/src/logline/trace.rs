@@ -68,8 +68,9 @@ pub fn without_trace_context(line: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{}{nil}{after}", &line[..at]))
 }
 
-/// `00-<32 hex>-<16 hex>-<2 hex>`, lowercase, ids not all zero (W3C Trace Context, version 00).
-fn read_traceparent(value: &str) -> Option<TraceContext<'_>> {
+/// `00-<32 hex>-<16 hex>-<2 hex>`, lowercase, ids not all zero (W3C Trace Context, version 00):
+/// a `traceparent` as a line or a bus message's header carries it.
+pub fn read_traceparent(value: &str) -> Option<TraceContext<'_>> {
     let b = value.as_bytes();
     if b.len() != TRACEPARENT_LEN || &b[..3] != b"00-" || b[35] != b'-' || b[52] != b'-' {
         return None;

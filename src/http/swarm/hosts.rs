@@ -191,9 +191,11 @@ pub async fn teardown_host(
         accepted: true,
         detail: "teardown queued".into(),
     };
-    tokio::spawn(async move {
+    // In the request's trace (when traces are on), which the call carries on to the agent.
+    let teardown = async move {
         // The outcome is on the records (and in the log).
         let _ = remote::finish_teardown(&state.db, &state.config.swarm, &host, filter).await;
-    });
+    };
+    tokio::spawn(tracing::Instrument::instrument(teardown, tracing::Span::current()));
     Ok((StatusCode::ACCEPTED, Json(answer)))
 }

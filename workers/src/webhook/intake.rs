@@ -50,6 +50,7 @@ pub async fn run(ctx: WorkerContext, leading: Arc<AtomicBool>, accepted: Arc<Not
                 webhooks.reload(&ctx).await;
             }
             if leading.load(Ordering::Relaxed) {
+                let _handling = svc::bus::received(&message).entered();
                 accept(&ctx, &webhooks.enabled, &message.subject, &message.payload, &mut batch);
             }
             if batch.len() >= BATCH {
