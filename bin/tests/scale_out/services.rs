@@ -115,7 +115,7 @@ fn haproxy_config(port: u16, replicas: &[u16]) -> String {
         .collect();
     format!(
         "global\n    maxconn 2048\n\
-         defaults\n    mode http\n    timeout connect 2s\n    timeout client 1h\n    timeout server 1h\n    retries 3\n    option redispatch 1\n    retry-on conn-failure empty-response response-timeout\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 1h\n    timeout server 1h\n    timeout check 3s\n    retries 3\n    option redispatch 1\n    retry-on conn-failure empty-response response-timeout\n\
          frontend api\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\
          backend replicas\n    balance roundrobin\n    option httpchk GET /api/v1/health\n    http-check expect status 200\n{servers}"
     )
