@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod netns;
 pub mod observation;
 pub mod recent;
+pub mod retention;
 pub mod runtime;
 pub mod secret;
 pub mod signals;

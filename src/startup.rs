@@ -116,6 +116,7 @@ impl Lifespan {
         lifespan.start_swarm_listener().await?;
         lifespan.start_swarm_sweep();
         lifespan.start_limit_pruning();
+        lifespan.start_retention();
         Ok(lifespan)
     }
 
@@ -358,6 +359,16 @@ impl Lifespan {
         let (db, heartbeat, cancel) =
             (self.state.db.clone(), self.state.config.swarm.agent.heartbeat, self.cancel.clone());
         self.tasks.spawn(crate::swarm::sweep::run(db, heartbeat, cancel));
+    }
+
+    /// Log retention (`SVC_RETENTION_*`): every replica runs the pruner, the lease lets one prune
+    /// at a time. Not in contract-test mode, where nothing runs in the background.
+    fn start_retention(&self) {
+        if self.state.config.api.contract_test {
+            return;
+        }
+        let (db, retention, cancel) = (self.state.db.clone(), self.state.config.retention(), self.cancel.clone());
+        self.tasks.spawn(crate::retention::run(db, retention, cancel));
     }
 
     /// The rate limits' closed windows, forgotten in the background (every replica prunes; the

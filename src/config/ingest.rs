@@ -1,5 +1,6 @@
 //! `IngestConfig`: what the ingest worker reads: the log file it tails, how it batches the lines into
-//! transactions, and how long its lease on the file lasts.
+//! transactions, how long its lease on the file lasts, what it sheds when the disk runs low, and how
+//! long the rows it stores are kept.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,6 +27,12 @@ pub struct IngestConfig {
     /// `SVC_DISK_LOW_VALUE_EVENTS`: the event types shed first (connections, requests);
     /// credentials, commands and files are never among them by default.
     pub low_value_events: Vec<String>,
+    /// `SVC_RETENTION_DAYS`, default 0 (off): log rows older than this many days are pruned.
+    pub retention_days: u64,
+    /// `SVC_RETENTION_MAX_ROWS`, default 0 (off): the oldest log rows beyond this many are pruned.
+    pub retention_max_rows: u64,
+    /// `SVC_RETENTION_INTERVAL_S`, default 60: how often the pruner looks for rows to prune.
+    pub retention_interval: Duration,
 }
 
 /// Connections and requests: what a flood is made of, and what says least of an attacker.
@@ -43,6 +50,9 @@ impl IngestConfig {
             lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
             disk_min_free_bytes: env.count("SVC_DISK_MIN_FREE_MB", 512, 0..=16 << 20) as u64 * (1 << 20),
             low_value_events: super::fleet::list(env.get_or("SVC_DISK_LOW_VALUE_EVENTS", LOW_VALUE_EVENTS)),
+            retention_days: env.count("SVC_RETENTION_DAYS", 0, 0..=36_500) as u64,
+            retention_max_rows: env.count("SVC_RETENTION_MAX_ROWS", 0, 0..=1_000_000_000_000) as u64,
+            retention_interval: env.seconds("SVC_RETENTION_INTERVAL_S", 60.0),
         }
     }
 }

@@ -159,6 +159,16 @@ impl Config {
         crate::disk_watermark::DiskWatermark::new(watched, ingest.disk_min_free_bytes, ingest.low_value_events.clone())
     }
 
+    /// How long log rows are kept, and how often the pruner looks.
+    pub fn retention(&self) -> crate::retention::Retention {
+        let ingest = &self.ingest;
+        crate::retention::Retention {
+            max_age: (ingest.retention_days > 0).then(|| chrono::Duration::days(ingest.retention_days as i64)),
+            max_rows: (ingest.retention_max_rows > 0).then_some(ingest.retention_max_rows),
+            interval: ingest.retention_interval,
+        }
+    }
+
     /// Reads the process environment without refusing anything yet: `svc` decides, per command,
     /// whether [`Reading::check`] or [`Reading::check_for_api`] applies.
     pub fn read_env() -> Reading {

@@ -136,6 +136,9 @@ const MEANINGS: &[(&str, &str)] = &[
     ),
     ("SVC_DISK_MIN_FREE_MB", "free MiB below which the collector and ingester shed low-value events (0: never)"),
     ("SVC_DISK_LOW_VALUE_EVENTS", "event types shed below the free-disk watermark (connections, requests)"),
+    ("SVC_RETENTION_DAYS", "days log rows are kept; older ones are pruned in the background (0: kept forever)"),
+    ("SVC_RETENTION_MAX_ROWS", "log rows kept at most; the oldest beyond are pruned in the background (0: no limit)"),
+    ("SVC_RETENTION_INTERVAL_S", "seconds between the pruner's looks for log rows past the retention limits"),
     (
         "SVC_PROFILER_POLL_MS",
         "milliseconds between a caught-up profiler's looks for new rows; a bus notice wakes it sooner",

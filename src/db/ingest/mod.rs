@@ -4,7 +4,7 @@
 //! credentials from repeated ones (`sqlite.rs`: `returning`; `mysql.rs`: the affected-row count).
 
 mod mysql;
-mod sql;
+pub(in crate::db) mod sql;
 mod sqlite;
 
 use async_trait::async_trait;

@@ -103,11 +103,11 @@ fn credential_size(credential: &NewCredential) -> usize {
         + 13 * 16
 }
 
-/// The logs counted per minute (epoch milliseconds of the minute's start), oldest first.
-fn per_minute(logs: &[NewLog]) -> Vec<(i64, i64)> {
+/// Rows counted per minute (epoch milliseconds of the minute's start), oldest first.
+pub(in crate::db) fn per_minute(times: impl Iterator<Item = DateTime<Utc>>) -> Vec<(i64, i64)> {
     let mut minutes = std::collections::BTreeMap::new();
-    for log in logs {
-        let at = millis(log.timestamp);
+    for timestamp in times {
+        let at = millis(timestamp);
         *minutes.entry(at - at.rem_euclid(60_000)).or_insert(0) += 1;
     }
     minutes.into_iter().collect()
@@ -273,6 +273,72 @@ both_backends! {
         Ok(())
     }
 
+    impl Backend {
+        /// Adds `total` rows (negative: takes them away) to the counters the log views read, under
+        /// `source`: the total, the rows per minute, the rows per column value (as
+        /// [`per_column_value`](Self::per_column_value) counts them, in its key order).
+        pub(in crate::db) async fn count_logs(
+            tx: &mut Connection,
+            source: &str,
+            total: i64,
+            minutes: &[(i64, i64)],
+            values: &[(&'static str, &str, i64)],
+        ) -> DbResult<()> {
+            let add_to_total = format!("total = total + {}", Backend::incoming("total"));
+            sqlx::query(&format!(
+                "insert into log_totals (source, total) values (?, ?){}{add_to_total}",
+                Backend::on_conflict_update("source")
+            ))
+            .bind(source)
+            .bind(total)
+            .execute(&mut *tx)
+            .await?;
+
+            for rows in row_sets(minutes, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, |_| 64) {
+                let mut upsert = QueryBuilder::<Sql>::new("insert into log_minutes (source, minute, total) ");
+                upsert.push_values(rows, |mut row, (minute, total)| {
+                    row.push_bind(source).push_bind(*minute).push_bind(*total);
+                });
+                upsert.push(Backend::on_conflict_update("source, minute")).push(&add_to_total);
+                upsert.build().execute(&mut *tx).await?;
+            }
+
+            for rows in row_sets(values, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, |(_, value, _)| {
+                value.len() + source.len() + 64
+            }) {
+                let mut upsert = QueryBuilder::<Sql>::new(
+                    "insert into log_column_totals (column_name, column_value, source, total) ",
+                );
+                upsert.push_values(rows, |mut row, (column, value, total)| {
+                    row.push_bind(*column).push_bind(*value).push_bind(source).push_bind(*total);
+                });
+                upsert.push(Backend::on_conflict_update("column_name, column_value, source")).push(&add_to_total);
+                upsert.build().execute(&mut *tx).await?;
+            }
+            Ok(())
+        }
+
+        /// Rows counted per column and value as stored, in the counters' key order (the column's
+        /// name, then the value as the column compares it), so two transactions lock rows and the
+        /// gaps between them in the same order. Values the column holds as one (on MySQL: letter
+        /// case) stay apart here; the upsert adds them into one row.
+        pub(in crate::db) fn per_column_value<'a, R>(
+            rows: &'a [R],
+            value: impl Fn(&'a R, LogColumn) -> &'a str,
+        ) -> Vec<(&'static str, &'a str, i64)> {
+            let mut counts: HashMap<(&'static str, &str), i64> = HashMap::new();
+            for row in rows {
+                for column in LogColumn::ALL {
+                    *counts.entry((column.name(), Backend::indexed(value(row, column)))).or_insert(0) += 1;
+                }
+            }
+            let mut values: Vec<(&'static str, &str, i64)> =
+                counts.into_iter().map(|((column, value), total)| (column, value, total)).collect();
+            values.sort_by_cached_key(|(column, value, _)| (*column, Backend::compared(value), *value));
+            values
+        }
+    }
+
     /// The rows, and what the counters learn from them: the total, the minutes, the attackers.
     async fn insert_logs(tx: &mut Connection, source: &str, logs: &[NewLog], host: Option<uuid::Uuid>) -> DbResult<()> {
         if logs.is_empty() {
@@ -299,38 +365,9 @@ both_backends! {
             insert.build().execute(&mut *tx).await?;
         }
 
-        let add_to_total = format!("total = total + {}", Backend::incoming("total"));
-        sqlx::query(&format!(
-            "insert into log_totals (source, total) values (?, ?){}{add_to_total}",
-            Backend::on_conflict_update("source")
-        ))
-        .bind(source)
-        .bind(logs.len() as i64)
-        .execute(&mut *tx)
-        .await?;
-
-        let minutes = per_minute(logs);
-        for rows in row_sets(&minutes, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, |_| 64) {
-            let mut upsert = QueryBuilder::<Sql>::new("insert into log_minutes (source, minute, total) ");
-            upsert.push_values(rows, |mut row, (minute, total)| {
-                row.push_bind(source).push_bind(*minute).push_bind(*total);
-            });
-            upsert.push(Backend::on_conflict_update("source, minute")).push(&add_to_total);
-            upsert.build().execute(&mut *tx).await?;
-        }
-
-        let values = per_column_value(logs);
-        for rows in row_sets(&values, MAX_ROWS_PER_INSERT, Backend::MAX_BYTES_PER_INSERT, |(_, value, _)| {
-            value.len() + source.len() + 64
-        }) {
-            let mut upsert =
-                QueryBuilder::<Sql>::new("insert into log_column_totals (column_name, column_value, source, total) ");
-            upsert.push_values(rows, |mut row, (column, value, total)| {
-                row.push_bind(*column).push_bind(*value).push_bind(source).push_bind(*total);
-            });
-            upsert.push(Backend::on_conflict_update("column_name, column_value, source")).push(&add_to_total);
-            upsert.build().execute(&mut *tx).await?;
-        }
+        let values = Backend::per_column_value(logs, column_value);
+        Backend::count_logs(&mut *tx, source, logs.len() as i64, &per_minute(logs.iter().map(|log| log.timestamp)), &values)
+            .await?;
 
         // In key order, so two transactions lock shared rows in the same order.
         let attackers: Vec<&str> =
@@ -345,23 +382,6 @@ both_backends! {
             insert.build().execute(&mut *tx).await?;
         }
         Ok(())
-    }
-
-    /// The logs counted per column and value as stored, in the counters' key order (the column's
-    /// name, then the value as the column compares it), so two transactions lock rows and the gaps
-    /// between them in the same order. Values the column holds as one (on MySQL: letter case) stay
-    /// apart here; the upsert adds them into one row.
-    fn per_column_value(logs: &[NewLog]) -> Vec<(&'static str, &str, i64)> {
-        let mut counts: HashMap<(&'static str, &str), i64> = HashMap::new();
-        for log in logs {
-            for column in LogColumn::ALL {
-                *counts.entry((column.name(), Backend::indexed(column_value(log, column)))).or_insert(0) += 1;
-            }
-        }
-        let mut values: Vec<(&'static str, &str, i64)> =
-            counts.into_iter().map(|((column, value), total)| (column, value, total)).collect();
-        values.sort_by_cached_key(|(column, value, _)| (*column, Backend::compared(value), *value));
-        values
     }
 
     /// Stores the bounties not stored before; returns how many that was.
