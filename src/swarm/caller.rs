@@ -82,10 +82,23 @@ impl AgentCaller {
     /// `POST path` with `body` to `host`'s agent; a 2xx answer is the answer, any other status is
     /// [`AgentCallError::Refused`] (the agent's body is logged, never returned).
     pub async fn post(&self, host: &SwarmHost, path: &str, body: &Value) -> Result<Answer, AgentCallError> {
+        self.post_within(host, path, body, self.config.read_timeout).await
+    }
+
+    /// [`post`](AgentCaller::post) waiting up to `read_timeout` for the answer (work the agent
+    /// does before answering, such as applying a topology).
+    pub async fn post_within(
+        &self,
+        host: &SwarmHost,
+        path: &str,
+        body: &Value,
+        read_timeout: std::time::Duration,
+    ) -> Result<Answer, AgentCallError> {
         if host.address.is_empty() {
             return Err(AgentCallError::NoAddress);
         }
-        let endpoint = self.endpoint(host).ok_or(AgentCallError::Certificates)?;
+        let mut endpoint = self.endpoint(host).ok_or(AgentCallError::Certificates)?;
+        endpoint.read_timeout = read_timeout;
         let answer = endpoint.post(path, body).await?;
         if answer.status.is_success() {
             return Ok(answer);

@@ -6,7 +6,8 @@
 //! heartbeat listener (`listener`) with what a heartbeat writes (`record`), the silence sweep that
 //! marks a quiet host unreachable (`sweep`), the log shipping wire between a host's forwarder and
 //! the master's log listener (`shipping`), the enrollment bundle a new host installs (`bundle`),
-//! `svc updater` (`updater`) and the master's pushes of releases to it (`updates`). The master's
+//! `svc updater` (`updater`), the master's pushes of releases to it (`updates`) and the topologies
+//! it sends whole to the host they target (`topology`). The master's
 //! records of its hosts live in `db::swarm`, its dashboard routes in
 //! `http::swarm`.
 
@@ -25,6 +26,7 @@ pub mod serve;
 pub mod shipping;
 pub mod sweep;
 pub mod tls;
+pub mod topology;
 pub mod updater;
 pub mod updates;
 pub mod wire;

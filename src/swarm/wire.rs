@@ -1,6 +1,6 @@
 //! The bodies the master and its agents exchange, in DECNET's shapes (reference §1.8, §1.9): the
-//! agent's deploy, mutate and teardown requests and its status, and the heartbeat an agent posts
-//! to the master with the results of its deploys and mutations.
+//! agent's deploy, mutate and teardown requests and its status, a topology's apply and teardown,
+//! and the heartbeat an agent posts to the master with the results of its deploys and mutations.
 
 use std::collections::BTreeMap;
 
@@ -100,4 +100,28 @@ pub struct LifecycleDelta {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /topology/teardown`: the topology the agent is to remove from its engine.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyTeardownRequest {
+    pub topology_id: Uuid,
+}
+
+/// The agent's answer to `POST /topology/apply` (whose body is the whole topology) and
+/// `/topology/teardown`: where the topology was left, why (a generic reason), and each decky's
+/// state there.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TopologyApplied {
+    pub status: crate::db::TopologyStatus,
+    pub reason: Option<String>,
+    pub deckies: Vec<TopologyDeckyState>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TopologyDeckyState {
+    pub uuid: Uuid,
+    pub state: String,
+    pub last_error: Option<String>,
 }

@@ -60,6 +60,13 @@ enum MutationFailure {
     Engine(String),
 }
 
+/// Where a deploy or teardown left the topology, and why (a generic reason).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub status: TopologyStatus,
+    pub reason: Option<String>,
+}
+
 impl Topologies {
     fn prefix(&self, topology: Uuid) -> String {
         let id = topology.simple().to_string();
@@ -78,6 +85,15 @@ impl Topologies {
 
     /// `pending` → `deploying`, then the deploy in the background.
     pub async fn start_deploy(&self, id: Uuid) -> Result<Topology, TopologyError> {
+        let topology = self.begin_deploy(id).await?;
+        let this = self.clone();
+        tokio::spawn(async move { this.deploy(id).await });
+        Ok(topology)
+    }
+
+    /// `pending` → `deploying` (409 from any other status); the deploy is the caller's to run,
+    /// here ([`deploy`](Topologies::deploy)) or on the swarm host the topology targets.
+    pub async fn begin_deploy(&self, id: Uuid) -> Result<Topology, TopologyError> {
         match self.move_status(id, Some(&[TopologyStatus::Pending]), TopologyStatus::Deploying, None).await {
             Ok(_) => {}
             Err(DbError::Conflict) => {
@@ -89,14 +105,12 @@ impl Topologies {
             }
             Err(err) => return Err(not_found(err)),
         }
-        let this = self.clone();
-        tokio::spawn(async move { this.deploy(id).await });
         Ok(self.db.topology(id).await?)
     }
 
     /// Makes the stored topology live and records how that went: `active`, `degraded` (some
-    /// decky failed) or `failed` (nothing could run).
-    pub async fn deploy(&self, id: Uuid) {
+    /// decky failed) or `failed` (nothing could run); returns that status and its reason.
+    pub async fn deploy(&self, id: Uuid) -> Outcome {
         let _engine = self.engine.lock().await;
         let started = std::time::Instant::now();
         let outcome = match self.db.topology_detail(id).await {
@@ -121,10 +135,20 @@ impl Topologies {
             tracing::warn!(topology = %id, error = %err, "Could not record the deploy's outcome");
         }
         tracing::info!(topology = %id, status = to.as_str(), elapsed_ms = started.elapsed().as_millis() as u64, "Topology deploy finished");
+        Outcome { status: to, reason }
     }
 
     /// Moves to `tearing_down`, then tears down in the background.
     pub async fn start_teardown(&self, id: Uuid) -> Result<Topology, TopologyError> {
+        let topology = self.begin_teardown(id).await?;
+        let this = self.clone();
+        tokio::spawn(async move { this.teardown(id).await });
+        Ok(topology)
+    }
+
+    /// Moves to `tearing_down` (409 from a status that cannot be torn down); the teardown is the
+    /// caller's to run, as [`begin_deploy`](Topologies::begin_deploy)'s deploy.
+    pub async fn begin_teardown(&self, id: Uuid) -> Result<Topology, TopologyError> {
         match self.move_status(id, Some(&TEARDOWNABLE), TopologyStatus::TearingDown, None).await {
             Ok(_) => {}
             Err(DbError::Conflict) => {
@@ -136,14 +160,12 @@ impl Topologies {
             }
             Err(err) => return Err(not_found(err)),
         }
-        let this = self.clone();
-        tokio::spawn(async move { this.teardown(id).await });
         Ok(self.db.topology(id).await?)
     }
 
     /// Removes every container with the topology's label and every LAN's network: `torn_down`,
-    /// or `degraded` with the reason when something stayed.
-    pub async fn teardown(&self, id: Uuid) {
+    /// or `degraded` with the reason when something stayed; returns that status and its reason.
+    pub async fn teardown(&self, id: Uuid) -> Outcome {
         let _engine = self.engine.lock().await;
         let outcome = self.remove_all(id).await;
         let (to, reason) = match outcome {
@@ -153,6 +175,7 @@ impl Topologies {
         if let Err(err) = self.move_status(id, Some(&[TopologyStatus::TearingDown]), to, reason.as_deref()).await {
             tracing::warn!(topology = %id, error = %err, "Could not record the teardown's outcome");
         }
+        Outcome { status: to, reason }
     }
 
     async fn remove_all(&self, id: Uuid) -> Result<(), ConvergeFailure> {

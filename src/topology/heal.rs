@@ -7,8 +7,9 @@
 //! host restart empties the NAT table). The topology's status events say what was found
 //! (`active` → `degraded`) and, once all is back, what was restored (→ `active`).
 //!
-//! A topology whose mutation is queued or being applied is left to the mutator, and deploys and
-//! teardowns in this process wait for a heal to end (and it for them).
+//! A topology whose mutation is queued or being applied is left to the mutator, one targeted at a
+//! swarm host to that host's agent (which heals its copy), and deploys and teardowns in this
+//! process wait for a heal to end (and it for them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,6 +55,9 @@ impl Topologies {
     pub async fn reconcile(&self) -> Result<(), DbError> {
         for status in [TopologyStatus::Active, TopologyStatus::Degraded] {
             for topology in self.db.topologies(Some(status), 500, 0).await?.rows {
+                if topology.target_host_uuid.is_some() {
+                    continue;
+                }
                 self.heal(topology.id).await;
             }
         }

@@ -50,6 +50,9 @@ pub const NOT_FOUND: &str = "Topology not found";
 /// Why a deploy or teardown is refused while the container engine does not answer.
 pub const ENGINE_UNAVAILABLE: &str = "Container runtime unavailable";
 
+/// Why a topology running on a swarm host takes no mutation (its agent applies it whole).
+pub const ON_SWARM_HOST: &str = "Topology runs on a swarm host, which applies it whole; its mutation queue is closed.";
+
 /// Statuses from which a topology may be deleted, torn down.
 pub const DELETABLE: [TopologyStatus; 3] = [TopologyStatus::Pending, TopologyStatus::TornDown, TopologyStatus::Failed];
 pub const TEARDOWNABLE: [TopologyStatus; 4] =
@@ -130,7 +133,9 @@ impl Topologies {
         self.store_new(detail).await
     }
 
-    async fn store_new(&self, detail: TopologyDetail) -> Result<Topology, TopologyError> {
+    /// Stores a topology made elsewhere (generated, blank, or sent by the master to the agent that
+    /// is to run it); 409 when its name is taken.
+    pub async fn store_new(&self, detail: TopologyDetail) -> Result<Topology, TopologyError> {
         match self.db.create_topology(&detail).await {
             Ok(()) => Ok(detail.topology),
             Err(DbError::Conflict) => {
@@ -225,6 +230,9 @@ impl Topologies {
         let topology = self.db.topology(id).await.map_err(not_found)?;
         if !topology.status.is_live() {
             return Err(TopologyError::Conflict(queue_closed(topology.status)));
+        }
+        if topology.target_host_uuid.is_some() {
+            return Err(TopologyError::Conflict(ON_SWARM_HOST.into()));
         }
         let guard = EditGuard::change(&live, expected_version);
         let mutation = match self.db.enqueue_mutation(id, guard, op, payload, Utc::now()).await {

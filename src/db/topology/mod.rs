@@ -85,7 +85,7 @@ impl std::str::FromStr for TopologyStatus {
 }
 
 /// A topology without its parts (DECNET's `TopologySummary`).
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Topology {
     pub id: Uuid,
     pub name: String,
@@ -101,11 +101,11 @@ pub struct Topology {
     pub email_personas: String,
     pub language_default: String,
     /// How it was made: the generator's parameters and seed (not listed).
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub config_snapshot: serde_json::Value,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Lan {
     pub id: Uuid,
     pub topology_id: Uuid,
@@ -120,7 +120,7 @@ pub struct Lan {
     pub y: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TopologyDecky {
     pub uuid: Uuid,
     pub topology_id: Uuid,
@@ -137,7 +137,7 @@ pub struct TopologyDecky {
 }
 
 /// A decky's attachment to a LAN, with its address there.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Edge {
     pub id: Uuid,
     pub topology_id: Uuid,
@@ -150,8 +150,9 @@ pub struct Edge {
     pub forwards_l3: bool,
 }
 
-/// A topology with all its parts, as stored at one moment.
-#[derive(Clone, Debug, PartialEq)]
+/// A topology with all its parts, as stored at one moment (what the master sends a swarm host
+/// that applies it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopologyDetail {
     pub topology: Topology,
     pub lans: Vec<Lan>,

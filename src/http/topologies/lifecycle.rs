@@ -1,15 +1,17 @@
 //! A topology as a whole: list, generate (seeded), blank, read with its LANs, deckies and edges,
 //! delete, its status events, and deploy and teardown (202, the work in the background; refused
-//! while the container engine does not answer).
+//! while the container engine does not answer). A topology targeted at a swarm host (`mode`
+//! `agent`) is deployed and torn down by that host's agent (`swarm::topology`).
 
-use super::{name_error, no_swarm_host_schema, not_found, range_error, topology_error};
-use crate::db::{Edge, Lan, StatusEvent, Topology, TopologyDecky, TopologyStatus};
+use super::{name_error, not_found, range_error, topology_error};
+use crate::db::{DbError, Edge, Lan, StatusEvent, Topology, TopologyDecky, TopologyStatus};
 use crate::fleet::catalog;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, integral, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
 use crate::http::paging::{Listed, Page, Paging};
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
+use crate::swarm::topology::{self as swarm, usable_target};
 use crate::topology::NewTopology;
 use crate::topology::generate::Params;
 use axum::Json;
@@ -19,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-/// Where a topology runs: `unihost` (this host's engine) or `agent` (a swarm host; this build has
-/// none, so `agent` is always refused).
+/// Where a topology runs: `unihost` (this host's engine) or `agent` (the swarm host
+/// `target_host_uuid` names, which applies it whole).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -41,14 +43,23 @@ fn default_mode() -> Mode {
     Mode::Unihost
 }
 
-/// This build runs every topology on its own engine: there are no swarm hosts to pin one to.
-fn check_mode(mode: Mode, target: &Option<String>) -> Result<()> {
+/// The target host a topology is stored with: `agent` needs a known, usable swarm host (its uuid,
+/// as stored), `unihost` none.
+async fn check_mode(state: &AppState, mode: Mode, target: &Option<String>) -> Result<Option<String>> {
     match (mode, target) {
         (Mode::Agent, None) => Err(ApiError::bad_request("mode='agent' requires target_host_uuid")),
         (Mode::Unihost, Some(_)) => Err(ApiError::bad_request("target_host_uuid is only valid when mode='agent'")),
-        (Mode::Agent, Some(host)) => Err(ApiError::bad_request(format!("swarm host {host:?} not found"))),
-        (Mode::Unihost, None) => Ok(()),
+        (Mode::Agent, Some(host)) => {
+            let host = usable_target(&state.db, host).await.map_err(topology_error)?;
+            Ok(Some(host.uuid.to_string()))
+        }
+        (Mode::Unihost, None) => Ok(None),
     }
+}
+
+/// The swarm host a topology is targeted at: `None` for one that runs here.
+async fn target_of(state: &AppState, id: Uuid) -> Result<Option<String>> {
+    Ok(state.topologies.detail(id).await.map_err(topology_error)?.topology.target_host_uuid)
 }
 
 fn one() -> u32 {
@@ -72,10 +83,10 @@ pub struct GenerateRequest {
     #[schema(min_length = 1, max_length = 64)]
     name: String,
     #[serde(default = "default_mode")]
-    #[schema(schema_with = unihost_only_schema)]
     mode: Mode,
+    /// With `mode` `agent`: the swarm host (uuid) that runs it; it must be `active`.
     #[serde(default)]
-    #[schema(schema_with = no_swarm_host_schema)]
+    #[schema(format = Uuid)]
     target_host_uuid: Option<String>,
     /// Levels of LANs below the DMZ root.
     #[schema(minimum = 1, maximum = 16)]
@@ -113,17 +124,6 @@ pub struct GenerateRequest {
     seed: Option<u64>,
 }
 
-/// `mode`: this build has no swarm hosts, so `agent` is refused (400) and only `unihost` is valid.
-fn unihost_only_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(["unihost"]))
-        .default(Some("unihost".into()))
-        .description(Some("Where it runs: this host's engine. `agent` (a swarm host) is refused: none exists."))
-        .into()
-}
-
 impl Validate for GenerateRequest {
     fn validate(&self, errors: &mut Vec<FieldError>) {
         name_error(errors, "name", &self.name);
@@ -147,10 +147,10 @@ pub struct BlankRequest {
     #[schema(min_length = 1, max_length = 64)]
     name: String,
     #[serde(default = "default_mode")]
-    #[schema(schema_with = unihost_only_schema)]
     mode: Mode,
+    /// With `mode` `agent`: the swarm host (uuid) that runs it; it must be `active`.
     #[serde(default)]
-    #[schema(schema_with = no_swarm_host_schema)]
+    #[schema(format = Uuid)]
     target_host_uuid: Option<String>,
 }
 
@@ -221,7 +221,7 @@ pub async fn list(
     request_body = GenerateRequest,
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
-        (status = 400, description = "Malformed body or empty name; deckies_per_lan_min above deckies_per_lan_max; an unknown service; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
+        (status = 400, description = "Malformed body or empty name; deckies_per_lan_min above deckies_per_lan_max; an unknown service; mode 'agent' without an active swarm host as target_host_uuid, or a target_host_uuid without it"),
         (status = 409, description = "Topology name already exists, the subnet pool is exhausted, or the tree would have over 256 LANs"),
         (status = 422, description = "A parameter out of range, or a name over 64 characters"),
         AdminOnly, NotJson,
@@ -232,7 +232,7 @@ pub async fn create(
     _admin: Admin,
     ValidJson(request): ValidJson<GenerateRequest>,
 ) -> Result<(StatusCode, Json<Topology>)> {
-    check_mode(request.mode, &request.target_host_uuid)?;
+    let target_host_uuid = check_mode(&state, request.mode, &request.target_host_uuid).await?;
     if request.deckies_per_lan_min > request.deckies_per_lan_max {
         return Err(ApiError::bad_request("deckies_per_lan_min must not exceed deckies_per_lan_max"));
     }
@@ -252,7 +252,7 @@ pub async fn create(
         randomize_services: request.randomize_services,
         seed: request.seed.unwrap_or_else(|| u64::from(rand_seed())),
     };
-    let new = NewTopology { name: request.name, mode: request.mode.as_str().into(), target_host_uuid: None };
+    let new = NewTopology { name: request.name, mode: request.mode.as_str().into(), target_host_uuid };
     let topology = state.topologies.generate(new, params).await.map_err(topology_error)?;
     Ok((StatusCode::CREATED, Json(topology)))
 }
@@ -268,7 +268,7 @@ fn rand_seed() -> u32 {
     request_body = BlankRequest,
     responses(
         (status = 201, description = "The topology, pending", body = Topology),
-        (status = 400, description = "Malformed body or empty name; mode 'agent' (no swarm host exists) or a target_host_uuid without it"),
+        (status = 400, description = "Malformed body or empty name; mode 'agent' without an active swarm host as target_host_uuid, or a target_host_uuid without it"),
         (status = 409, description = "Topology name already exists"),
         (status = 422, description = "A name over 64 characters"),
         AdminOnly, NotJson,
@@ -279,8 +279,8 @@ pub async fn blank(
     _admin: Admin,
     ValidJson(request): ValidJson<BlankRequest>,
 ) -> Result<(StatusCode, Json<Topology>)> {
-    check_mode(request.mode, &request.target_host_uuid)?;
-    let new = NewTopology { name: request.name, mode: request.mode.as_str().into(), target_host_uuid: None };
+    let target_host_uuid = check_mode(&state, request.mode, &request.target_host_uuid).await?;
+    let new = NewTopology { name: request.name, mode: request.mode.as_str().into(), target_host_uuid };
     let topology = state.topologies.blank(new).await.map_err(topology_error)?;
     Ok((StatusCode::CREATED, Json(topology)))
 }
@@ -385,6 +385,11 @@ pub async fn deploy(
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
 ) -> Result<(StatusCode, Json<Topology>)> {
+    if let Some(target) = target_of(&state, id).await? {
+        let host = usable_target(&state.db, &target).await.map_err(topology_error)?;
+        let topology = swarm::start_deploy(&state.topologies, &state.config.swarm, host, id).await;
+        return Ok((StatusCode::ACCEPTED, Json(topology.map_err(topology_error)?)));
+    }
     state.topologies.engine_ready(id, &[TopologyStatus::Pending]).await.map_err(topology_error)?;
     let topology = state.topologies.start_deploy(id).await.map_err(topology_error)?;
     Ok((StatusCode::ACCEPTED, Json(topology)))
@@ -406,6 +411,17 @@ pub async fn teardown(
     _admin: Admin,
     ValidPath(id): ValidPath<Uuid>,
 ) -> Result<(StatusCode, Json<Topology>)> {
+    if let Some(target) = target_of(&state, id).await? {
+        let host = match target.parse() {
+            Ok(uuid) => state.db.swarm_host(uuid).await.map(Some).or_else(|err| match err {
+                DbError::NotFound => Ok(None),
+                other => Err(other),
+            })?,
+            Err(_) => None,
+        };
+        let topology = swarm::start_teardown(&state.topologies, &state.config.swarm, host, id).await;
+        return Ok((StatusCode::ACCEPTED, Json(topology.map_err(topology_error)?)));
+    }
     state.topologies.engine_ready(id, &crate::topology::TEARDOWNABLE).await.map_err(topology_error)?;
     let topology = state.topologies.start_teardown(id).await.map_err(topology_error)?;
     Ok((StatusCode::ACCEPTED, Json(topology)))

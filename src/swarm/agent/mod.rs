@@ -1,11 +1,14 @@
 //! `svc agent`: a worker host's control plane. A mutual-TLS API (`routes`) through which the master
 //! deploys, mutates and tears down this host's deckies with the same fleet code the master uses on
 //! its own engine (the host's own store and engine), and the heartbeats that report them back
-//! (`heartbeat`). Self-destruct (`decommission`) removes the deckies and the agent's installed files.
+//! (`heartbeat`), and applies and tears down the topologies the master targets at this host with
+//! the master's topology code (`topology`), healing them as the master heals its own. Self-destruct
+//! (`decommission`) removes the deckies and the agent's installed files.
 
 mod decommission;
 mod heartbeat;
 mod routes;
+mod topology;
 
 pub(crate) use routes::require_master;
 
@@ -24,6 +27,7 @@ use super::tls::{Identity, TlsSetupError};
 use super::wire::{AgentStatus, DeckyRuntime, LifecycleDelta};
 use crate::db::{Db, LifecycleStatus};
 use crate::fleet::{Fleet, FleetError};
+use crate::topology::Topologies;
 
 /// Deltas kept for the master while it cannot be reached; the oldest go first beyond this.
 const MAX_PENDING_DELTAS: usize = 1000;
@@ -36,6 +40,8 @@ const FOLLOW_POLL: Duration = Duration::from_millis(250);
 pub struct Agent {
     fleet: Fleet,
     db: Db,
+    /// The topologies the master applied here, over the same store and engine.
+    topologies: Topologies,
     settings: Arc<AgentConfig>,
     /// Where the agent's decoy lines go (the `decky_mutated` line of a mutation).
     ingest: Option<PathBuf>,
@@ -73,6 +79,7 @@ impl Agent {
         shutdown: CancellationToken,
     ) -> Agent {
         Agent {
+            topologies: Topologies::new(db.clone(), crate::bus::Bus::absent(), fleet.clone()),
             fleet,
             db,
             settings: Arc::new(settings),
@@ -106,6 +113,9 @@ impl Agent {
                 _ = every.tick() => {
                     if let Err(err) = self.fleet.reconcile().await {
                         tracing::debug!(error = %err, "Fleet reconcile skipped");
+                    }
+                    if let Err(err) = self.topologies.reconcile().await {
+                        tracing::debug!(error = %err, "Topology heal skipped");
                     }
                 }
             }

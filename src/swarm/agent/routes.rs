@@ -1,6 +1,6 @@
 //! The agent's API, DECNET's routes (reference §1.8): `GET /health` and `GET /status` for any
-//! certificate the swarm CA signed; `POST /deploy`, `/mutate`, `/teardown` and `/self-destruct`
-//! for the master's certificate alone (CN `svc-master`): any other peer gets 403, logged. Fleet
+//! certificate the swarm CA signed; `POST /deploy`, `/mutate`, `/teardown`, `/self-destruct` and
+//! the topology routes (`topology`) for the master's certificate alone (CN `svc-master`): any other peer gets 403, logged. Fleet
 //! refusals keep their operator texts; engine and store errors stay in the log.
 
 use axum::body::Bytes;
@@ -27,6 +27,8 @@ pub fn router(agent: Agent) -> Router {
         .route("/mutate", post(mutate))
         .route("/teardown", post(teardown))
         .route("/self-destruct", post(self_destruct))
+        .route("/topology/apply", post(super::topology::apply))
+        .route("/topology/teardown", post(super::topology::teardown))
         .route_layer(middleware::from_fn(require_master));
     let routes = Router::new()
         .route("/health", get(health))
@@ -57,7 +59,7 @@ fn server_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
     span
 }
 
-fn detail(status: StatusCode, text: impl Into<String>) -> Response {
+pub(super) fn detail(status: StatusCode, text: impl Into<String>) -> Response {
     (status, Json(json!({ "detail": text.into() }))).into_response()
 }
 
@@ -78,7 +80,7 @@ pub(crate) async fn require_master(Extension(peer): Extension<Peer>, request: Re
 
 /// A body that is not the JSON a route takes: 422 with a generic text (the parser's words go to
 /// the log).
-struct BadBody;
+pub(super) struct BadBody;
 
 impl IntoResponse for BadBody {
     fn into_response(self) -> Response {
@@ -86,7 +88,7 @@ impl IntoResponse for BadBody {
     }
 }
 
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, BadBody> {
+pub(super) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, BadBody> {
     serde_json::from_slice(bytes).map_err(|err| {
         tracing::info!(error = %err, "Malformed agent request body");
         BadBody

@@ -1,0 +1,84 @@
+//! The agent's topology routes (master only): `POST /topology/apply` takes a whole topology as the
+//! master stores it, keeps a copy in this host's store (as this host's own: no target host) and
+//! deploys it with the master's topology code on this host's engine; `POST /topology/teardown`
+//! removes it. Both answer once the engine work is done, with where the topology was left and each
+//! decky's state, which the master records as its own.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
+
+use super::Agent;
+use super::routes::{body, detail};
+use crate::db::{TopologyDetail, TopologyStatus};
+use crate::swarm::wire::{TopologyApplied, TopologyDeckyState, TopologyTeardownRequest};
+use crate::topology::TopologyError;
+use crate::topology::deploy::Outcome;
+
+fn topology_error(err: TopologyError) -> Response {
+    match err {
+        TopologyError::NotFound(text) => detail(StatusCode::NOT_FOUND, text),
+        TopologyError::Conflict(text) => detail(StatusCode::CONFLICT, text),
+        TopologyError::BadRequest(text) => detail(StatusCode::BAD_REQUEST, text),
+        TopologyError::Store(err) => {
+            tracing::error!(error = %err, "Agent store error");
+            detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
+    }
+}
+
+/// The outcome with each decky's state as this host's store has it now.
+async fn applied(agent: &Agent, id: Uuid, outcome: Outcome) -> Response {
+    let deckies = match agent.topologies.detail(id).await {
+        Ok(stored) => stored
+            .deckies
+            .into_iter()
+            .map(|d| TopologyDeckyState { uuid: d.uuid, state: d.state, last_error: d.last_error })
+            .collect(),
+        Err(err) => return topology_error(err),
+    };
+    Json(TopologyApplied { status: outcome.status, reason: outcome.reason, deckies }).into_response()
+}
+
+pub(super) async fn apply(State(agent): State<Agent>, bytes: Bytes) -> Response {
+    let mut sent: TopologyDetail = match body(&bytes) {
+        Ok(sent) => sent,
+        Err(bad) => return bad.into_response(),
+    };
+    let id = sent.topology.id;
+    // Here it runs on this host's own engine, from the start.
+    sent.topology.status = TopologyStatus::Pending;
+    sent.topology.mode = "unihost".into();
+    sent.topology.target_host_uuid = None;
+    // A copy an earlier apply left (failed, torn down) is replaced; a live one is refused (409).
+    match agent.topologies.delete(id).await {
+        Ok(()) | Err(TopologyError::NotFound(_)) => {}
+        Err(err) => return topology_error(err),
+    }
+    if let Err(err) = agent.topologies.store_new(sent).await {
+        return topology_error(err);
+    }
+    if let Err(err) = agent.topologies.begin_deploy(id).await {
+        return topology_error(err);
+    }
+    let outcome = agent.topologies.deploy(id).await;
+    tracing::info!(topology = %id, status = outcome.status.as_str(), "Topology applied for the master");
+    applied(&agent, id, outcome).await
+}
+
+pub(super) async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Response {
+    let request: TopologyTeardownRequest = match body(&bytes) {
+        Ok(request) => request,
+        Err(bad) => return bad.into_response(),
+    };
+    let id = request.topology_id;
+    if let Err(err) = agent.topologies.begin_teardown(id).await {
+        return topology_error(err);
+    }
+    let outcome = agent.topologies.teardown(id).await;
+    tracing::info!(topology = %id, status = outcome.status.as_str(), "Topology torn down for the master");
+    applied(&agent, id, outcome).await
+}
