@@ -114,13 +114,27 @@ pub fn continue_trace(span: &tracing::Span, trace_id: &str, span_id: &str) -> bo
     parent.is_valid() && span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent)).is_ok()
 }
 
-/// Makes a server `span` continue the trace its request's W3C `traceparent` header carries (the
-/// master calling an agent, any traced client), when there is a well-formed one.
-pub fn continue_request_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
-    let carried = headers.get("traceparent").and_then(|value| value.to_str().ok());
+/// A request's server span, named `<METHOD> <route template>` as OpenTelemetry's HTTP conventions
+/// ask (the raw path would make every URL its own name), for the API and the agent alike. A request
+/// carrying a well-formed W3C `traceparent` header (the master calling an agent, a traced client)
+/// continues that trace.
+pub fn server_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    use crate::metrics::{UNMATCHED_ROUTE, method_label};
+    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or(UNMATCHED_ROUTE, |path| path.as_str());
+    let method = method_label(request.method());
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = method,
+        http.route = route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let carried = request.headers().get("traceparent").and_then(|value| value.to_str().ok());
     if let Some(carried) = carried.and_then(crate::logline::read_traceparent) {
-        continue_trace(span, carried.trace_id, carried.span_id);
+        continue_trace(&span, carried.trace_id, carried.span_id);
     }
+    span
 }
 
 /// With traces on, a `collector.event` span for one line the collector writes, and the

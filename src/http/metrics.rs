@@ -43,25 +43,6 @@ pub async fn count_request(State(state): State<AppState>, request: Request, next
     response
 }
 
-/// With `SVC_DEVELOPER_TRACING`: the request's server span, named `<METHOD> <route template>` as
-/// OpenTelemetry's HTTP conventions ask (the raw path would make every URL its own name). A request
-/// carrying a well-formed W3C `traceparent` header (the master calling an agent, a traced client)
-/// continues that trace.
-pub fn server_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
-    let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED_ROUTE, |path| path.as_str());
-    let method = metrics::method_label(request.method());
-    let span = tracing::info_span!(
-        "request",
-        otel.name = %format_args!("{method} {route}"),
-        otel.kind = "server",
-        http.request.method = method,
-        http.route = route,
-        http.response.status_code = tracing::field::Empty,
-    );
-    crate::traces::continue_request_trace(&span, request.headers());
-    span
-}
-
 /// Records the status on the server span and logs the request's end.
 pub fn span_response<B>(response: &axum::http::Response<B>, latency: std::time::Duration, span: &tracing::Span) {
     let status = response.status().as_u16();

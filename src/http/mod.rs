@@ -136,7 +136,8 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     if state.config.api.developer_tracing {
         // At INFO, so the default log filter shows every request with its status and latency; the
         // span is the request's server span when traces are exported (`crate::traces`).
-        let trace = TraceLayer::new_for_http().make_span_with(metrics::server_span).on_response(metrics::span_response);
+        let trace =
+            TraceLayer::new_for_http().make_span_with(crate::traces::server_span).on_response(metrics::span_response);
         app = app.layer(trace);
     }
     app.layer(axum::middleware::from_fn(extract::require_json))

@@ -37,26 +37,11 @@ pub fn router(agent: Agent) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // With traces exported, a server span per call continuing the caller's (the master's) trace.
     let routes = if crate::traces::enabled() {
-        routes.layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(server_span))
+        routes.layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(crate::traces::server_span))
     } else {
         routes
     };
     routes.with_state(agent)
-}
-
-/// A call's server span, named `<METHOD> <route>` and continuing the trace its `traceparent` carries.
-fn server_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
-    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("unmatched", |path| path.as_str());
-    let method = request.method().as_str();
-    let span = tracing::info_span!(
-        "request",
-        otel.name = %format_args!("{method} {route}"),
-        otel.kind = "server",
-        http.request.method = method,
-        http.route = route,
-    );
-    crate::traces::continue_request_trace(&span, request.headers());
-    span
 }
 
 pub(super) fn detail(status: StatusCode, text: impl Into<String>) -> Response {
