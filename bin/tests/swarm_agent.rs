@@ -9,8 +9,8 @@ use svc_test_support::processes as common;
 use std::process::Command;
 
 use common::netns::NetnsHost;
-use common::swarm::{agent_command, endpoint, enroll, listening, master_store};
-use common::{Proc, api_command, eventually, free_port, start_api};
+use common::swarm::{agent_command, endpoint, enroll, listening, master_command, master_store};
+use common::{Proc, eventually, free_port, start_api};
 use serde_json::json;
 use svc::db::HostStatus;
 use svc::swarm::pki::{Ca, Leaf, MASTER_CN};
@@ -128,13 +128,8 @@ async fn the_agent_answers_only_its_pinned_master_and_logs_every_refusal() {
 async fn an_agent_in_its_own_namespace_heart_beats_its_host_active_and_forgeries_are_refused() {
     let net = NetnsHost::create(205);
     let dir = tempfile::tempdir().unwrap();
-    let swarm_port = free_port();
-    let (mut api, api_port) = api_command(dir.path(), None);
-    api.env("SVC_SWARM_ENABLED", "true")
-        .env("SVC_AGENT_HEARTBEAT_S", "0.5")
-        .env("SVC_SWARM_HOST", net.master_side.to_string())
-        .env("SVC_SWARM_PORT", swarm_port.to_string())
-        .env("SVC_SWARM_DIR", dir.path().join("swarm"));
+    let (mut api, api_port, swarm_port) = master_command(dir.path(), &net.master_side.to_string());
+    api.env("SVC_AGENT_HEARTBEAT_S", "0.5");
     let api = start_api(api, api_port).await;
 
     // Enrol the host as the enrollment route does: a certificate from the master's own CA naming

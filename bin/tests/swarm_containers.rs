@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::netns::NetnsHost;
 use common::podman::Podman;
-use common::swarm::{agent_command, enroll, master_store};
-use common::{Proc, admin_token, api_call, api_command, eventually, free_port, start_api};
+use common::swarm::{agent_command, enroll, master_command, master_store};
+use common::{Proc, admin_token, api_call, eventually, start_api};
 use reqwest::Method;
 use serde_json::{Value, json};
 use svc::db::HostStatus;
@@ -99,13 +99,8 @@ async fn deckies_dispatched_to_hosts_become_their_containers_and_are_mutated_and
     for net in &nets[1..] {
         common::ip(&["-n", &net.name, "route", "add", &format!("{listener}/32"), "via", &net.master_side.to_string()]);
     }
-    let swarm_port = free_port();
-    let (mut api, port) = api_command(dir.path(), None);
-    api.env("SVC_SWARM_ENABLED", "true")
-        .env("SVC_SWARM_HOST", &listener)
-        .env("SVC_SWARM_PORT", swarm_port.to_string())
-        .env("SVC_SWARM_DIR", dir.path().join("swarm"))
-        .env("SVC_DEPLOYMENT_LIMIT", "300")
+    let (mut api, port, swarm_port) = master_command(dir.path(), &listener);
+    api.env("SVC_DEPLOYMENT_LIMIT", "300")
         .env("SVC_DOCKER_HOST", format!("unix://{}", dir.path().join("no-engine.sock").display()));
     let api = start_api(api, port).await;
     let master = Master { token: admin_token(port).await, api, port };

@@ -9,8 +9,8 @@ use svc_test_support::processes as common;
 
 use std::collections::BTreeMap;
 
-use common::swarm::{agent_command, enroll, listening, master_store};
-use common::{Proc, admin_token, api_call, api_command, eventually, free_port, start_api};
+use common::swarm::{agent_command, enroll, listening, master_command, master_store};
+use common::{Proc, admin_token, api_call, eventually, free_port, start_api};
 use serde_json::json;
 use svc::db::{HostStatus, ShardFilter, ShardState};
 use svc::swarm::pki::Ca;
@@ -21,12 +21,7 @@ const INI: &str = "[general]\nnet = 172.30.98.0/24\n\n[web]\narchetype = web-ser
 #[tokio::test]
 async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own_fast() {
     let dir = tempfile::tempdir().unwrap();
-    let swarm_port = free_port();
-    let (mut api, api_port) = api_command(dir.path(), None);
-    api.env("SVC_SWARM_ENABLED", "true")
-        .env("SVC_SWARM_HOST", "127.0.0.1")
-        .env("SVC_SWARM_PORT", swarm_port.to_string())
-        .env("SVC_SWARM_DIR", dir.path().join("swarm"));
+    let (api, api_port, swarm_port) = master_command(dir.path(), "127.0.0.1");
     let api = start_api(api, api_port).await;
     let ca = Ca::load_or_create(&dir.path().join("swarm/ca")).unwrap();
     let db = master_store(&dir.path().join("data"));

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::netns::NetnsHost;
 use common::podman::Podman;
-use common::swarm::{agent_command, enroll, master_store};
-use common::{Proc, admin_token, api_call, api_command, eventually, free_port, start_api};
+use common::swarm::{agent_command, enroll, master_command, master_store};
+use common::{Proc, admin_token, api_call, eventually, start_api};
 use reqwest::Method;
 use serde_json::{Value, json};
 use svc::db::HostStatus;
@@ -67,14 +67,9 @@ async fn a_topology_targeted_at_a_swarm_host_is_deployed_and_torn_down_by_its_ag
     let net = NetnsHost::create(208);
     let podman = Podman::start("h30topo", 239);
     let listener = net.master_side.to_string();
-    let swarm_port = free_port();
-    let (mut api, port) = api_command(dir.path(), None);
-    api.env("SVC_SWARM_ENABLED", "true")
-        .env("SVC_SWARM_HOST", &listener)
-        .env("SVC_SWARM_PORT", swarm_port.to_string())
-        .env("SVC_SWARM_DIR", dir.path().join("swarm"))
-        // The topology's one LAN takes the engine's subnet of the test.
-        .env("SVC_TOPOLOGY_SUBNET_POOL", &podman.subnet)
+    let (mut api, port, swarm_port) = master_command(dir.path(), &listener);
+    // The topology's one LAN takes the engine's subnet of the test.
+    api.env("SVC_TOPOLOGY_SUBNET_POOL", &podman.subnet)
         .env("SVC_DOCKER_HOST", format!("unix://{}", dir.path().join("no-engine.sock").display()));
     let api = start_api(api, port).await;
     let master = Master { token: admin_token(port).await, api, port };

@@ -10,7 +10,7 @@ use rustix::process::Signal;
 use std::io::Write;
 use svc_test_support::otlp::OtlpReceiver;
 
-use svc_test_support::processes::swarm::{agent_command, enroll, listening, master_store};
+use svc_test_support::processes::swarm::{agent_command, enroll, listening, master_command, master_store};
 use svc_test_support::processes::{
     Nats, Proc, admin_token, api_call, api_command, eventually, free_port, start_api, workers_api,
 };
@@ -173,15 +173,8 @@ async fn a_request_traces_its_store_verbs_and_its_bus_message_and_a_message_rece
 async fn the_master_carries_a_requests_trace_to_the_agent_it_calls() {
     let receiver = OtlpReceiver::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let swarm_port = free_port();
-    let (mut command, api_port) = api_command(dir.path(), None);
-    command
-        .env("SVC_DEVELOPER_TRACING", "true")
-        .env("SVC_OTEL_ENDPOINT", receiver.endpoint())
-        .env("SVC_SWARM_ENABLED", "true")
-        .env("SVC_SWARM_HOST", "127.0.0.1")
-        .env("SVC_SWARM_PORT", swarm_port.to_string())
-        .env("SVC_SWARM_DIR", dir.path().join("swarm"));
+    let (mut command, api_port, swarm_port) = master_command(dir.path(), "127.0.0.1");
+    command.env("SVC_DEVELOPER_TRACING", "true").env("SVC_OTEL_ENDPOINT", receiver.endpoint());
     let mut api = start_api(command, api_port).await;
     let ca = svc::swarm::pki::Ca::load_or_create(&dir.path().join("swarm/ca")).unwrap();
     let db = master_store(&dir.path().join("data"));

@@ -13,7 +13,19 @@ use svc::swarm::pki::{Ca, Leaf};
 use svc::swarm::tls::{Identity, PeerPin, client_config};
 use uuid::Uuid;
 
-use super::{eventually, svc};
+use super::{api_command, eventually, free_port, svc};
+
+/// `svc api` in `dir` as a swarm master: its heartbeat listener on `listener` at a free port, its
+/// CA and certificates under `dir/swarm`. The command, the API's port and the swarm port.
+pub fn master_command(dir: &Path, listener: &str) -> (Command, u16, u16) {
+    let swarm_port = free_port();
+    let (mut api, api_port) = api_command(dir, None);
+    api.env("SVC_SWARM_ENABLED", "true")
+        .env("SVC_SWARM_HOST", listener)
+        .env("SVC_SWARM_PORT", swarm_port.to_string())
+        .env("SVC_SWARM_DIR", dir.join("swarm"));
+    (api, api_port, swarm_port)
+}
 
 /// The agent's certificate, key and CA written under `dir/certs`, as `SVC_AGENT_*` settings.
 fn agent_files(dir: &Path, ca: &Ca, leaf: &Leaf) -> [(&'static str, PathBuf); 3] {
