@@ -110,13 +110,29 @@ impl Fleet {
             }
             assert!(
                 Instant::now() < deadline,
-                "{seen} of {count} requests reached the file; collector:\n{}",
+                "{seen} of {count} requests reached the file; {}collector:\n{}",
+                self.missing_with_neighbours(tag, &by_request),
                 collector()
             );
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
         let repeated: Vec<_> = by_request.iter().enumerate().filter(|(_, c)| **c != 1).take(10).collect();
         assert!(repeated.is_empty(), "requests not in the file exactly once (request, times): {repeated:?}");
+    }
+
+    /// The first requests missing from the file, each with the file's lines of its neighbours (a
+    /// line holding two requests would show there).
+    fn missing_with_neighbours(&self, tag: &str, by_request: &[usize]) -> String {
+        let text = self.ingested();
+        let mut report = String::new();
+        for n in by_request.iter().enumerate().filter(|(_, c)| **c == 0).map(|(n, _)| n).take(5) {
+            report.push_str(&format!("request {n} is missing; its neighbours' lines:\n"));
+            let neighbours = [n.wrapping_sub(1), n + 1].map(|k| format!("/{tag}/{k}/"));
+            for line in text.lines().filter(|l| neighbours.iter().any(|m| l.contains(m.as_str()))) {
+                report.push_str(&format!("  {}\n", line.chars().take(800).collect::<String>()));
+            }
+        }
+        report
     }
 
     /// How many times each request `/<tag>/<n>/end` (`n` below `count`) is in the ingest file;
@@ -283,7 +299,9 @@ async fn sixty_four_thousand_requests_at_a_thousand_a_second_arrive_once_and_who
             started.elapsed()
         }
     });
-    // The collector killed -9 every few seconds while the load runs, at most KILLS times.
+    // The collector killed -9 every few seconds while the load runs, at most KILLS times; what each
+    // killed one said is kept for a failure's report.
+    let mut killed = Vec::new();
     for kill in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(2_000 + 1_500 * (kill as u64 % 3))).await;
         if load.is_finished() {
@@ -291,11 +309,20 @@ async fn sixty_four_thousand_requests_at_a_thousand_a_second_arrive_once_and_who
         }
         collector.signal(Signal::KILL);
         collector.wait();
+        killed.push(collector.output());
         collector = fleet.collector(&podman, "0.5");
     }
     let took = load.await.unwrap();
     eprintln!("{REQUESTS} requests took {took:?}");
-    let output = || collector.output();
+    // On a failure: did the engine's own copy have every request (then the collector lost one)?
+    let output = || {
+        let engine = podman.run(&["logs", &format!("{}-sink", podman.fleet)]);
+        let in_engine = engine.lines().filter(|line| line.contains("/seq/")).count();
+        let last = collector.output();
+        let runs = killed.iter().chain([&last]).enumerate();
+        let said: String = runs.map(|(run, output)| format!("-- collector run {run}:\n{output}\n")).collect();
+        format!("the engine's log holds {in_engine} request lines\n{said}")
+    };
     fleet.expect_each_once("seq", REQUESTS, Instant::now() + Duration::from_secs(120), &output).await;
     // The engine's log of the decky is capped (`DECKY_LOG_MAX_BYTES`): this says how near the cap the load came.
     eprintln!("the ingest file holds {} bytes", fleet.ingested().len());

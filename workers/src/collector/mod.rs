@@ -236,6 +236,10 @@ async fn read_container(
         };
         let joined = joiner.push(&frame);
         counters.add("lines_unstamped", joined.unstamped);
+        if joined.unstamped > 0 {
+            // A piece the engine handed over without its stamp cannot be placed in a line.
+            tracing::warn!(container = %id, pieces = joined.unstamped, "Collector: pieces of output without a stamp were dropped");
+        }
         for line in joined.lines {
             if line.cut {
                 counters.add("lines_cut", 1);
