@@ -4,7 +4,8 @@
 //! (`SVC_AGENT_DECKY_NET`). A deploy to the master spreads its deckies over the hosts; they become
 //! containers on their host's engine, `succeeded`, and show in `/swarm/deckies` and `/deckies`
 //! with their host. `POST /deckies/{name}/mutate` and `DELETE /deckies/{name}` reach the decky's
-//! host; a deploy with `replace_fleet` clears every host of what the new INI does not name.
+//! host; a deploy with `replace_fleet` clears every host of what the new INI does not name, and one
+//! that pins a decky to another host moves it there.
 //!
 //! `SVC_SWARM_BENCH_DECKIES` sets how many deckies the first deploy makes (default 6); the wall
 //! time from the POST to every record `succeeded` is printed (`benches/swarm-containers.sh`).
@@ -205,5 +206,21 @@ async fn deckies_dispatched_to_hosts_become_their_containers_and_are_mutated_and
     .await;
     let counts: Vec<usize> = hosts.iter().map(|h| h.podman.containers().len()).collect();
     assert_eq!(counts, [1, 0, 0], "the replaced deckies' containers are gone");
+
+    // Pin solo to charlie in a deploy that replaces nothing: it leaves alpha, one decky on one host.
+    let moved = "[general]\nnet = 172.30.97.0/24\n\n[solo]\narchetype = linux-server\nhost = charlie\n";
+    let rows = master.ended(&master.deploy(moved, false).await).await;
+    assert_eq!(
+        (&rows[0]["status"], host_named(rows[0]["host_uuid"].as_str().unwrap())),
+        (&json!("succeeded"), "charlie"),
+        "{}",
+        master.api.output()
+    );
+    eventually("solo is charlie's alone", || async {
+        master.swarm_deckies().await == [("solo".to_string(), "charlie".to_string(), "running".to_string())]
+    })
+    .await;
+    let counts: Vec<usize> = hosts.iter().map(|h| h.podman.containers().len()).collect();
+    assert_eq!(counts, [0, 0, 1], "solo's container moved from alpha to charlie");
     db.close().await;
 }

@@ -3,7 +3,10 @@
 //! `svc agent`s take theirs (their engines are absent, so each decky fails there, and the failure
 //! comes back through the heartbeat with the fleet's own reason), and the fourth host, whose agent
 //! went down after its host became `active` (the master has not yet missed it), fails its two
-//! records at once as unreachable. A host never heard from gets nothing.
+//! records at once as unreachable, and its deckies are on record there as `failed` though it never
+//! reported them (each dispatched decky has its shard before any heartbeat). A host never heard
+//! from gets nothing. A second deploy that pins a decky to another host must first have the host
+//! that runs it tear it down; that agent cannot (no engine), so the new host is sent nothing.
 
 use svc_test_support::processes as common;
 
@@ -100,17 +103,42 @@ async fn a_swarm_deploy_lands_two_deckies_per_host_and_a_down_host_fails_its_own
             );
         }
     }
-    // The agents' heartbeats reported their deckies: one shard each, on its host.
-    eventually("the shards of the three live hosts are reported", || async {
-        db.decky_shards(&ShardFilter::default()).await.is_ok_and(|shards| shards.len() == 6)
+    // One shard per decky, on its host: the live hosts' reported by their heartbeats, delta's
+    // written at dispatch and failed with its records.
+    eventually("the live hosts' deckies are reported", || async {
+        db.decky_shards(&ShardFilter::default())
+            .await
+            .is_ok_and(|shards| shards.len() == 8 && shards.iter().filter(|s| s.last_seen.is_some()).count() == 6)
     })
     .await;
     let shards = db.decky_shards(&ShardFilter::default()).await.unwrap();
     for shard in &shards {
         let host = hosts[&shard.host_uuid.to_string()];
-        assert!(names(host).contains(&shard.decky_name), "{} reported by {host}", shard.decky_name);
+        assert!(names(host).contains(&shard.decky_name), "{} recorded on {host}", shard.decky_name);
+        if host == "delta" {
+            assert_eq!((shard.state, shard.last_error.as_deref()), (ShardState::Failed, Some("host unreachable")));
+        }
     }
     assert!(api.output().contains("Deploy not delivered to the agent"), "the unreachable host is logged");
+
+    // `db` runs on charlie; pinned to alpha, it must leave charlie first. Charlie's agent cannot
+    // remove it (no engine), so alpha is sent nothing and db's record says why: one decky, one host.
+    let moved = "[general]\nnet = 172.30.98.0/24\n\n[db]\nservices = ssh\nhost = alpha\n";
+    let (status, accepted) =
+        api_call(api_port, &token, reqwest::Method::POST, "/deckies/deploy", Some(json!({"ini_content": moved}))).await;
+    assert_eq!(status, 202, "{accepted}");
+    let path = format!("/deckies/lifecycle?ids={}", accepted["lifecycle_ids"][0].as_str().unwrap());
+    eventually("the move's record fails", || async {
+        let (_, body) = api_call(api_port, &token, reqwest::Method::GET, &path, None).await;
+        body["rows"][0]["status"] == "failed"
+    })
+    .await;
+    let (_, body) = api_call(api_port, &token, reqwest::Method::GET, &path, None).await;
+    assert_eq!(body["rows"][0]["error"], "a decky could not be removed from the host that runs it");
+    let filter = ShardFilter { decky_name: Some("db".into()), ..ShardFilter::default() };
+    let charlie = db.swarm_host_by_name("charlie").await.unwrap();
+    assert_eq!(db.decky_shards(&filter).await.unwrap()[0].host_uuid, charlie.uuid, "db stays on charlie");
+    assert!(api.output().contains("Decky not moved: its old host did not tear it down"), "the refusal is logged");
 
     // A decky recorded on delta, whose agent is down: mutating or deleting it through the fleet
     // routes reaches for delta, and says plainly that it could not.

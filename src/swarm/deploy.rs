@@ -1,13 +1,16 @@
 //! A deploy in swarm mode: when usable hosts exist, `POST /deckies/deploy` checks the INI as the
 //! fleet would, spreads its deckies (`dispatch`), stores one lifecycle record per decky carrying
 //! its host, answers at once, and in the background calls each host's agent (`POST /deploy`,
-//! pinned by the stored fingerprint). Records end with the agent's heartbeat; a host that cannot
-//! be reached, or refuses, fails its records at once with a generic reason. A deploy that replaces
-//! the fleet first has every host that runs deckies, or gets some, tear all of its own down.
+//! pinned by the stored fingerprint). Each decky is on one host: one that another host runs is
+//! torn down there first, and each gets a `pending` shard on its new host before the agent is
+//! called, so `/swarm/deckies`, `/deckies` and the decky routes know where it is before the first
+//! heartbeat. Records end with the agent's heartbeat; a host that cannot be reached, or refuses,
+//! fails its records (and shards) at once with a generic reason. A deploy that replaces the fleet
+//! first has every host that runs deckies, or gets some, tear all of its own down.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::caller::{AgentCallError, AgentCaller};
@@ -15,12 +18,16 @@ use super::config::SwarmConfig;
 use super::dispatch::{self, Slice};
 use super::remote;
 use super::wire::DeployRequest;
-use crate::db::{Db, DeckyLifecycle, LifecycleStatus, ShardFilter, SwarmHost};
+use crate::db::{Db, DeckyConfig, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost};
 use crate::fleet::ini::Ini;
 use crate::fleet::{Accepted, FleetError, plan};
 
 /// The reason a record fails with when its host refused the deploy (its words go to the log).
 const AGENT_REFUSED: &str = "the agent refused the deploy";
+
+/// The reason a host's records fail with when a decky it was to take could not be removed from
+/// the host that runs it (nothing is then sent: one decky, one host).
+const NOT_MOVED: &str = "a decky could not be removed from the host that runs it";
 
 /// Deploys `ini_text` over the usable swarm hosts; `None` when there is none (the deploy is then
 /// the local fleet's). With `replace`, each usable host, and each host a decky is recorded on,
@@ -48,6 +55,7 @@ pub async fn deploy(
             deckies.len()
         )));
     }
+    let mut planned: BTreeMap<String, DeckyConfig> = deckies.into_iter().map(|d| (d.name.clone(), d)).collect();
     let client = AgentCaller::load(config).map_err(|err| FleetError::Refused(err.to_string()))?;
     let mut clear: BTreeSet<Uuid> = BTreeSet::new();
     if replace {
@@ -60,7 +68,9 @@ pub async fn deploy(
     for slice in split.slices {
         let host = hosts.iter().find(|h| h.uuid == slice.host).expect("a slice's host is usable").clone();
         let mut records = Vec::new();
+        let mut shards = Vec::new();
         for name in &slice.deckies {
+            shards.push(pending_shard(&host, planned.remove(name), name, now));
             let record = DeckyLifecycle {
                 id: Uuid::new_v4(),
                 decky_name: name.clone(),
@@ -77,7 +87,7 @@ pub async fn deploy(
             records.push(record.id);
         }
         let cleared = clear.remove(&host.uuid);
-        work.push((host, cleared, Some((slice, records))));
+        work.push((host, cleared, Some((slice, records, shards))));
     }
     // Hosts the new deploy gives nothing keep nothing either.
     for uuid in clear {
@@ -95,8 +105,8 @@ pub async fn deploy(
             if cleared && let Ok(filter) = remote::start_teardown(&db, &host, None).await {
                 let _ = remote::finish_teardown(&db, &config, &host, filter).await;
             }
-            if let Some((slice, records)) = share {
-                send(&db, &client, &host, slice, &records).await;
+            if let Some((slice, records, shards)) = share {
+                send(&db, &config, &client, &host, slice, &records, &shards).await;
             }
         };
         // In the deploy request's trace (traces on), carried on to the agent.
@@ -105,7 +115,55 @@ pub async fn deploy(
     Ok(Some(Accepted { deckies: ids.len(), lifecycle_ids: ids }))
 }
 
-async fn send(db: &Db, client: &AgentCaller, host: &SwarmHost, slice: Slice, records: &[Uuid]) {
+/// The shard a dispatched decky has on `host` until the host's heartbeat reports it: its planned
+/// config, with no address yet (the agent plans its own).
+fn pending_shard(host: &SwarmHost, planned: Option<DeckyConfig>, name: &str, now: DateTime<Utc>) -> DeckyShard {
+    let config = planned.map(|mut config| {
+        config.ip.clear();
+        config.host_uuid = Some(host.uuid.to_string());
+        config
+    });
+    DeckyShard {
+        decky_name: name.to_string(),
+        host_uuid: host.uuid,
+        services: config.as_ref().map(|c| c.services.clone()).unwrap_or_default(),
+        decky_config: config,
+        decky_ip: None,
+        state: ShardState::Pending,
+        last_error: None,
+        compose_hash: None,
+        last_seen: None,
+        updated_at: now,
+    }
+}
+
+/// Tears down, on the host that runs it, each of `deckies` that another host than `host` runs.
+async fn move_away(db: &Db, config: &SwarmConfig, host: &SwarmHost, deckies: &[String]) -> Result<(), ()> {
+    for name in deckies {
+        let current = remote::host_of(db, name).await.map_err(|err| {
+            tracing::error!(decky = %name, error = %err, "Cannot read which host runs a dispatched decky");
+        })?;
+        let Some((_, old)) = current.filter(|(_, old)| old.uuid != host.uuid) else { continue };
+        match remote::teardown(db, config, &old, name).await {
+            Ok(()) => tracing::info!(decky = %name, from = %old.name, to = %host.name, "Decky moved off its old host"),
+            Err(err) => {
+                tracing::warn!(decky = %name, from = %old.name, to = %host.name, error = %err, "Decky not moved: its old host did not tear it down");
+                return Err(());
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn send(
+    db: &Db,
+    config: &SwarmConfig,
+    client: &AgentCaller,
+    host: &SwarmHost,
+    slice: Slice,
+    records: &[Uuid],
+    shards: &[DeckyShard],
+) {
     let mark = |status: LifecycleStatus, error: Option<&'static str>| async move {
         for id in records {
             if let Err(err) = db.set_lifecycle_status(*id, status, error, Utc::now()).await {
@@ -113,6 +171,13 @@ async fn send(db: &Db, client: &AgentCaller, host: &SwarmHost, slice: Slice, rec
             }
         }
     };
+    if move_away(db, config, host, &slice.deckies).await.is_err() {
+        mark(LifecycleStatus::Failed, Some(NOT_MOVED)).await;
+        return;
+    }
+    if let Err(err) = db.upsert_decky_shards(shards).await {
+        tracing::error!(host = %host.name, error = %err, "Could not record the dispatched deckies");
+    }
     mark(LifecycleStatus::Running, None).await;
     let body = DeployRequest { config: slice.ini, dry_run: false, no_cache: false };
     let body = serde_json::to_value(&body).expect("a deploy request serialises");
@@ -125,6 +190,11 @@ async fn send(db: &Db, client: &AgentCaller, host: &SwarmHost, slice: Slice, rec
                 other => other.reason(),
             };
             mark(LifecycleStatus::Failed, Some(reason)).await;
+            let pending =
+                ShardFilter { host_uuid: Some(host.uuid), decky_name: None, state: Some(ShardState::Pending) };
+            if let Err(err) = db.set_decky_shard_state(&pending, ShardState::Failed, Some(reason), Utc::now()).await {
+                tracing::error!(host = %host.name, error = %err, "Could not record the failed dispatch");
+            }
         }
     }
 }

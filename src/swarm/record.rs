@@ -1,7 +1,7 @@
 //! What a verified heartbeat writes to the master's store: the host `active` and heard from now,
 //! one shard per decky it reports (`running` when its container runs, else `degraded`), the host's
 //! shards of deckies it no longer reports gone (a heartbeat read before a teardown may bring one
-//! back; the next removes it), and each outcome of a deploy or mutation onto the newest open
+//! back; the next removes it) but for `pending` ones, dispatched and not yet taken by its agent, and each outcome of a deploy or mutation onto the newest open
 //! lifecycle record of that decky, operation and host. Outcomes of an unknown status, or with no
 //! open record, are logged and dropped.
 
@@ -33,7 +33,9 @@ impl HeartbeatStore for StoredHeartbeats {
         let reported: std::collections::BTreeSet<&str> =
             heartbeat.status.deckies.iter().map(|d| d.name.as_str()).collect();
         let recorded = db.decky_shards(&ShardFilter { host_uuid: Some(host), ..ShardFilter::default() }).await?;
-        for gone in recorded.iter().filter(|shard| !reported.contains(shard.decky_name.as_str())) {
+        let gone =
+            |shard: &&DeckyShard| shard.state != ShardState::Pending && !reported.contains(shard.decky_name.as_str());
+        for gone in recorded.iter().filter(gone) {
             let filter = ShardFilter { host_uuid: Some(host), decky_name: Some(gone.decky_name.clone()), state: None };
             db.delete_decky_shards(&filter).await?;
         }
