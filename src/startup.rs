@@ -344,7 +344,7 @@ impl Lifespan {
             return Ok(());
         }
         let listener = SwarmListener::bind(config).await.context("starting the swarm listener")?;
-        let store = Arc::new(StoredHeartbeats(self.state.db.clone()));
+        let store = Arc::new(StoredHeartbeats(self.state.topologies.clone()));
         self.tasks.spawn(listener.run(store, self.cancel.clone()));
         Ok(())
     }

@@ -2,21 +2,23 @@
 //! namespace of its own with its own container engine (podman's API service), and a master with no
 //! engine at all. The topology is refused at create for a host the master does not know; targeted
 //! at the agent's host it deploys there (its decky a container of the agent's fleet, the topology
-//! `active` and its decky `running` in the master's API), takes no mutation (the host applies it
-//! whole), and its teardown removes the container and the LAN's network. Once the agent is gone, a
+//! `active` and its decky `running` in the master's API), follows the host's heartbeats (degraded
+//! and active again as the host has it; degraded when the host no longer keeps it), takes no
+//! mutation (the host applies it whole), and its teardown removes the container and the LAN's network. Once the agent is gone, a
 //! deploy fails with a generic reason instead of hanging.
 
 use svc_test_support::processes as common;
 
 use std::time::{Duration, Instant};
 
+use chrono::Utc;
 use common::netns::NetnsHost;
 use common::podman::Podman;
 use common::swarm::{agent_command, enroll, master_command, master_store};
 use common::{Proc, admin_token, api_call, eventually, start_api};
 use reqwest::Method;
 use serde_json::{Value, json};
-use svc::db::HostStatus;
+use svc::db::{HostStatus, TopologyStatus};
 use svc::swarm::pki::Ca;
 
 /// Building the decky image from a debug binary on a shared machine takes longer than an API call.
@@ -122,10 +124,38 @@ async fn a_topology_targeted_at_a_swarm_host_is_deployed_and_torn_down_by_its_ag
     assert_eq!(podman.state(&container).as_deref(), Some("running"), "the decky runs on the agent's engine");
     assert_eq!(podman.networks().len(), 1, "the LAN is a network on the agent's engine");
 
+    // The host's heartbeats carry where the topology stands there. The agent's store is moved as
+    // its heal moves it (a heal's degraded spell is shorter than a heartbeat; setting it here makes
+    // it last): the master follows, reason and all, and back.
+    let agent_store = master_store(&agent_dir.join("data"));
+    let topology_id: uuid::Uuid = id.parse().unwrap();
+    let (active, degraded) = (TopologyStatus::Active, TopologyStatus::Degraded);
+    agent_store
+        .set_topology_status(topology_id, Some(&[active]), degraded, Some("its container had stopped"), Utc::now())
+        .await
+        .unwrap();
+    master.reaches(&id, "degraded").await;
+    let (_, events) = master.call(Method::GET, &format!("/topologies/{id}/status-events"), None).await;
+    assert_eq!(events[0]["reason"], "its container had stopped", "{events}");
+    agent_store
+        .set_topology_status(topology_id, Some(&[degraded]), active, Some("container started again"), Utc::now())
+        .await
+        .unwrap();
+    master.reaches(&id, "active").await;
+
     // The host applies the topology whole: no live mutation.
     let mutation = json!({"op": "add_lan", "payload": {"name": "extra"}});
     let (status, body) = master.call(Method::POST, &format!("/topologies/{id}/mutations"), Some(mutation)).await;
     assert_eq!(status, 409, "{body}");
+
+    // A host that no longer keeps it (its store wiped, say) leaves it degraded, and says so.
+    let kept = agent_store.topology_detail(topology_id).await.unwrap();
+    agent_store.delete_topology(topology_id, &[active]).await.unwrap();
+    master.reaches(&id, "degraded").await;
+    let (_, events) = master.call(Method::GET, &format!("/topologies/{id}/status-events"), None).await;
+    assert_eq!(events[0]["reason"], "its swarm host no longer has it", "{events}");
+    agent_store.create_topology(&kept).await.unwrap();
+    master.reaches(&id, "active").await;
 
     master.post(&format!("/topologies/{id}/teardown"), json!({}), 202).await;
     let torn = master.reaches(&id, "torn_down").await;

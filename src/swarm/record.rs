@@ -3,23 +3,27 @@
 //! shards of deckies it no longer reports gone (a heartbeat read before a teardown may bring one
 //! back; the next removes it) but for `pending` ones, dispatched and not yet taken by its agent, and each outcome of a deploy or mutation onto the newest open
 //! lifecycle record of that decky, operation and host. Outcomes of an unknown status, or with no
-//! open record, are logged and dropped.
+//! open record, are logged and dropped. The topologies the master sent the host follow its report
+//! ([`TopologyReport`]): a live one takes the status the host's heal left it in, with its deckies'
+//! states, and one the host no longer keeps (or no longer runs) becomes `degraded`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::listener::HeartbeatStore;
-use super::wire::Heartbeat;
-use crate::db::{Db, DbError, DbResult, DeckyShard, LifecycleStatus, ShardFilter, ShardState};
+use super::wire::{Heartbeat, TopologyReport};
+use crate::db::{DbError, DbResult, DeckyShard, LifecycleStatus, ShardFilter, ShardState, Topology, TopologyStatus};
+use crate::topology::Topologies;
 
-/// The master's store as the heartbeat listener sees it.
-pub struct StoredHeartbeats(pub Db);
+/// The master's store as the heartbeat listener sees it (topologies move through their own code,
+/// which announces each move).
+pub struct StoredHeartbeats(pub Topologies);
 
 #[async_trait]
 impl HeartbeatStore for StoredHeartbeats {
     async fn agent_fingerprint(&self, host: Uuid) -> DbResult<Option<Option<String>>> {
-        match self.0.swarm_host(host).await {
+        match self.0.db().swarm_host(host).await {
             Ok(host) => Ok(Some(host.client_cert_fingerprint)),
             Err(DbError::NotFound) => Ok(None),
             Err(err) => Err(err),
@@ -27,7 +31,7 @@ impl HeartbeatStore for StoredHeartbeats {
     }
 
     async fn record_heartbeat(&self, heartbeat: &Heartbeat, at: DateTime<Utc>) -> DbResult<()> {
-        let db = &self.0;
+        let db = self.0.db();
         let host = heartbeat.host_uuid;
         db.record_swarm_heartbeat(host, at).await?;
         let reported: std::collections::BTreeSet<&str> =
@@ -73,6 +77,68 @@ impl HeartbeatStore for StoredHeartbeats {
                 continue;
             };
             db.set_lifecycle_status(id, status, delta.error.as_deref(), delta.completed_at.unwrap_or(at)).await?;
+        }
+        if let Some(state) = &heartbeat.topology {
+            match serde_json::from_value::<Vec<TopologyReport>>(state.clone()) {
+                Ok(reports) => self.record_topologies(host, &reports).await?,
+                Err(err) => {
+                    tracing::debug!(%host, error = %err, "A heartbeat's topology state of another shape left unread")
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+const LIVE: [TopologyStatus; 2] = [TopologyStatus::Active, TopologyStatus::Degraded];
+
+impl StoredHeartbeats {
+    /// Each live topology the master sent `host` takes what the host reports of it. A deploy or
+    /// teardown at work is not live here, so the host's answer to it is what records it.
+    async fn record_topologies(&self, host: Uuid, reports: &[TopologyReport]) -> DbResult<()> {
+        let target = host.to_string();
+        for status in LIVE {
+            for topology in self.0.db().topologies(Some(status), 500, 0).await?.rows {
+                if topology.target_host_uuid.as_deref() != Some(target.as_str()) {
+                    continue;
+                }
+                match self.follow(&topology, reports.iter().find(|r| r.id == topology.id)).await {
+                    // Deleted, or moved on meanwhile (a teardown began): what did it stands.
+                    Ok(()) | Err(DbError::NotFound | DbError::Conflict) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn follow(&self, topology: &Topology, report: Option<&TopologyReport>) -> DbResult<()> {
+        let (to, reason) = match report {
+            Some(report) if LIVE.contains(&report.status) => {
+                self.record_decky_states(topology.id, report).await?;
+                (report.status, report.reason.clone())
+            }
+            Some(report) => {
+                (TopologyStatus::Degraded, Some(format!("its swarm host has it {}", report.status.as_str())))
+            }
+            None => (TopologyStatus::Degraded, Some("its swarm host no longer has it".to_string())),
+        };
+        if to == topology.status {
+            return Ok(());
+        }
+        tracing::info!(topology = %topology.id, from = topology.status.as_str(), to = to.as_str(), reason = ?reason, "Topology on a swarm host moved by its heartbeat");
+        self.0.move_status(topology.id, Some(&LIVE), to, reason.as_deref()).await.map(drop)
+    }
+
+    /// The reported state of each decky that differs from the master's record.
+    async fn record_decky_states(&self, id: Uuid, report: &TopologyReport) -> DbResult<()> {
+        let db = self.0.db();
+        let detail = db.topology_detail(id).await?;
+        for decky in &report.deckies {
+            let known = detail.deckies.iter().find(|d| d.uuid == decky.uuid);
+            if known.is_some_and(|d| d.state != decky.state || d.last_error != decky.last_error) {
+                db.set_topology_decky_state(decky.uuid, &decky.state, decky.last_error.as_deref(), Utc::now()).await?;
+            }
         }
         Ok(())
     }

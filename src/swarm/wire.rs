@@ -82,6 +82,8 @@ pub struct Heartbeat {
     pub host_uuid: Uuid,
     pub agent_version: String,
     pub status: AgentStatus,
+    /// The topologies the agent runs for the master ([`TopologyReport`]s; DECNET's agents send a
+    /// shape of their own, which is left unread).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,4 +126,14 @@ pub struct TopologyDeckyState {
     pub uuid: Uuid,
     pub state: String,
     pub last_error: Option<String>,
+}
+
+/// Where a topology the agent runs for the master stands on its host (its heal included), sent in
+/// each heartbeat's `topology`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TopologyReport {
+    pub id: Uuid,
+    pub status: crate::db::TopologyStatus,
+    pub reason: Option<String>,
+    pub deckies: Vec<TopologyDeckyState>,
 }

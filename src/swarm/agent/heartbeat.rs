@@ -48,12 +48,19 @@ async fn beat(agent: &Agent, endpoint: &Endpoint, host_uuid: uuid::Uuid) {
             return;
         }
     };
+    let topology = match super::topology::reports(agent).await {
+        Ok(reports) => Some(serde_json::to_value(reports).expect("topology reports serialise")),
+        Err(err) => {
+            tracing::warn!(error = %err, "Cannot read this host's topologies for the heartbeat");
+            None
+        }
+    };
     let deltas = agent.take_pending();
     let heartbeat = Heartbeat {
         host_uuid,
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         status,
-        topology: None,
+        topology,
         lifecycle: (!deltas.is_empty()).then(|| deltas.clone()),
     };
     let body = serde_json::to_value(&heartbeat).expect("a heartbeat serialises");

@@ -2,7 +2,8 @@
 //! master stores it, keeps a copy in this host's store (as this host's own: no target host) and
 //! deploys it with the master's topology code on this host's engine; `POST /topology/teardown`
 //! removes it. Both answer once the engine work is done, with where the topology was left and each
-//! decky's state, which the master records as its own.
+//! decky's state, which the master records as its own; each heartbeat then carries the same of
+//! every topology this host keeps ([`reports`]), so the master sees this host's heal.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -14,7 +15,7 @@ use uuid::Uuid;
 use super::Agent;
 use super::routes::{body, detail};
 use crate::db::{TopologyDetail, TopologyStatus};
-use crate::swarm::wire::{TopologyApplied, TopologyDeckyState, TopologyTeardownRequest};
+use crate::swarm::wire::{TopologyApplied, TopologyDeckyState, TopologyReport, TopologyTeardownRequest};
 use crate::topology::TopologyError;
 use crate::topology::deploy::Outcome;
 
@@ -30,17 +31,38 @@ fn topology_error(err: TopologyError) -> Response {
     }
 }
 
+/// Each decky's state as this host's store has it now.
+async fn decky_states(agent: &Agent, id: Uuid) -> Result<Vec<TopologyDeckyState>, TopologyError> {
+    let stored = agent.topologies.detail(id).await?;
+    Ok(stored
+        .deckies
+        .into_iter()
+        .map(|d| TopologyDeckyState { uuid: d.uuid, state: d.state, last_error: d.last_error })
+        .collect())
+}
+
 /// The outcome with each decky's state as this host's store has it now.
 async fn applied(agent: &Agent, id: Uuid, outcome: Outcome) -> Response {
-    let deckies = match agent.topologies.detail(id).await {
-        Ok(stored) => stored
-            .deckies
-            .into_iter()
-            .map(|d| TopologyDeckyState { uuid: d.uuid, state: d.state, last_error: d.last_error })
-            .collect(),
-        Err(err) => return topology_error(err),
-    };
-    Json(TopologyApplied { status: outcome.status, reason: outcome.reason, deckies }).into_response()
+    match decky_states(agent, id).await {
+        Ok(deckies) => {
+            Json(TopologyApplied { status: outcome.status, reason: outcome.reason, deckies }).into_response()
+        }
+        Err(err) => topology_error(err),
+    }
+}
+
+/// Where each topology this host keeps stands, for the heartbeat; one that cannot be read is left
+/// out (the master then hears of it next time).
+pub(super) async fn reports(agent: &Agent) -> Result<Vec<TopologyReport>, crate::db::DbError> {
+    let mut reports = Vec::new();
+    let db = agent.topologies.db();
+    for topology in db.topologies(None, 500, 0).await?.rows {
+        let Ok(deckies) = decky_states(agent, topology.id).await else { continue };
+        // Why it came to its status: its last move's reason.
+        let reason = db.status_events(topology.id, 1).await?.pop().and_then(|event| event.reason);
+        reports.push(TopologyReport { id: topology.id, status: topology.status, reason, deckies });
+    }
+    Ok(reports)
 }
 
 pub(super) async fn apply(State(agent): State<Agent>, bytes: Bytes) -> Response {
