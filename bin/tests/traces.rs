@@ -10,7 +10,9 @@ use rustix::process::Signal;
 use std::io::Write;
 use svc_test_support::otlp::OtlpReceiver;
 
-use svc_test_support::processes::swarm::{agent_command, enroll, listening, master_command, master_store};
+use svc_test_support::processes::swarm::{
+    agent_command, enroll, forwarder_command, listening, master_command, master_store,
+};
 use svc_test_support::processes::{
     Nats, Proc, admin_token, api_call, api_command, eventually, free_port, start_api, workers_api,
 };
@@ -216,5 +218,71 @@ async fn the_master_carries_a_requests_trace_to_the_agent_it_calls() {
         spans.iter().any(|s| s.trace_id == served.trace_id && s.name == "POST /api/v1/swarm/hosts/{uuid}/teardown"),
         "the agent's span is in the trace of the request that asked for the teardown"
     );
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_host_carries_its_traces_to_the_master_in_heartbeats_and_shipped_lines() {
+    let receiver = OtlpReceiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut command, api_port, swarm_port) = master_command(dir.path(), "127.0.0.1");
+    let syslog_port = free_port();
+    command
+        .env("SVC_SWARM_SYSLOG_PORT", syslog_port.to_string())
+        .env("SVC_DEVELOPER_TRACING", "true")
+        .env("SVC_OTEL_ENDPOINT", receiver.endpoint());
+    let api = start_api(command, api_port).await;
+    let token = admin_token(api_port).await;
+    let ca = svc::swarm::pki::Ca::load_or_create(&dir.path().join("swarm/ca")).unwrap();
+    let db = master_store(&dir.path().join("data"));
+    let leaf = ca.issue("alpha", &["127.0.0.1".to_string()]).unwrap();
+    let agent_port = free_port();
+    let host = enroll(&db, "alpha", "127.0.0.1", agent_port, &leaf.fingerprint).await;
+    let traced = |mut command: std::process::Command| {
+        command.env("SVC_DEVELOPER_TRACING", "true").env("SVC_OTEL_ENDPOINT", receiver.endpoint());
+        command
+    };
+    let mut command = traced(agent_command(&dir.path().join("alpha"), &ca, &leaf, "127.0.0.1", agent_port));
+    command
+        .env("SVC_MASTER_HOST", "127.0.0.1")
+        .env("SVC_SWARM_PORT", swarm_port.to_string())
+        .env("SVC_HOST_UUID", host.uuid.to_string())
+        .env("SVC_AGENT_HEARTBEAT_S", "0.5");
+    let _agent = Proc::spawn(command);
+
+    // Heartbeats: the master's server span of each continues the agent's client span.
+    let heartbeat =
+        || receiver.spans().into_iter().find(|s| s.service == "svc-api" && s.name == "POST /swarm/heartbeat");
+    eventually("a heartbeat's server span reaches the receiver", || async { heartbeat().is_some() }).await;
+    let served = heartbeat().unwrap();
+    eventually("the agent's call span reaches the receiver", || async {
+        receiver.spans().iter().any(|s| s.span_id == served.parent_span_id)
+    })
+    .await;
+    let call = receiver.spans().into_iter().find(|s| s.span_id == served.parent_span_id).unwrap();
+    assert_eq!((call.service.as_str(), call.name.as_str(), call.kind), ("svc-agent", "POST /swarm/heartbeat", 3));
+    assert_eq!((call.trace_id.as_str(), served.kind), (served.trace_id.as_str(), 2));
+
+    // A line the host's collector wrote in a trace, shipped by the host's forwarder: stored on the
+    // master with that trace, by an ingester span continuing the collector's.
+    let (trace_id, collector_span) = ("6bf92f3577b34da6a3ce929d0e0e4738", "20f067aa0ba902b9");
+    let line = r#"<134>1 2026-11-26T06:00:00Z decky-31 ssh - login_attempt [relay@55555 src_ip="198.51.100.31" username="root" password="toor"] login"#;
+    let carried = svc::logline::with_trace_context(line, &format!("00-{trace_id}-{collector_span}-01")).unwrap();
+    let log = dir.path().join("alpha/ingest.log");
+    std::fs::write(&log, format!("{carried}\n")).unwrap();
+    let _forwarder =
+        Proc::spawn(traced(forwarder_command(&dir.path().join("alpha"), &ca, &leaf, "127.0.0.1", syslog_port, &log)));
+    eventually("the shipped line is stored", || async { stored_row(api_port, &token, "decky-31").await.is_some() })
+        .await;
+    let row = stored_row(api_port, &token, "decky-31").await.unwrap();
+    assert_eq!((&row["trace_id"], &row["raw_line"]), (&serde_json::json!(trace_id), &serde_json::json!(line)), "{row}");
+    eventually("the master's ingester span of that trace reaches the receiver", || async {
+        receiver.spans().iter().any(|s| s.name == "ingester.process_record" && s.trace_id == trace_id)
+    })
+    .await;
+    let spans = receiver.spans();
+    let stored = spans.iter().find(|s| s.name == "ingester.process_record" && s.trace_id == trace_id).unwrap();
+    assert_eq!((stored.parent_span_id.as_str(), stored.service.as_str()), (collector_span, "svc-api"));
+    assert_eq!(row["span_id"], stored.span_id.as_str(), "{}", api.output());
     db.close().await;
 }

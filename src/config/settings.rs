@@ -73,7 +73,7 @@ const MEANINGS: &[(&str, &str)] = &[
     ),
     (
         "SVC_DEVELOPER_TRACING",
-        "OpenTelemetry traces over OTLP (requests, bus publishes, collector to ingester) and a log line per request; off: no span",
+        "OpenTelemetry traces over OTLP, per process (api, workers, agent): requests, store verbs, bus publish and receive, collector to ingester, master to agent and back (heartbeats, shipped lines); a log line per request. Off: no span, no exporter",
     ),
     ("SVC_OTEL_PROTOCOL", "`grpc` or `http/protobuf`: how traces reach the collector"),
     (

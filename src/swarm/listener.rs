@@ -72,6 +72,8 @@ pub fn router(store: Arc<dyn HeartbeatStore>) -> Router {
         .route(HEARTBEAT_PATH, post(heartbeat))
         .route("/swarm/health", get(health))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // A heartbeat continues the agent's trace (traces on).
+        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(crate::traces::server_span))
         .with_state(store)
 }
 

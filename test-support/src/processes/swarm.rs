@@ -23,7 +23,10 @@ pub fn master_command(dir: &Path, listener: &str) -> (Command, u16, u16) {
     api.env("SVC_SWARM_ENABLED", "true")
         .env("SVC_SWARM_HOST", listener)
         .env("SVC_SWARM_PORT", swarm_port.to_string())
-        .env("SVC_SWARM_DIR", dir.join("swarm"));
+        .env("SVC_SWARM_DIR", dir.join("swarm"))
+        // Not DECNET's 6514, which tests running side by side would contend for (a test that ships
+        // lines sets its own).
+        .env("SVC_SWARM_SYSLOG_PORT", free_port().to_string());
     (api, api_port, swarm_port)
 }
 
