@@ -3,7 +3,9 @@
 //! test opens on the host, on the fleet bridge's gateway address and on the host's main address:
 //! both are refused, while the host still reaches the decky's decoy. Without svc's chain (removed
 //! by hand, as on a host before the fix) the same connection succeeds, and the next reconcile
-//! puts the chain back; tearing the fleet down leaves no chain and no jump to it.
+//! puts the chain back; tearing the fleet down leaves no chain and no jump to it. A topology's
+//! deckies meet the same refusal on their LANs, from a chain of the topology's own that its heal
+//! puts back and its teardown removes.
 
 use svc_test_support::processes as common;
 
@@ -91,6 +93,80 @@ async fn a_decky_cannot_reach_the_hosts_own_listeners_and_the_host_still_reaches
     let (status, body) = api_call(port, &token, reqwest::Method::DELETE, "/deckies/bait", None).await;
     assert!(status < 300, "{status} {body}");
     assert_eq!(podman.isolation_chains(), Vec::<String>::new());
+    let input =
+        String::from_utf8_lossy(&std::process::Command::new("iptables").args(["-w", "-S"]).output().unwrap().stdout)
+            .into_owned();
+    assert!(!input.contains(&chains[0]), "no jump to {} is left:\n{input}", chains[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topology_decky_cannot_reach_the_hosts_own_listeners_and_its_chain_goes_with_it() {
+    let podman = Podman::start("h33i-topo", 243);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut command, port) = api_command(dir.path(), None);
+    // The topology's one LAN takes the engine's subnet of the test.
+    podman
+        .configure(&mut command, &dir.path().join("ingest.log"))
+        .env("SVC_TOPOLOGY_SUBNET_POOL", &podman.subnet)
+        .env("SVC_RECONCILE_S", "1");
+    let api = start_api(command, port).await;
+    let token = admin_token(port).await;
+    let post = |path: String, body: serde_json::Value| {
+        let token = token.clone();
+        async move {
+            let (status, answer) = api_call(port, &token, reqwest::Method::POST, &path, Some(body)).await;
+            assert!(status < 300, "POST {path}: {status} {answer}");
+            answer
+        }
+    };
+    let topology = post("/topologies/blank".into(), serde_json::json!({"name": "shielded"})).await;
+    let id = topology["id"].as_str().unwrap().to_string();
+    let lan = post(format!("/topologies/{id}/lans"), serde_json::json!({"name": "dmz", "is_dmz": true})).await;
+    let decky =
+        post(format!("/topologies/{id}/deckies"), serde_json::json!({"name": "web", "services": ["http"]})).await;
+    let edge = serde_json::json!({"decky_uuid": decky["uuid"], "lan_id": lan["id"]});
+    post(format!("/topologies/{id}/edges"), edge).await;
+    post(format!("/topologies/{id}/deploy"), serde_json::json!({})).await;
+    let status = || async {
+        let path = format!("/topologies/{id}");
+        api_call(port, &token, reqwest::Method::GET, &path, None).await.1["topology"]["status"].clone()
+    };
+    let deadline = std::time::Instant::now() + DEPLOY_DEADLINE;
+    while status().await != "active" {
+        assert!(std::time::Instant::now() < deadline, "not active: {}\n{}", status().await, api.output());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let container = format!("{}-t{}-web", podman.fleet, &id.replace('-', "")[..8]);
+    let pid: u32 = podman.run(&["inspect", "--format", "{{.State.Pid}}", &container]).trim().parse().unwrap();
+    let chains = podman.isolation_chains();
+    assert_eq!(chains.len(), 1, "one chain of the topology's own: {chains:?}");
+    assert!(chains[0].starts_with("SVC-T"), "{chains:?}");
+
+    let gateway = podman.subnet.replace(".0/24", ".1");
+    let bridge_listener = TcpListener::bind(format!("{gateway}:0")).unwrap();
+    let main_listener = TcpListener::bind(format!("{}:0", main_address())).unwrap();
+    let listeners = [bridge_listener.local_addr().unwrap(), main_listener.local_addr().unwrap()];
+    for listener in listeners {
+        assert_eq!(connect_from(pid, listener), Err(ErrorKind::ConnectionRefused), "{listener} from the decky");
+    }
+    // The chain is what refuses: without it the decky gets through, and the next heal puts it back.
+    loop {
+        podman.remove_isolation();
+        match connect_from(pid, listeners[0]) {
+            Ok(()) => break,
+            Err(_) if !podman.isolation_chains().is_empty() => continue,
+            Err(kind) => panic!("without the chain the gateway listener is unreachable too: {kind:?}"),
+        }
+    }
+    eventually("the heal shields the host again", || async {
+        connect_from(pid, listeners[0]) == Err(ErrorKind::ConnectionRefused)
+    })
+    .await;
+    assert_eq!(podman.isolation_chains(), chains, "the same chain, once");
+
+    let path = format!("/topologies/{id}/teardown");
+    api_call(port, &token, reqwest::Method::POST, &path, Some(serde_json::json!({}))).await;
+    eventually("the teardown removes the topology's chain", || async { podman.isolation_chains().is_empty() }).await;
     let input =
         String::from_utf8_lossy(&std::process::Command::new("iptables").args(["-w", "-S"]).output().unwrap().stdout)
             .into_owned();

@@ -49,7 +49,7 @@ pub use ingest::{Committed, IngestBatch, IngestCursor, IngestStore, LogTrace, Ne
 pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LIFECYCLE_ERROR};
 pub use limits::{LimitStore, LimitWindow};
 pub use logs::{
-    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse,
+    ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CountedColumns, CredentialFilter, CredentialRecord, CredentialReuse,
     HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore, RECIPIENT_EVENTS, SearchTerm, log_commits,
     parse_search,
 };

@@ -15,7 +15,7 @@ mod containers;
 pub mod decky_container;
 mod deploy;
 mod events;
-mod host_isolation;
+pub mod host_isolation;
 mod host_routes;
 mod image;
 pub mod ini;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 use uuid::Uuid;
 
-use super::{TEARDOWNABLE, Topologies, TopologyError, nat, not_found, ops, routes};
+use super::{TEARDOWNABLE, Topologies, TopologyError, nat, not_found, ops, routes, shield};
 use crate::db::{
     DbError, EditGuard, Lan, Mutation, MutationState, Topology, TopologyDecky, TopologyDetail, TopologyStatus,
 };
@@ -206,6 +206,7 @@ impl Topologies {
             tracing::error!(topology = %id, error = %err, "Could not remove the topology's NAT exemption");
             ok = false;
         }
+        shield::apply(id, &[]).await;
         for lan in &detail.lans {
             match runtime.remove_network(&self.network_name(lan)).await {
                 Ok(()) => {
@@ -262,6 +263,7 @@ impl Topologies {
             tracing::error!(topology = %after.topology.id, error = %err, "Could not exempt the traffic between LANs from NAT");
             shortfalls.topology.push(NAT_FAILED.into());
         }
+        shield::apply(after.topology.id, &shield::rules(after, self.fleet.settings().host_isolation)).await;
 
         let old: BTreeMap<Uuid, &TopologyDecky> = before.deckies.iter().map(|d| (d.uuid, d)).collect();
         let new: BTreeSet<Uuid> = after.deckies.iter().map(|d| d.uuid).collect();

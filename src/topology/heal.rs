@@ -5,7 +5,8 @@
 //! addresses, is made again (the same networks and addresses), every decky whose routes between LANs are not as planned gets them
 //! again (a container's new namespace has none), and the host's NAT exemption is set again (a
 //! host restart empties the NAT table). The topology's status events say what was found
-//! (`active` → `degraded`) and, once all is back, what was restored (→ `active`).
+//! (`active` → `degraded`) and, once all is back, what was restored (→ `active`). The host's
+//! shield from the LANs (`shield`) is set again too, without a word on the topology's status.
 //!
 //! A topology whose mutation is queued or being applied is left to the mutator, one targeted at a
 //! swarm host to that host's agent (which heals its copy), and deploys and teardowns in this
@@ -17,7 +18,7 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::deploy::{CONTAINER_FAILED, NAT_FAILED, Shortfalls, empty};
-use super::{Topologies, nat, routes};
+use super::{Topologies, nat, routes, shield};
 use crate::db::{DbError, MutationState, TopologyDecky, TopologyDetail, TopologyStatus};
 use crate::fleet::{TOPOLOGY_LABEL, by_decky};
 use crate::runtime::ContainerInfo;
@@ -83,6 +84,12 @@ impl Topologies {
                 return;
             }
         };
+        // The host's shield is the host's, not the topology's: set again without a word on its status.
+        let shield_rules = shield::rules(&detail, self.fleet.settings().host_isolation);
+        if !shield::is_current(id, &shield_rules).await.unwrap_or(true) {
+            tracing::warn!(topology = %id, "The host shield of a topology's LANs was not set; setting it again");
+            shield::apply(id, &shield_rules).await;
+        }
         let wrong = self.inspect(&detail, &containers).await;
         let nat_pairs = nat::exemptions(&detail);
         // Where iptables cannot be asked, the deploy already said so; a heal could not do better.

@@ -13,6 +13,7 @@ pub mod heal;
 pub mod nat;
 pub mod ops;
 pub mod routes;
+pub mod shield;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use sqlx::QueryBuilder;
 use super::{Committed, IngestBatch, IngestCursor, IngestStore, NewBounty, NewCredential, NewLog};
 use crate::db::codec::{MAX_IN_LIST, MAX_ROWS_PER_INSERT, dedup_key, millis, row_sets, settle};
 use crate::db::dialect::both_backends;
-use crate::db::{DbError, DbResult, LogColumn};
+use crate::db::{CountedColumns, DbError, DbResult, LogColumn};
 
 #[derive(sqlx::FromRow)]
 struct CursorRow {
@@ -113,13 +113,9 @@ pub(in crate::db) fn per_minute(times: impl Iterator<Item = DateTime<Utc>>) -> V
     minutes.into_iter().collect()
 }
 
-/// What a log row stores in `column`, before the dialect cuts it to the column's width.
-fn column_value(log: &NewLog, column: LogColumn) -> &str {
-    match column {
-        LogColumn::Decky => &log.decky,
-        LogColumn::Service => &log.service,
-        LogColumn::EventType => &log.event_type,
-        LogColumn::AttackerIp => &log.attacker_ip,
+impl CountedColumns for NewLog {
+    fn counted_columns(&self) -> [&str; 4] {
+        [&self.decky, &self.service, &self.event_type, &self.attacker_ip]
     }
 }
 
@@ -322,14 +318,11 @@ both_backends! {
         /// name, then the value as the column compares it), so two transactions lock rows and the
         /// gaps between them in the same order. Values the column holds as one (on MySQL: letter
         /// case) stay apart here; the upsert adds them into one row.
-        pub(in crate::db) fn per_column_value<'a, R>(
-            rows: &'a [R],
-            value: impl Fn(&'a R, LogColumn) -> &'a str,
-        ) -> Vec<(&'static str, &'a str, i64)> {
+        pub(in crate::db) fn per_column_value<R: CountedColumns>(rows: &[R]) -> Vec<(&'static str, &str, i64)> {
             let mut counts: HashMap<(&'static str, &str), i64> = HashMap::new();
             for row in rows {
-                for column in LogColumn::ALL {
-                    *counts.entry((column.name(), Backend::indexed(value(row, column)))).or_insert(0) += 1;
+                for (column, value) in LogColumn::ALL.into_iter().zip(row.counted_columns()) {
+                    *counts.entry((column.name(), Backend::indexed(value))).or_insert(0) += 1;
                 }
             }
             let mut values: Vec<(&'static str, &str, i64)> =
@@ -365,7 +358,7 @@ both_backends! {
             insert.build().execute(&mut *tx).await?;
         }
 
-        let values = Backend::per_column_value(logs, column_value);
+        let values = Backend::per_column_value(logs);
         Backend::count_logs(&mut *tx, source, logs.len() as i64, &per_minute(logs.iter().map(|log| log.timestamp)), &values)
             .await?;
 

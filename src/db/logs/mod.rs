@@ -13,7 +13,7 @@ mod sqlite;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-pub use search::{LogColumn, SearchTerm, parse_search};
+pub use search::{CountedColumns, LogColumn, SearchTerm, parse_search};
 
 /// Ingest transactions committed by this process, through any handle.
 static LOG_COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -24,6 +24,13 @@ impl LogColumn {
     }
 }
 
+/// A row holding the columns whose values are counted (`log_column_totals`): a log row as stored,
+/// or as the pruner reads it back.
+pub trait CountedColumns {
+    /// Its values, in [`LogColumn::ALL`]'s order, before the dialect cuts them to the columns' width.
+    fn counted_columns(&self) -> [&str; 4];
+}
+
 /// One AND-ed term of a log search.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SearchTerm {

@@ -8,10 +8,10 @@ use sqlx::QueryBuilder;
 
 use super::{RETENTION_LEASE_SOURCE, RetentionStore};
 use crate::db::DbResult;
-use crate::db::LogColumn;
 use crate::db::codec::{MAX_IN_LIST, millis, settle, time};
 use crate::db::dialect::both_backends;
 use crate::db::ingest::sql::per_minute;
+use crate::db::{CountedColumns, LogColumn};
 
 /// What the counters know of a log row.
 #[derive(sqlx::FromRow)]
@@ -24,12 +24,9 @@ struct PrunedRow {
     attacker_ip: String,
 }
 
-fn counted_value(row: &PrunedRow, column: LogColumn) -> &str {
-    match column {
-        LogColumn::Decky => &row.decky,
-        LogColumn::Service => &row.service,
-        LogColumn::EventType => &row.event_type,
-        LogColumn::AttackerIp => &row.attacker_ip,
+impl CountedColumns for PrunedRow {
+    fn counted_columns(&self) -> [&str; 4] {
+        [&self.decky, &self.service, &self.event_type, &self.attacker_ip]
     }
 }
 
@@ -87,7 +84,7 @@ both_backends! {
         let times = rows.iter().map(|row| time(row.timestamp)).collect::<DbResult<Vec<_>>>()?;
         let minutes: Vec<(i64, i64)> =
             per_minute(times.into_iter()).into_iter().map(|(minute, n)| (minute, -n)).collect();
-        let values: Vec<(&'static str, &str, i64)> = Backend::per_column_value(rows, counted_value)
+        let values: Vec<(&'static str, &str, i64)> = Backend::per_column_value(rows)
             .into_iter()
             .map(|(column, value, n)| (column, value, -n))
             .collect();

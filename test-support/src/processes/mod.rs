@@ -60,10 +60,20 @@ pub fn svc(dir: &Path, args: &[&str]) -> Command {
 pub struct Proc {
     pub child: Child,
     output: Arc<Mutex<Vec<String>>>,
+    /// The program and its arguments, to name it in a failed test's output.
+    name: String,
 }
+
+/// How many of its last lines a process leaves in the output of a test that failed.
+const LINES_ON_FAILURE: usize = 60;
 
 impl Proc {
     pub fn spawn(mut command: Command) -> Proc {
+        let name = std::iter::once(command.get_program())
+            .chain(command.get_args())
+            .map(|part| part.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
         let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let output = Arc::new(Mutex::new(Vec::new()));
         for stream in [
@@ -77,7 +87,7 @@ impl Proc {
                 }
             });
         }
-        Proc { child, output }
+        Proc { child, output, name }
     }
 
     pub fn pid(&self) -> i32 {
@@ -106,9 +116,16 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// Stops the process; in a test that is failing, its last lines go to the test's output, so a
+    /// failure seen only in CI says what each process was doing.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let output = self.output.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let tail = &output[output.len().saturating_sub(LINES_ON_FAILURE)..];
+            eprintln!("==> last {} lines of `{}`:\n{}", tail.len(), self.name, tail.join("\n"));
+        }
     }
 }
 

@@ -164,14 +164,17 @@ impl Podman {
         }
     }
 
-    /// svc's chains in the host's `filter` table (`SVC-F…`) holding a rule for this test's subnet.
+    /// svc's chains in the host's `filter` table (a fleet's `SVC-F…`, a topology's `SVC-T…`) holding
+    /// a rule for this test's subnet.
     pub fn isolation_chains(&self) -> Vec<String> {
         let listing = Command::new("iptables").args(["-w", "-S"]).output().map(|o| o.stdout).unwrap_or_default();
         let own = format!(" -s {} ", self.subnet);
         let mut chains: Vec<String> = String::from_utf8_lossy(&listing)
             .lines()
             .filter(|line| line.contains(&own))
-            .filter_map(|line| line.strip_prefix("-A SVC-F")?.split_whitespace().next().map(|c| format!("SVC-F{c}")))
+            .filter_map(|line| line.strip_prefix("-A ")?.split_whitespace().next())
+            .filter(|chain| chain.starts_with("SVC-F") || chain.starts_with("SVC-T"))
+            .map(str::to_string)
             .collect();
         chains.dedup();
         chains
