@@ -228,6 +228,7 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     // ICMP: Linux answers a datagram to a closed port with Port Unreachable quoting it (IP header,
     // UDP header and the 32 bytes sent).
     let icmp = of("icmp_error");
+    let icmp_line_hash = icmp.field("fingerprint_hash").map(str::to_string);
     assert_eq!(
         (icmp.field("icmp_code"), icmp.field("echo_len"), icmp.field("ttl")),
         (Some("3"), Some("60"), Some("64"))
@@ -302,13 +303,19 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
         assert_eq!(status, 200);
         let list = attacker["fingerprints"].as_array()?.clone();
         let types: Vec<&str> = list.iter().filter_map(|f| f["fingerprint_type"].as_str()).collect();
-        ["jarm", "hassh_server", "tls_certificate", "tcpfp"].iter().all(|t| types.contains(t)).then_some(list)
+        ["jarm", "hassh_server", "tls_certificate", "tcpfp", "icmp_error"]
+            .iter()
+            .all(|t| types.contains(t))
+            .then_some(list)
     })
     .await;
     let jarm = fingerprints.iter().find(|f| f["fingerprint_type"] == "jarm").unwrap();
     assert_eq!((jarm["hash"].as_str(), jarm["target_port"].as_str()), (Some(jarm_reference.as_str()), Some("4443")));
     let hassh = fingerprints.iter().find(|f| f["fingerprint_type"] == "hassh_server").unwrap();
     assert_eq!(hassh["hash"].as_str(), Some(hassh_reference.as_str()));
+    let icmp = fingerprints.iter().find(|f| f["fingerprint_type"] == "icmp_error").unwrap();
+    assert_eq!(icmp["errors"]["port_unreachable"]["returned"], true, "{icmp}");
+    assert_eq!(icmp["fp_hash"].as_str(), icmp_line_hash.as_deref());
 }
 
 /// MD5 through openssl, the reference computation of HASSH's digest.

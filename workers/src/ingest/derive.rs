@@ -9,7 +9,7 @@
 //! path). Fingerprint and artifact payloads copy only the fields the line has, non-empty.
 //!
 //! Not derived here (DECNET does them; later work): `ip_leak` / `spoofed_source` / `http_quirks`
-//! from proxy headers and header order, the prober's `icmp_error` / `icmp6_error`, and the
+//! from proxy headers and header order, the prober's `icmp6_error` (not probed), and the
 //! `email.received` / `smtp.probe.pending` bus messages after a stored mail.
 
 use base64::Engine as _;
@@ -212,6 +212,20 @@ fn fingerprints(line: &LogLine) -> Vec<Payload> {
                     .copy(line, &target)
                     .copy(line, &keys),
             );
+        }
+        // DECNET's payload (its dashboard draws `errors`); only the error svc elicits is named.
+        if event == "icmp_error"
+            && let Some(hash) = present(line, "fingerprint_hash")
+        {
+            let mut icmp = Payload::fingerprint("icmp_error")
+                .with("fp_hash", hash)
+                .copy(line, &["matrix", "icmp_code", "ttl", "echo_len"])
+                .copy(line, &target);
+            if present(line, "port_unreachable") == Some("true") {
+                let returned = serde_json::json!({"returned": true, "rtt_ms": present(line, "rtt_ms")});
+                icmp.set("errors", serde_json::json!({ "port_unreachable": returned }));
+            }
+            out.push(icmp);
         }
     }
     // The HTTP fingerprint socket's events. No path or cookie: they change with every request
@@ -504,6 +518,17 @@ mod tests {
             only(&derive(&tcpfp, at()), "fingerprint"),
             [serde_json::json!({"fingerprint_type": "tcpfp", "hash": "t", "raw": "r", "target_ip": "198.51.100.7",
                 "ttl": "64", "mss": "1460"})]
+        );
+        let icmp = line(
+            "prober",
+            "icmp_error",
+            r#"target_ip="198.51.100.7" target_port="33434" matrix="P" port_unreachable="true" icmp_code="3" ttl="64" echo_len="28" rtt_ms="1.5" fingerprint_hash="f""#,
+        );
+        assert_eq!(
+            only(&derive(&icmp, at()), "fingerprint"),
+            [serde_json::json!({"fingerprint_type": "icmp_error", "fp_hash": "f", "matrix": "P", "icmp_code": "3",
+                "ttl": "64", "echo_len": "28", "target_ip": "198.51.100.7", "target_port": "33434",
+                "errors": {"port_unreachable": {"returned": true, "rtt_ms": "1.5"}}})]
         );
         let cert = line("prober", "tls_certificate", r#"target_ip="198.51.100.7" subject_cn="x""#);
         assert_eq!(derive(&cert, at()).bounties[0].attacker_ip, "198.51.100.7");
