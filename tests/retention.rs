@@ -208,3 +208,56 @@ async fn logs_and_ingest_keep_answering_while_many_rows_are_pruned() {
         api.stop().await;
     }
 }
+
+/// How many times a test retries a transaction the database rolled back before it calls that a
+/// failure rather than a lost lock race.
+const RETRIES: u32 = 50;
+
+#[tokio::test]
+async fn an_ingest_racing_a_prune_of_the_same_attacker_and_deckies_leaves_the_counters_agreeing() {
+    for backend in TestDb::all() {
+        let api = TestApi::start(backend.api_config(&[])).await;
+        let token = user_token(&api.state, "watcher", Role::Viewer).await;
+        let old = Utc::now() - chrono::Duration::days(400);
+        let mut writer = LogWriter::new(&api.state.db).await;
+        let total = 2 * FILL_BATCH;
+        for batch in 0..total / FILL_BATCH {
+            let at = old + chrono::Duration::minutes((batch * FILL_BATCH) as i64);
+            writer.logs(rows("10.1.0.1", at, FILL_BATCH)).await;
+        }
+        until_stats_total(&api, &token, total as u64).await;
+
+        // The pruner and the ingester both touch the attacker's and the deckies' counters. A
+        // transaction that loses a lock race (MySQL's deadlock) is rolled back whole and done again,
+        // as the pruner's next pass and the ingester's next try do.
+        let retention =
+            Retention { max_age: Some(chrono::Duration::days(30)), max_rows: None, interval: Duration::from_secs(60) };
+        let db = api.state.db.clone();
+        let pruning = tokio::spawn(async move {
+            for failed in 0..RETRIES {
+                match svc::retention::prune(&db, &retention, "test-pruner", &CancellationToken::new()).await {
+                    Ok(_) => return failed,
+                    Err(err) => eprintln!("a prune pass failed, done again: {err}"),
+                }
+            }
+            panic!("the prune failed {RETRIES} times");
+        });
+        let (mut fresh, mut retried) = (0, 0);
+        while fresh == 0 || !pruning.is_finished() {
+            let batch = svc::db::IngestBatch { logs: rows("10.1.0.1", Utc::now(), 10), ..Default::default() };
+            while let Err(err) = writer.try_commit(batch.clone()).await {
+                retried += 1;
+                assert!(retried < RETRIES, "{}: an ingest failed {retried} times: {err}", backend.name);
+            }
+            fresh += 10;
+        }
+        let prune_retried = pruning.await.unwrap();
+        eprintln!(
+            "{}: {fresh} rows ingested during the prune; retried: ingest {retried}, prune {prune_retried}",
+            backend.name
+        );
+        until_stats_total(&api, &token, fresh).await;
+        assert_eq!(views(&api, &token, "attacker:10.1.0.1").await, agreeing(fresh, fresh, 1), "{}", backend.name);
+        api.stop().await;
+    }
+}

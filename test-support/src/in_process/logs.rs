@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use svc::db::{Committed, Db, IngestBatch, IngestCursor, NewBounty, NewCredential, NewLog};
+use svc::db::{Committed, Db, DbResult, IngestBatch, IngestCursor, NewBounty, NewCredential, NewLog};
 
 const SOURCE: &str = "tests";
 const HOLDER: &str = "test-ingester";
@@ -32,12 +32,19 @@ impl LogWriter {
         bounties: Vec<NewBounty>,
         credentials: Vec<NewCredential>,
     ) -> Committed {
+        let batch = IngestBatch { logs, bounties, credentials, cursor: None, host_uuid: None };
+        self.try_commit(batch).await.unwrap()
+    }
+
+    /// Commits `batch` at the next position; on an error (a transaction the database rolled
+    /// back) the position stays, so the same batch can be committed again, as the ingester does.
+    pub async fn try_commit(&mut self, mut batch: IngestBatch) -> DbResult<Committed> {
         let offset = self.cursor.as_ref().map_or(0, |c| c.offset) + 1;
         let next = IngestCursor { file_id: "1:1".into(), offset, ..Default::default() };
-        let batch = IngestBatch { logs, bounties, credentials, cursor: Some(next.clone()), host_uuid: None };
-        let committed = self.db.commit_ingest(SOURCE, HOLDER, self.cursor.as_ref(), &batch).await.unwrap();
+        batch.cursor = Some(next.clone());
+        let committed = self.db.commit_ingest(SOURCE, HOLDER, self.cursor.as_ref(), &batch).await?;
         self.cursor = Some(next);
-        committed
+        Ok(committed)
     }
 
     pub async fn logs(&mut self, logs: Vec<NewLog>) -> Committed {
