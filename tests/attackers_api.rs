@@ -395,3 +395,35 @@ async fn the_event_stream_forwards_the_observations_of_its_own_attacker_only() {
     assert_eq!(frame.json(), scored);
     api.stop().await;
 }
+
+#[tokio::test]
+async fn an_attackers_techniques_are_rolled_up_from_its_commands_as_decnets_page_reads_them() {
+    for backend in TestDb::all() {
+        let api = TestApi::start(backend.api_config(&[])).await;
+        let token = user_token(&api.state, "watcher", Role::Viewer).await;
+        let [a, b, _] = seed(&api.state.db).await;
+        let rows = api.ok(&format!("/ttp/by-attacker/{}", a.uuid), &token, &[]).await;
+        let rows = rows.as_array().unwrap();
+        let ids: Vec<&str> =
+            rows.iter().map(|r| r["sub_technique_id"].as_str().or(r["technique_id"].as_str()).unwrap()).collect();
+        // uname, cat /etc/passwd, id: each a shell command; discovery of the system, accounts, owner.
+        assert_eq!(ids, ["T1033", "T1059.004", "T1082", "T1087.001"], "{}", backend.name);
+        let shell = rows.iter().find(|r| r["sub_technique_id"] == "T1059.004").unwrap();
+        assert_eq!(
+            shell,
+            &json!({"technique_id": "T1059", "technique_name": "Command and Scripting Interpreter",
+                "sub_technique_id": "T1059.004", "sub_technique_name": "Unix Shell", "tactic": "execution",
+                "count": 3, "first_seen": format_utc(at(1)), "last_seen": format_utc(at(3)), "confidence_max": 1.0,
+                "mitre_url": "https://attack.mitre.org/techniques/T1059/004/"}),
+            "{}",
+            backend.name
+        );
+        let owner = rows.iter().find(|r| r["technique_id"] == "T1033").unwrap();
+        assert_eq!((&owner["sub_technique_id"], &owner["count"]), (&Value::Null, &json!(1)));
+        assert_eq!(api.ok(&format!("/ttp/by-attacker/{}", b.uuid), &token, &[]).await, json!([]));
+        let missing = api.get(&format!("/ttp/by-attacker/{}", Uuid::new_v4()), Some(&token), &[]).await;
+        assert_eq!((missing.status, missing.body), (StatusCode::NOT_FOUND, json!({"detail": "Attacker not found"})));
+        assert_eq!(api.get("/ttp/by-attacker/x", Some(&token), &[]).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+        api.stop().await;
+    }
+}

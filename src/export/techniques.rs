@@ -4,8 +4,11 @@
 //! all it claims: every command typed into a decoy shell is Unix Shell (T1059.004), a download tool
 //! is Ingress Tool Transfer (T1105), and so on. Commands are read up to [`MAX_COMMAND_BYTES`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, Utc};
+
+use crate::db::AttackerCommand;
 use crate::text::prefix_bytes;
 
 /// Longer command text is read up to here: no class needs more, and it bounds the work.
@@ -25,7 +28,26 @@ impl Technique {
     pub fn url(&self) -> String {
         format!("https://attack.mitre.org/techniques/{}/", self.id.replace('.', "/"))
     }
+
+    /// The technique a sub-technique belongs to, by id and name (`None` for a technique).
+    pub fn parent(&self) -> Option<(&'static str, &'static str)> {
+        let (parent, _) = self.id.split_once('.')?;
+        PARENTS.iter().find(|(id, _)| *id == parent).copied()
+    }
 }
+
+/// The techniques of the sub-techniques below, by ATT&CK's names.
+const PARENTS: &[(&str, &str)] = &[
+    ("T1003", "OS Credential Dumping"),
+    ("T1053", "Scheduled Task/Job"),
+    ("T1059", "Command and Scripting Interpreter"),
+    ("T1070", "Indicator Removal"),
+    ("T1087", "Account Discovery"),
+    ("T1098", "Account Manipulation"),
+    ("T1136", "Create Account"),
+    ("T1222", "File and Directory Permissions Modification"),
+    ("T1562", "Impair Defenses"),
+];
 
 const fn technique(id: &'static str, name: &'static str, tactic: &'static str) -> Technique {
     Technique { id, name, tactic }
@@ -133,9 +155,59 @@ pub fn techniques_of(command: &str) -> BTreeSet<Technique> {
     found
 }
 
+/// How often, and when first and last, one technique showed in an attacker's commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub technique: Technique,
+    /// Commands that showed it.
+    pub count: u64,
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+}
+
+/// Each technique `commands` show, in technique order.
+pub fn seen_in(commands: &[AttackerCommand]) -> Vec<Seen> {
+    let mut seen: BTreeMap<Technique, Seen> = BTreeMap::new();
+    for command in commands {
+        for technique in techniques_of(&command.command) {
+            let at = command.timestamp;
+            let entry = seen.entry(technique).or_insert(Seen { technique, count: 0, first: at, last: at });
+            entry.count += 1;
+            entry.first = entry.first.min(at);
+            entry.last = entry.last.max(at);
+        }
+    }
+    seen.into_values().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_are_rolled_up_per_technique_and_sub_techniques_name_their_parent() {
+        let at = |minute: u32| chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 28, 10, minute, 0).unwrap();
+        let command = |text: &str, minute| AttackerCommand {
+            log_id: i64::from(minute),
+            timestamp: at(minute),
+            service: "ssh".into(),
+            decky: "d".into(),
+            command: text.into(),
+        };
+        let seen = seen_in(&[command("wget http://x", 5), command("uname -a", 1), command("curl -O http://y", 9)]);
+        let shell = seen.iter().find(|s| s.technique == UNIX_SHELL).unwrap();
+        assert_eq!((shell.count, shell.first, shell.last), (3, at(1), at(9)));
+        let transfer = seen.iter().find(|s| s.technique == INGRESS_TOOL_TRANSFER).unwrap();
+        assert_eq!((transfer.count, transfer.first, transfer.last), (2, at(5), at(9)));
+        assert_eq!(UNIX_SHELL.parent(), Some(("T1059", "Command and Scripting Interpreter")));
+        assert_eq!(INGRESS_TOOL_TRANSFER.parent(), None);
+        for sub in [PYTHON, SHADOW_FILE, CRON, PERMISSIONS, LOCAL_ACCOUNT_CREATED, SSH_AUTHORIZED_KEYS, CLEAR_HISTORY]
+            .into_iter()
+            .chain([FILE_DELETION, LOCAL_ACCOUNTS, FIREWALL])
+        {
+            assert!(sub.parent().is_some(), "{} has no parent", sub.id);
+        }
+    }
 
     fn ids(command: &str) -> Vec<&'static str> {
         techniques_of(command).into_iter().map(|t| t.id).collect::<BTreeSet<_>>().into_iter().collect()

@@ -34,6 +34,7 @@ pub mod system;
 pub mod tarpit;
 pub mod taxii;
 pub mod topologies;
+pub mod ttp;
 pub mod users;
 pub mod webhooks;
 pub mod workers;
@@ -85,6 +86,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(users::router())
         .merge(workers::router())
         .merge(deckies::router())
+        .merge(ttp::router())
         .merge(tarpit::router())
         .merge(logs::router())
         .merge(stats::router())
