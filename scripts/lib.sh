@@ -56,7 +56,7 @@ ensure_build_deps() {
 # (runc, cgroupfs: what these kernels need), nothing written to the host's global configuration.
 # Exports SVC_DOCKER_HOST; a service it starts has its pid in DIR/podman.pid.
 ensure_container_engine() {
-    local dir=$1
+    local dir=${1:?"ensure_container_engine: name a directory for the socket and files of the engine"}
     engine_answers() { curl -sf --unix-socket "${1#unix://}" http://engine/_ping >/dev/null 2>&1; }
     apt_install_missing curl
     if [ -n "${SVC_DOCKER_HOST:-}" ] && engine_answers "$SVC_DOCKER_HOST"; then return 0; fi
