@@ -12,7 +12,7 @@
 # Uses the engine SVC_DOCKER_HOST names, or a podman API service of its own; holds an unreachable
 # route for its subnet while it runs; removes every container, network, address and route it made.
 #   benches/flood.sh [seconds of load]      (SVC_BIN=path skips the release build)
-# Run it under `flock /work/wt/podman.lock` where others share the engine.
+# Where several runs share one engine, serialise them (e.g. with flock on a lock file of your own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
