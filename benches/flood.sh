@@ -30,14 +30,16 @@ work=$(mktemp -d)
 ensure_container_engine "$work/engine"
 engine() { CONTAINERS_CONF="$work/engine/containers.conf" podman "$@"; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-stop() { [ -n "${1:-}" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true; }
+stop() {
+    if [ -n "${1:-}" ] && kill "$1" 2>/dev/null; then wait "$1" 2>/dev/null || true; fi
+}
 teardown() {
     stop "${sampler:-}"
     stop "${second:-}"
     stop "${collector:-}"
     stop "${api:-}"
     sampler='' second='' collector='' api=''
-    [ -n "${bridge:-}" ] && ip addr del "$second_ip/32" dev "$bridge" 2>/dev/null || true
+    if [ -n "${bridge:-}" ]; then ip addr del "$second_ip/32" dev "$bridge" 2>/dev/null || true; fi
     bridge=''
     if [ -n "${fleet:-}" ]; then
         for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
