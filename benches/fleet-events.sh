@@ -30,6 +30,7 @@ cleanup() {
     engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
     # The route svc held for the fleet's subnet (the API was stopped, not torn down).
     ip route del unreachable "$subnet" metric 4040 2>/dev/null || true
+    remove_svc_chains "$subnet"
     if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
     rm -rf "$work"
 }

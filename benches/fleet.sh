@@ -31,6 +31,7 @@ cleanup() {
     engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
     # The route svc holds for the fleet's subnet (`fleet::host_routes`); the fleet was not torn down.
     ip route del unreachable 10.214.0.0/24 metric 4040 2>/dev/null || true
+    remove_svc_chains 10.214.0.0/24
     # The API service this run started, if it started one (by its pid, nothing else of that name).
     if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
     rm -rf "$work"

@@ -49,6 +49,7 @@ teardown() {
 cleanup() {
     teardown
     ip route del unreachable "$subnet" metric 4242 2>/dev/null || true
+    remove_svc_chains "$subnet"
     # The API service this run started, if it started one (by its pid, nothing else of that name).
     if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
     rm -rf "$work"

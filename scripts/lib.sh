@@ -228,3 +228,20 @@ ensure_svc_bin() {
     fi
     SVC_BIN=$(realpath "$SVC_BIN")
 }
+
+# Removes svc's host chains (a fleet's host isolation, a topology's shield or NAT exemption) whose
+# rules name SUBNET, with their jumps: what a deploy set and a benchmark's cleanup, which removes
+# the containers through the engine, would otherwise leave.
+remove_svc_chains() {
+    local subnet=$1 table hook chain
+    for table in filter nat; do
+        hook=INPUT
+        [ "$table" = nat ] && hook=POSTROUTING
+        for chain in $(iptables -w -t "$table" -S 2>/dev/null |
+            awk -v s=" -s $subnet " '$1 == "-A" && $2 ~ /^SVC-/ && index($0 " ", s) {print $2}' | sort -u); do
+            iptables -w -t "$table" -D "$hook" -j "$chain" 2>/dev/null || true
+            iptables -w -t "$table" -F "$chain" 2>/dev/null || true
+            iptables -w -t "$table" -X "$chain" 2>/dev/null || true
+        done
+    done
+}

@@ -143,41 +143,40 @@ impl Podman {
         for id in self.containers() {
             let _ = self.podman().args(["rm", "-f", &id]).output();
         }
-        let _ = self.podman().args(["network", "rm", "-f", &format!("{}-fleet", self.fleet)]).output();
-        // A topology's networks carry the fleet's label too.
+        // A topology's networks carry the fleet's label too; their subnets name svc's host chains.
+        let mut subnets = vec![self.subnet.clone()];
         for network in self.networks() {
+            let format = "{{range .Subnets}}{{.Subnet}} {{end}}";
+            let inspected = self.podman().args(["network", "inspect", "--format", format, &network]).output();
+            let output = inspected.map(|o| o.stdout).unwrap_or_default();
+            subnets.extend(String::from_utf8_lossy(&output).split_whitespace().map(str::to_string));
             let _ = self.podman().args(["network", "rm", "-f", &network]).output();
         }
+        let _ = self.podman().args(["network", "rm", "-f", &format!("{}-fleet", self.fleet)]).output();
         // The route svc holds for a fleet's subnet while it exists (`fleet::host_routes`), left
         // when a test ends without tearing its fleet down.
         let _ = Command::new("ip").args(["route", "del", "unreachable", &self.subnet, "metric", "4040"]).output();
-        self.remove_isolation();
+        // And the host chains of the fleet and its topologies (isolation, a topology's NAT
+        // exemption), left the same way.
+        for (table, hook) in [("filter", "INPUT"), ("nat", "POSTROUTING")] {
+            for chain in chains_naming(table, &subnets) {
+                remove_chain(table, hook, &chain);
+            }
+        }
     }
 
     /// Removes the chains that shield the host from the subnet (`fleet::host_isolation`), as a
-    /// test ending without tearing its fleet down leaves them, or as a host before svc had them.
+    /// host before svc had them.
     pub fn remove_isolation(&self) {
         for chain in self.isolation_chains() {
-            let _ = Command::new("iptables").args(["-w", "-D", "INPUT", "-j", &chain]).output();
-            let _ = Command::new("iptables").args(["-w", "-F", &chain]).output();
-            let _ = Command::new("iptables").args(["-w", "-X", &chain]).output();
+            remove_chain("filter", "INPUT", &chain);
         }
     }
 
     /// svc's chains in the host's `filter` table (a fleet's `SVC-F…`, a topology's `SVC-T…`) holding
     /// a rule for this test's subnet.
     pub fn isolation_chains(&self) -> Vec<String> {
-        let listing = Command::new("iptables").args(["-w", "-S"]).output().map(|o| o.stdout).unwrap_or_default();
-        let own = format!(" -s {} ", self.subnet);
-        let mut chains: Vec<String> = String::from_utf8_lossy(&listing)
-            .lines()
-            .filter(|line| line.contains(&own))
-            .filter_map(|line| line.strip_prefix("-A ")?.split_whitespace().next())
-            .filter(|chain| chain.starts_with("SVC-F") || chain.starts_with("SVC-T"))
-            .map(str::to_string)
-            .collect();
-        chains.dedup();
-        chains
+        chains_naming("filter", std::slice::from_ref(&self.subnet))
     }
 
     /// The names of the networks labelled with this fleet.
@@ -188,6 +187,28 @@ impl Podman {
             .output()
             .unwrap();
         String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
+    }
+}
+
+/// svc's chains (`SVC-…`) in the host's `table` holding a rule from one of `subnets`.
+fn chains_naming(table: &str, subnets: &[String]) -> Vec<String> {
+    let listing =
+        Command::new("iptables").args(["-w", "-t", table, "-S"]).output().map(|o| o.stdout).unwrap_or_default();
+    let mut chains: Vec<String> = String::from_utf8_lossy(&listing)
+        .lines()
+        .filter(|line| subnets.iter().any(|subnet| line.contains(&format!(" -s {subnet} "))))
+        .filter_map(|line| line.strip_prefix("-A ")?.split_whitespace().next())
+        .filter(|chain| chain.starts_with("SVC-"))
+        .map(str::to_string)
+        .collect();
+    chains.dedup();
+    chains
+}
+
+/// Removes `chain` from the host's `table` with its jump from `hook`.
+fn remove_chain(table: &str, hook: &str, chain: &str) {
+    for args in [["-D", hook, "-j", chain].as_slice(), &["-F", chain], &["-X", chain]] {
+        let _ = Command::new("iptables").args(["-w", "-t", table]).args(args).output();
     }
 }
 
