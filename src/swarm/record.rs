@@ -1,8 +1,9 @@
 //! What a verified heartbeat writes to the master's store: the host `active` and heard from now,
 //! one shard per decky it reports (`running` when its container runs, else `degraded`), the host's
 //! shards of deckies it no longer reports gone (a heartbeat read before a teardown may bring one
-//! back; the next removes it) but for `pending` ones, dispatched and not yet taken by its agent, and each outcome of a deploy or mutation onto the newest open
-//! lifecycle record of that decky, operation and host. Outcomes of an unknown status, or with no
+//! back; the next removes it) but for `pending` ones, dispatched and not yet taken by its agent,
+//! and each outcome of a deploy or mutation onto the newest open lifecycle record of that decky,
+//! operation and host. Outcomes of an unknown status, or with no
 //! open record, are logged and dropped. The topologies the master sent the host follow its report
 //! ([`TopologyReport`]): a live one takes the status the host's heal left it in, with its deckies'
 //! states, and one the host no longer keeps (or no longer runs) becomes `degraded`.
