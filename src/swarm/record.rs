@@ -3,10 +3,10 @@
 //! shards of deckies it no longer reports gone (a heartbeat read before a teardown may bring one
 //! back; the next removes it) but for `pending` ones, dispatched and not yet taken by its agent,
 //! and each outcome of a deploy or mutation onto the newest open lifecycle record of that decky,
-//! operation and host. Outcomes of an unknown status, or with no
-//! open record, are logged and dropped. The topologies the master sent the host follow its report
-//! ([`TopologyReport`]): a live one takes the status the host's heal left it in, with its deckies'
-//! states, and one the host no longer keeps (or no longer runs) becomes `degraded`.
+//! operation and host. Outcomes of an unknown status, or with no open record, are logged and
+//! dropped. The topologies the master sent the host follow its report ([`TopologyReport`]): a live
+//! one takes the status the host's heal left it in, with its deckies' states, and one the host no
+//! longer keeps (or no longer runs) becomes `degraded`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
