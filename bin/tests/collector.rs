@@ -101,11 +101,25 @@ impl Fleet {
 
     /// Waits until every one of `count` requests `/<tag>/<n>/end` is in the ingest file, then
     /// checks each is there exactly once and whole (its line ends with the fields written last).
-    async fn expect_each_once(&self, tag: &str, count: usize, deadline: Instant, collector: &dyn Fn() -> String) {
+    /// `engine_lost` is how many lines the engine reported it could not read back itself: each
+    /// may reach the file cut, or not at all, and is not the collector's loss.
+    async fn expect_each_once(
+        &self,
+        tag: &str,
+        count: usize,
+        deadline: Instant,
+        collector: &dyn Fn() -> String,
+        engine_lost: &dyn Fn() -> usize,
+    ) {
         let by_request = loop {
-            let by_request = self.requests_in_file(tag, count);
+            let (by_request, cut) = self.requests_in_file(tag, count);
+            let lost = engine_lost();
+            assert!(cut <= lost, "{cut} cut lines, {lost} lost by the engine; {}", collector());
             let seen = by_request.iter().filter(|c| **c > 0).count();
-            if seen == count {
+            if seen + lost >= count {
+                if lost > 0 {
+                    eprintln!("the engine lost {lost} line(s) reading its own log; {seen} of {count} arrived");
+                }
                 break by_request;
             }
             assert!(
@@ -116,7 +130,7 @@ impl Fleet {
             );
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
-        let repeated: Vec<_> = by_request.iter().enumerate().filter(|(_, c)| **c != 1).take(10).collect();
+        let repeated: Vec<_> = by_request.iter().enumerate().filter(|(_, c)| **c > 1).take(10).collect();
         assert!(repeated.is_empty(), "requests not in the file exactly once (request, times): {repeated:?}");
     }
 
@@ -135,20 +149,25 @@ impl Fleet {
         report
     }
 
-    /// How many times each request `/<tag>/<n>/end` (`n` below `count`) is in the ingest file;
-    /// panics on a line that is not whole.
-    fn requests_in_file(&self, tag: &str, count: usize) -> Vec<usize> {
+    /// How many times each request `/<tag>/<n>/end` (`n` below `count`) is in the ingest file
+    /// whole (its line ends with the fields written last), and how many lines are cut.
+    fn requests_in_file(&self, tag: &str, count: usize) -> (Vec<usize>, usize) {
         let text = self.ingested();
         let marker = format!("/{tag}/");
         let mut by_request = vec![0usize; count];
+        let mut cut = 0;
         for line in text.lines().filter(|l| l.contains(&marker)) {
-            assert!(line.starts_with('<') && line.contains("src_port=") && line.ends_with(']'), "a cut line: {line}");
+            if !(line.starts_with('<') && line.contains("src_port=") && line.ends_with(']')) {
+                eprintln!("a cut line: {line}");
+                cut += 1;
+                continue;
+            }
             let n = line.split(&marker).nth(1).and_then(|rest| rest.split('/').next());
             let n: usize =
                 n.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("a line without its number: {line}"));
             by_request[n] += 1;
         }
-        by_request
+        (by_request, cut)
     }
 }
 
@@ -234,7 +253,7 @@ async fn a_full_ingest_disk_fails_health_with_the_reason_and_once_freed_nothing_
         visit(&client, &fleet.decky_ip, &format!("/before/{n}/end")).await;
     }
     let api_output = || fleet.api.output();
-    fleet.expect_each_once("before", BEFORE, Instant::now() + DEADLINE, &api_output).await;
+    fleet.expect_each_once("before", BEFORE, Instant::now() + DEADLINE, &api_output, &|| 0).await;
 
     disk.fill("filler");
     for n in 0..WHILE_FULL {
@@ -253,8 +272,8 @@ async fn a_full_ingest_disk_fails_health_with_the_reason_and_once_freed_nothing_
     assert!(fleet.api.output().contains("Collector: writing failed; paused, retrying"), "{}", fleet.api.output());
 
     std::fs::remove_file(disk.path().join("filler")).unwrap();
-    fleet.expect_each_once("full", WHILE_FULL, Instant::now() + DEADLINE, &api_output).await;
-    fleet.expect_each_once("before", BEFORE, Instant::now(), &api_output).await;
+    fleet.expect_each_once("full", WHILE_FULL, Instant::now() + DEADLINE, &api_output, &|| 0).await;
+    fleet.expect_each_once("before", BEFORE, Instant::now(), &api_output, &|| 0).await;
     let deadline = Instant::now() + DEADLINE;
     while fleet.collector_health().await.0 != "ok" {
         assert!(Instant::now() < deadline, "health did not recover: {:?}", fleet.collector_health().await);
@@ -323,7 +342,8 @@ async fn sixty_four_thousand_requests_at_a_thousand_a_second_arrive_once_and_who
         let said: String = runs.map(|(run, output)| format!("-- collector run {run}:\n{output}\n")).collect();
         format!("the engine's log holds {in_engine} request lines\n{said}")
     };
-    fleet.expect_each_once("seq", REQUESTS, Instant::now() + Duration::from_secs(120), &output).await;
+    let engine_lost = || podman.log_lines_lost();
+    fleet.expect_each_once("seq", REQUESTS, Instant::now() + Duration::from_secs(120), &output, &engine_lost).await;
     // The engine's log of the decky is capped (`DECKY_LOG_MAX_BYTES`): this says how near the cap the load came.
     eprintln!("the ingest file holds {} bytes", fleet.ingested().len());
 }
@@ -340,7 +360,7 @@ async fn a_restarted_containers_lines_are_collected_within_two_seconds() {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     visit(&client, &fleet.decky_ip, "/first/0/end").await;
     let output = || collector.output();
-    fleet.expect_each_once("first", 1, Instant::now() + DEADLINE, &output).await;
+    fleet.expect_each_once("first", 1, Instant::now() + DEADLINE, &output, &|| 0).await;
 
     let container = format!("{}-sink", podman.fleet);
     for n in 0..RESTARTS {
@@ -387,8 +407,8 @@ async fn a_restarted_containers_lines_are_collected_within_two_seconds() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    fleet.expect_each_once("busy", RESTARTS * BACKLOG, Instant::now() + DEADLINE, &output).await;
-    fleet.expect_each_once("again", RESTARTS, Instant::now(), &output).await;
+    fleet.expect_each_once("busy", RESTARTS * BACKLOG, Instant::now() + DEADLINE, &output, &|| 0).await;
+    fleet.expect_each_once("again", RESTARTS, Instant::now(), &output, &|| 0).await;
 }
 
 /// The `total` of `/logs?search=…` as the admin reads it.

@@ -86,6 +86,12 @@ impl Podman {
         }
     }
 
+    /// How many lines the engine itself failed to read back from a container's log (podman's
+    /// reader racing its log writer): what no client of its API can receive whole.
+    pub fn log_lines_lost(&self) -> usize {
+        self.service.as_ref().map_or(0, |service| service.output().matches("Getting new log line: unable to").count())
+    }
+
     /// Stops the API service (the containers keep running).
     pub fn stop(&mut self) {
         self.service.take();
