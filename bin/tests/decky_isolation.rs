@@ -36,6 +36,19 @@ fn main_address() -> String {
     words.nth(1).unwrap_or_else(|| panic!("no source address in {text}")).to_string()
 }
 
+/// Removes svc's chain for the test's subnet and connects from the decky (process `pid`) to
+/// `listener`, which then answers; removed again when a reconcile or heal put it back in between.
+fn gets_through_without_its_chain(podman: &Podman, pid: u32, listener: SocketAddr) {
+    loop {
+        podman.remove_isolation();
+        match connect_from(pid, listener) {
+            Ok(()) => return,
+            Err(_) if !podman.isolation_chains().is_empty() => continue,
+            Err(kind) => panic!("without the chain the gateway listener is unreachable too: {kind:?}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decky_cannot_reach_the_hosts_own_listeners_and_the_host_still_reaches_the_decky() {
     let podman = Podman::start("h33i-iso", 237);
@@ -74,14 +87,7 @@ async fn a_decky_cannot_reach_the_hosts_own_listeners_and_the_host_still_reaches
 
     // Without the chain (a host before the fix, or someone flushing it) the decky gets through;
     // the next reconcile puts it back. Removed again if a pass restored it between the two steps.
-    loop {
-        podman.remove_isolation();
-        match connect_from(pid, listeners[0]) {
-            Ok(()) => break,
-            Err(_) if !podman.isolation_chains().is_empty() => continue,
-            Err(kind) => panic!("without the chain the gateway listener is unreachable too: {kind:?}"),
-        }
-    }
+    gets_through_without_its_chain(&podman, pid, listeners[0]);
     assert_eq!(connect_from(pid, listeners[1]).ok(), Some(()), "without the chain the host's address answers");
     eventually("the reconcile shields the host again", || async {
         connect_from(pid, listeners[0]) == Err(ErrorKind::ConnectionRefused)
@@ -150,14 +156,7 @@ async fn a_topology_decky_cannot_reach_the_hosts_own_listeners_and_its_chain_goe
         assert_eq!(connect_from(pid, listener), Err(ErrorKind::ConnectionRefused), "{listener} from the decky");
     }
     // The chain is what refuses: without it the decky gets through, and the next heal puts it back.
-    loop {
-        podman.remove_isolation();
-        match connect_from(pid, listeners[0]) {
-            Ok(()) => break,
-            Err(_) if !podman.isolation_chains().is_empty() => continue,
-            Err(kind) => panic!("without the chain the gateway listener is unreachable too: {kind:?}"),
-        }
-    }
+    gets_through_without_its_chain(&podman, pid, listeners[0]);
     eventually("the heal shields the host again", || async {
         connect_from(pid, listeners[0]) == Err(ErrorKind::ConnectionRefused)
     })

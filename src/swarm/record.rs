@@ -80,7 +80,7 @@ impl HeartbeatStore for StoredHeartbeats {
             db.set_lifecycle_status(id, status, delta.error.as_deref(), delta.completed_at.unwrap_or(at)).await?;
         }
         if let Some(state) = &heartbeat.topology {
-            match serde_json::from_value::<Vec<TopologyReport>>(state.clone()) {
+            match <Vec<TopologyReport> as serde::Deserialize>::deserialize(state) {
                 Ok(reports) => self.record_topologies(host, &reports).await?,
                 Err(err) => {
                     tracing::debug!(%host, error = %err, "A heartbeat's topology state of another shape left unread")
