@@ -693,3 +693,60 @@ async fn a_restart_ends_deploys_and_teardowns_it_stranded() {
         restarted.stop().await;
     }
 }
+
+#[tokio::test]
+async fn personas_are_read_and_replaced_keeping_the_valid_entries() {
+    for db in TestDb::all() {
+        let api = start(&db).await;
+        let topology = api.created("/topologies/blank", json!({"name": "mailroom"})).await;
+        let id = topology["id"].as_str().unwrap();
+        let path = format!("/topologies/{id}/personas");
+        let empty = api.get(&path).await;
+        assert_eq!(
+            empty,
+            json!({"topology_id": id, "topology_name": "mailroom", "language_default": "en", "personas": []}),
+            "{}",
+            db.name
+        );
+
+        let ana = json!({"name": "Ana Ruiz", "email": "ana@corp.example", "role": "CFO", "language": "es",
+                         "mannerisms": ["signs off with 'Saludos'"]});
+        let typo = json!({"name": "Bob", "email": "bob-at-corp", "role": "IT"});
+        let (status, replaced) = api.call(Method::PUT, &path, Some(json!({"personas": [ana, typo]}))).await;
+        assert_eq!(status, StatusCode::OK, "{}: {replaced}", db.name);
+        let kept = replaced["personas"].as_array().unwrap();
+        assert_eq!(kept.len(), 1, "{}: the typo is dropped, Ana kept: {replaced}", db.name);
+        assert_eq!(
+            (&kept[0]["name"], &kept[0]["tone"], &kept[0]["active_hours"], &kept[0]["signature"]),
+            (&json!("Ana Ruiz"), &json!("formal"), &json!("09:00-18:00"), &Value::Null),
+            "{}: DECNET's defaults, every field present",
+            db.name
+        );
+        assert_eq!(api.get(&path).await, replaced, "{}: stored as answered", db.name);
+
+        // Refusals leave the list as it was.
+        let viewer = user_token(&api.api.state, "reader", Role::Viewer).await;
+        for (token, body, status, detail) in [
+            (&api.admin, json!({"personas": "Ana"}), StatusCode::BAD_REQUEST, Some("body.personas must be a list")),
+            (&api.admin, json!({}), StatusCode::BAD_REQUEST, Some("body.personas must be a list")),
+            (&api.admin, json!({"personas": [{"name": "x"}, 3]}), StatusCode::BAD_REQUEST, None),
+            (&viewer, json!({"personas": []}), StatusCode::FORBIDDEN, None),
+        ] {
+            let (got, answer) = api.call_as(token, Method::PUT, &path, Some(body.clone())).await;
+            assert_eq!(got, status, "{}: {body}: {answer}", db.name);
+            if let Some(detail) = detail {
+                assert_eq!(answer["detail"], detail, "{}", db.name);
+            }
+        }
+        assert!(api.get(&path).await["personas"][0]["name"] == "Ana Ruiz", "{}", db.name);
+        let (status, cleared) = api.call(Method::PUT, &path, Some(json!({"personas": []}))).await;
+        assert_eq!((status, &cleared["personas"]), (StatusCode::OK, &json!([])), "{}: an empty list clears", db.name);
+
+        let missing = format!("/topologies/{}/personas", Uuid::new_v4());
+        for method in [Method::GET, Method::PUT] {
+            let (status, body) = api.call(method.clone(), &missing, Some(json!({"personas": []}))).await;
+            assert_eq!((status, &body["detail"]), (StatusCode::NOT_FOUND, &json!("Topology not found")), "{method}");
+        }
+        api.api.stop().await;
+    }
+}

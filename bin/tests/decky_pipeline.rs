@@ -362,8 +362,56 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
             .collect();
         domains.sort();
         assert_eq!(domains, [("acme.com", 1), ("bank.org", 1)]);
+
+        // The telnet shell session, recorded: listed without its events, replayed by admins only.
+        let sessions = api.ok(&format!("/attackers/{uuid}/transcripts"), &viewer, &[]).await;
+        assert_eq!(sessions["total"], 1, "{sessions}");
+        let row: serde_json::Value = serde_json::from_str(sessions["data"][0]["fields"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (&row["service"], &row["cast"]),
+            (&serde_json::json!("telnet"), &serde_json::json!("[see /transcripts]"))
+        );
+        assert!(!sessions["data"][0]["raw_line"].as_str().unwrap().contains("uname"), "{sessions}");
+        let transcript = format!("/transcripts/web-01/{}", row["sid"].as_str().unwrap());
+        assert_eq!(api.get(&transcript, Some(&viewer), &[]).await.status, 403);
+        let page = api.ok(&transcript, &admin, &[]).await;
+        let on = |channel: &str| -> String {
+            let events = page["events"].as_array().unwrap().iter();
+            events.filter(|e| e[1] == channel).map(|e| e[2].as_str().unwrap()).collect()
+        };
+        assert_eq!(on("i"), "uname -a\rexit\r", "what was typed, in order");
+        let shown = on("o");
+        assert!(shown.contains("# uname -a\r\nLinux ") && shown.ends_with("# exit\r\nlogout\r\n"), "{shown:?}");
+        assert_eq!(
+            (&page["header"]["version"], &page["truncated"]),
+            (&serde_json::json!(2), &serde_json::json!(false))
+        );
+        let total = page["total"].as_u64().unwrap();
+        let second = api.ok(&transcript, &admin, &[("offset", "1"), ("limit", "1")]).await;
+        assert_eq!((&second["events"][0], &second["has_more"]), (&page["events"][1], &serde_json::json!(total > 2)));
+        let cast = api.client.get(api.url(&format!("{transcript}/cast"))).bearer_auth(&admin).send().await.unwrap();
+        assert_eq!(cast.headers()["content-type"], "application/x-asciicast");
+        let cast = cast.text().await.unwrap();
+        let cast: Vec<serde_json::Value> = cast.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(
+            (cast.len() as u64, &cast[0]["version"]),
+            (total + 1, &serde_json::json!(2)),
+            "a header, then each event"
+        );
+        assert_eq!(cast[1..], page["events"].as_array().unwrap()[..]);
+        for (path, status) in [
+            (format!("{transcript}x"), 400),
+            ("/transcripts/Web_01/00000000-0000-0000-0000-000000000000".to_string(), 400),
+            ("/transcripts/web-01/00000000-0000-0000-0000-000000000000".to_string(), 404),
+        ] {
+            assert_eq!(api.get(&path, Some(&admin), &[]).await.status, status, "{path}");
+        }
+        let logged = api.ok("/logs", &viewer, &[("search", "event:session_recorded")]).await;
+        let logged: serde_json::Value = serde_json::from_str(logged["data"][0]["fields"].as_str().unwrap()).unwrap();
+        assert_eq!(logged["cast"], "[redacted]", "what was typed is the admins' to read");
+
         let missing = uuid::Uuid::new_v4();
-        for route in ["artifacts", "smtp-targets", "events"] {
+        for route in ["artifacts", "smtp-targets", "events", "transcripts"] {
             assert_eq!(
                 api.get(&format!("/attackers/{missing}/{route}"), Some(&viewer), &[]).await.status,
                 404,

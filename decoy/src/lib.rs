@@ -15,6 +15,7 @@ pub mod shell;
 mod smtp;
 mod ssh;
 mod telnet;
+pub mod transcript;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -20,6 +20,7 @@ use crate::line::LineReader;
 use crate::session::{Decoy, Session};
 use crate::settings::{DEFAULT_USERS, Settings};
 use crate::shell::{FakeShell, Outcome};
+use crate::transcript::Recording;
 
 const IAC: u8 = 255;
 const DONT: u8 = 254;
@@ -90,23 +91,42 @@ impl Telnet {
         conn.send(format!("{}\r\n", self.banner).as_bytes()).await?;
         let Some(user) = self.login(conn, session).await? else { return Ok(()) };
 
-        conn.send(WELCOME.as_bytes()).await?;
-        let mut shell = FakeShell::new(&self.hostname, &user);
+        let mut recording = Recording::start(session, 80, 24);
+        self.shell(conn, session, &user, &mut recording).await
+    }
+
+    /// The logged-in shell until `exit` or the connection's end, each answer and each line typed
+    /// (as typed, and as its echo shows it) recorded.
+    async fn shell(
+        &self,
+        conn: &mut Conn,
+        session: &Session,
+        user: &str,
+        recording: &mut Recording,
+    ) -> Result<(), Ended> {
+        let mut shell = FakeShell::new(&self.hostname, user);
+        let mut answer = WELCOME.to_string();
         loop {
-            conn.send(shell.prompt().as_bytes()).await?;
-            let line = String::from_utf8_lossy(&erase(&conn.echoed_line().await?)).into_owned();
+            answer.push_str(&shell.prompt());
+            recording.output(answer.as_bytes());
+            conn.send(answer.as_bytes()).await?;
+            let typed = conn.echoed_line().await?;
+            recording.input(&[typed.as_slice(), b"\r"].concat());
+            recording.output(&[erase(&typed).as_slice(), b"\r\n"].concat());
+            let line = String::from_utf8_lossy(&erase(&typed)).into_owned();
             let command = line.trim();
             if command.is_empty() {
+                answer.clear();
                 continue;
             }
             session.shell_command(shell.user(), shell.cwd(), command);
-            match shell.run(command) {
-                Outcome::Output(text) => conn.send(text.replace('\n', "\r\n").as_bytes()).await?,
+            answer = match shell.run(command) {
+                Outcome::Output(text) => text.replace('\n', "\r\n"),
                 Outcome::Exit => {
-                    conn.send(b"logout\r\n").await?;
-                    return Ok(());
+                    recording.output(b"logout\r\n");
+                    return conn.send(b"logout\r\n").await;
                 }
-            }
+            };
         }
     }
 

@@ -50,8 +50,8 @@ pub use lifecycle::{DeckyLifecycle, LifecycleStatus, LifecycleStore, STRANDED_LI
 pub use limits::{LimitStore, LimitWindow};
 pub use logs::{
     ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CountedColumns, CredentialFilter, CredentialRecord, CredentialReuse,
-    HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore, RECIPIENT_EVENTS, SearchTerm, log_commits,
-    parse_search,
+    HistogramBucket, LogColumn, LogFilter, LogRecord, LogStats, LogStore, MIN_REUSE_TARGETS, RECIPIENT_EVENTS,
+    SearchTerm, log_commits, parse_search,
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};

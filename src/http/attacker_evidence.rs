@@ -49,14 +49,14 @@ const PLACEHOLDER_TLDS: [&str; 5] = ["invalid", "test", "localhost", "local", "e
 /// Log rows of one attacker, newest first.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AttackerRowsResponse {
-    /// Matching rows, all of them; `data` holds the newest 1000 at most.
+    /// Matching rows, all of them; `data` holds the newest of them (1000 at most; 200 transcripts).
     pub total: u64,
     pub data: Vec<LogEntry>,
 }
 
 impl AttackerRowsResponse {
     /// The rows as a reader of `role` may see them.
-    fn of(role: Role, page: Page<LogRecord>) -> Self {
+    pub(super) fn of(role: Role, page: Page<LogRecord>) -> Self {
         let data = page.rows.into_iter().map(|row| redact::for_reader(role, LogEntry::from(row))).collect();
         AttackerRowsResponse { total: page.total, data }
     }
@@ -101,7 +101,7 @@ pub async fn attacker_artifacts(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
     let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
-    let page = rows_of(&state.db, &profile, &["file_captured"]).await?;
+    let page = rows_of(&state.db, &profile, &["file_captured"], MAX_ROWS).await?;
     Ok(Json(AttackerRowsResponse::of(session.user.role, page)))
 }
 
@@ -123,7 +123,7 @@ pub async fn attacker_mail(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
     let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
-    let page = rows_of(&state.db, &profile, &MAIL_EVENTS).await?;
+    let page = rows_of(&state.db, &profile, &MAIL_EVENTS, MAX_ROWS).await?;
     Ok(Json(AttackerRowsResponse::of(session.user.role, page)))
 }
 
@@ -145,13 +145,18 @@ pub async fn attacker_smtp_targets(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<SmtpTargetsResponse>> {
     let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
-    let page = rows_of(&state.db, &profile, &RECIPIENT_EVENTS).await?;
+    let page = rows_of(&state.db, &profile, &RECIPIENT_EVENTS, MAX_ROWS).await?;
     let data = smtp_targets(uuid, &page.rows);
     Ok(Json(SmtpTargetsResponse { total: data.len() as u64, data }))
 }
 
-/// The attacker's rows of these event types, newest first, at most [`MAX_ROWS`], with their total.
-async fn rows_of(db: &Db, profile: &AttackerProfile, event_types: &[&str]) -> Result<Page<LogRecord>> {
+/// The attacker's rows of these event types, newest first, at most `limit`, with their total.
+pub(super) async fn rows_of(
+    db: &Db,
+    profile: &AttackerProfile,
+    event_types: &[&str],
+    limit: u32,
+) -> Result<Page<LogRecord>> {
     let mut rows = Vec::new();
     let mut total = 0;
     for event_type in event_types {
@@ -162,12 +167,12 @@ async fn rows_of(db: &Db, profile: &AttackerProfile, event_types: &[&str]) -> Re
             ],
             ..LogFilter::default()
         };
-        let page = db.logs(&filter, MAX_ROWS, 0).await?;
+        let page = db.logs(&filter, limit, 0).await?;
         total += page.total;
         rows.extend(page.rows);
     }
     rows.sort_by_key(|row| std::cmp::Reverse((row.timestamp, row.id)));
-    rows.truncate(MAX_ROWS as usize);
+    rows.truncate(limit as usize);
     Ok(Page { total, rows })
 }
 

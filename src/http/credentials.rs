@@ -1,12 +1,13 @@
 //! `GET /credentials` (every captured secret, one row per address, decky, service, secret and
-//! principal, with its attempts) and `GET /credential-reuse` (the same secret tried against
-//! several deckies or services), in DECNET's shapes. The ingester stores the credentials; the
-//! reuse findings are grouped from them on every request, not kept apart.
+//! principal, with its attempts), `GET /credential-reuse` (the same secret tried against several
+//! deckies or services) and `GET /credential-reuse/{reuse_id}` (one finding), in DECNET's shapes.
+//! The ingester stores the credentials; the reuse findings are grouped from them on every request,
+//! not kept apart.
 
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -18,12 +19,15 @@ use super::guard::Viewer;
 use super::logs::MAX_SEARCH_CHARS;
 use super::paging::{Listed, MAX_LIMIT, MAX_OFFSET, Page, Paging};
 use super::responses::ViewerOnly;
-use super::{AppState, Result};
-use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db};
+use super::{ApiError, AppState, Result};
+use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db, DbError, MIN_REUSE_TARGETS};
 use crate::time::format_utc;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_credentials)).routes(routes!(list_credential_reuse))
+    OpenApiRouter::new()
+        .routes(routes!(list_credentials))
+        .routes(routes!(list_credential_reuse))
+        .routes(routes!(get_credential_reuse))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -71,8 +75,10 @@ pub struct CredentialEntry {
     pub secret_printable: String,
     /// `success`, `failure` or `observed`, when the decoy said.
     pub outcome: Option<String>,
-    /// Service-specific extras as JSON text; none are kept yet (`{}`).
-    pub fields: String,
+    /// Service-specific extras, a JSON object (DECNET's repository decodes its stored text);
+    /// none are kept yet, so `{}`.
+    #[schema(value_type = Object)]
+    pub fields: serde_json::Value,
     /// RFC 3339, UTC, milliseconds.
     pub first_seen: String,
     pub last_seen: String,
@@ -93,7 +99,7 @@ impl CredentialEntry {
             secret_b64: credential.secret_b64,
             secret_printable: credential.secret_printable,
             outcome: credential.outcome,
-            fields: "{}".into(),
+            fields: serde_json::json!({}),
             first_seen: format_utc(credential.first_seen),
             last_seen: format_utc(credential.last_seen),
             attempt_count: credential.attempt_count,
@@ -173,12 +179,10 @@ pub struct ReuseQuery {
 impl Validate for ReuseQuery {
     fn validate(&self, errors: &mut Vec<FieldError>) {
         Paging::check(self.limit, self.offset, MAX_LIMIT, errors);
-        check_range("min_target_count", self.min_target_count.unwrap_or(MIN_TARGETS), MIN_TARGETS, MAX_OFFSET, errors);
+        let min = i64::from(MIN_REUSE_TARGETS);
+        check_range("min_target_count", self.min_target_count.unwrap_or(min), min, MAX_OFFSET, errors);
     }
 }
-
-/// Reuse needs two targets at least.
-const MIN_TARGETS: i64 = 2;
 
 /// One secret (with its principal) tried against several targets, DECNET's credential-reuse row.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -236,12 +240,38 @@ pub async fn list_credential_reuse(
     ValidQuery(query): ValidQuery<ReuseQuery>,
 ) -> Result<Json<CredentialReuseResponse>> {
     let paging = Paging::of(query.limit, query.offset);
-    let min_targets = query.min_target_count.unwrap_or(MIN_TARGETS) as u32;
+    let min_targets = query.min_target_count.map_or(MIN_REUSE_TARGETS, |min| min as u32);
     let page = state.db.credential_reuse(min_targets, given(&query.secret_kind), paging.limit, paging.offset).await?;
     let ips = page.rows.iter().flat_map(|finding| finding.attacker_ips.iter().cloned()).collect();
     let profiles = profile_uuids(&state.db, ips).await?;
     let data = page.rows.into_iter().map(|finding| reuse_entry(finding, &profiles)).collect();
     Ok(Json(paging.page_of(page.total, data)))
+}
+
+/// One credential-reuse finding, the row `GET /credential-reuse` lists under this id.
+#[utoipa::path(
+    get,
+    path = "/credential-reuse/{reuse_id}",
+    tag = "logs",
+    security(("bearer" = [])),
+    params(("reuse_id" = String, Path, description = "The finding's id, as the list gives it")),
+    responses(
+        (status = 200, description = "The finding", body = CredentialReuseEntry),
+        (status = 404, description = "credential_reuse not found"),
+        ViewerOnly,
+    )
+)]
+pub async fn get_credential_reuse(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    Path(reuse_id): Path<String>,
+) -> Result<Json<CredentialReuseEntry>> {
+    let finding = state.db.credential_reuse_finding(&reuse_id).await.map_err(|err| match err {
+        DbError::NotFound => ApiError::not_found("credential_reuse not found"),
+        other => other.into(),
+    })?;
+    let profiles = profile_uuids(&state.db, finding.attacker_ips.clone()).await?;
+    Ok(Json(reuse_entry(finding, &profiles)))
 }
 
 fn reuse_entry(finding: CredentialReuse, profiles: &HashMap<String, Uuid>) -> CredentialReuseEntry {

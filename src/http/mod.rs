@@ -34,6 +34,7 @@ pub mod system;
 pub mod tarpit;
 pub mod taxii;
 pub mod topologies;
+pub mod transcripts;
 pub mod ttp;
 pub mod users;
 pub mod webhooks;
@@ -94,6 +95,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(credentials::router())
         .merge(attackers::router())
         .merge(attacker_evidence::router())
+        .merge(transcripts::router())
         .merge(export::router())
         .merge(stream::router())
         .merge(webhooks::router())

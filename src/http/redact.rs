@@ -1,15 +1,16 @@
 //! What a viewer may not read of a stored log row, and the one place that takes it out. The
 //! admin-only fields are the mail an attacker sent through the SMTP decoys: its recipients
 //! (`rcpt_to`, and `value` on the recipient events `rcpt_to` and `rcpt_denied`, DECNET's field for
-//! them), its subject and any captured body (`subject`, `body`). `/attackers/{uuid}/mail` is
+//! them), its subject and any captured body (`subject`, `body`), and a recorded shell session's
+//! events (`cast`, which hold whatever was typed). `/attackers/{uuid}/mail` and `/transcripts` are
 //! admin only and `/smtp-targets` never shows a local part for the same reason: recipients are
 //! third parties, and subjects and bodies are attacker content. For a viewer each such value is
 //! replaced by [`REDACTED`] in `fields`, in `raw_line` (the RFC 5424 structured-data parameter, and
 //! the value wherever else it appears) and in `msg`; the same keys are redacted in a bounty's
 //! payload (a stored mail's `mail` artifact). Admins read rows whole. Every route that returns
 //! log rows or bounties applies [`for_reader`] or [`for_bounty`] (`/logs`, `/stream`,
-//! `/attackers/{uuid}/artifacts`, `/attackers/{uuid}/mail`, `/bounty`); `tests/redaction.rs` checks
-//! each as a viewer and as an admin.
+//! `/attackers/{uuid}/artifacts`, `/attackers/{uuid}/mail`, `/attackers/{uuid}/transcripts`,
+//! `/bounty`); `tests/redaction.rs` checks each as a viewer and as an admin.
 
 use serde_json::Value;
 
@@ -57,6 +58,17 @@ pub fn for_reader(role: Role, mut row: LogEntry) -> LogEntry {
             }
         }
     }
+    row
+}
+
+/// The row with the value of its field `key` replaced by `with`, in `fields` and as its
+/// structured-data parameter in `raw_line`; unchanged when it has no such text field.
+pub fn replace_field(mut row: LogEntry, key: &str, with: &str) -> LogEntry {
+    let Ok(Value::Object(mut fields)) = serde_json::from_str::<Value>(&row.fields) else { return row };
+    let Some(Value::String(old)) = fields.insert(key.to_string(), Value::String(with.into())) else { return row };
+    let param = |v: &str| format!("{key}=\"{v}\"");
+    row.raw_line = row.raw_line.replace(&param(&sd_escaped(&old)), &param(&sd_escaped(with)));
+    row.fields = Value::Object(fields).to_string();
     row
 }
 

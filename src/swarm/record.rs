@@ -97,17 +97,11 @@ impl StoredHeartbeats {
     /// Each live topology the master sent `host` takes what the host reports of it. A deploy or
     /// teardown at work is not live here, so the host's answer to it is what records it.
     async fn record_topologies(&self, host: Uuid, reports: &[TopologyReport]) -> DbResult<()> {
-        let target = host.to_string();
-        for status in LIVE {
-            for topology in self.0.db().topologies(Some(status), 500, 0).await?.rows {
-                if topology.target_host_uuid.as_deref() != Some(target.as_str()) {
-                    continue;
-                }
-                match self.follow(&topology, reports.iter().find(|r| r.id == topology.id)).await {
-                    // Deleted, or moved on meanwhile (a teardown began): what did it stands.
-                    Ok(()) | Err(DbError::NotFound | DbError::Conflict) => {}
-                    Err(err) => return Err(err),
-                }
+        for topology in self.0.db().live_topologies_on_host(host).await? {
+            match self.follow(&topology, reports.iter().find(|r| r.id == topology.id)).await {
+                // Deleted, or moved on meanwhile (a teardown began): what did it stands.
+                Ok(()) | Err(DbError::NotFound | DbError::Conflict) => {}
+                Err(err) => return Err(err),
             }
         }
         Ok(())

@@ -12,6 +12,7 @@ pub mod generate;
 pub mod heal;
 pub mod nat;
 pub mod ops;
+pub mod personas;
 pub mod routes;
 pub mod shield;
 

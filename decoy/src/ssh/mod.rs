@@ -24,6 +24,7 @@ use crate::credential;
 use crate::session::{Decoy, Session};
 use crate::settings::{DEFAULT_USERS, Settings};
 use crate::shell::{FakeShell, Outcome};
+use crate::transcript::Recording;
 
 use tap::Tap;
 use terminal::{Terminal, line_ends};
@@ -175,11 +176,14 @@ struct Connection {
     channels: HashMap<ChannelId, ChannelState>,
 }
 
-/// A session channel: whether it asked for a terminal, and its shell once it runs one.
+/// A session channel: whether it asked for a terminal (and its size), and its shell, recorded,
+/// once it runs one.
 #[derive(Default)]
 struct ChannelState {
     pty: bool,
+    size: (u32, u32),
     shell: Option<Terminal>,
+    recording: Option<Recording>,
 }
 
 impl Connection {
@@ -190,9 +194,27 @@ impl Connection {
         if self.attempts > MAX_AUTH_ATTEMPTS { Err(russh::Error::Disconnect) } else { Ok(()) }
     }
 
+    /// Drops a channel's state; its shell session, if it had one, is logged as recorded.
+    fn forget(&mut self, channel: ChannelId) {
+        self.channels.remove(&channel);
+    }
+
+    /// Sends `data` to the channel, recording it as the shell's output.
+    fn send(
+        state: &mut ChannelState,
+        channel: ChannelId,
+        data: Vec<u8>,
+        ssh: &mut SshSession,
+    ) -> Result<(), russh::Error> {
+        if let Some(recording) = &mut state.recording {
+            recording.output(&data);
+        }
+        ssh.data(channel, data)
+    }
+
     /// Sends a finished channel its exit status and closes it.
     fn finish(&mut self, channel: ChannelId, ssh: &mut SshSession) -> Result<(), russh::Error> {
-        self.channels.remove(&channel);
+        self.forget(channel);
         ssh.exit_status_request(channel, 0)?;
         ssh.eof(channel)?;
         ssh.close(channel)
@@ -244,8 +266,8 @@ impl Handler for Connection {
         &mut self,
         channel: ChannelId,
         _term: &str,
-        _cols: u32,
-        _rows: u32,
+        cols: u32,
+        rows: u32,
         _pix_width: u32,
         _pix_height: u32,
         _modes: &[(Pty, u32)],
@@ -254,6 +276,7 @@ impl Handler for Connection {
         match self.channels.get_mut(&channel) {
             Some(state) if state.shell.is_none() => {
                 state.pty = true;
+                state.size = (cols, rows);
                 ssh.channel_success(channel)
             }
             _ => refuse(channel, ssh),
@@ -284,8 +307,10 @@ impl Handler for Connection {
         }
         let terminal = Terminal::new(FakeShell::new(&self.hostname, user), state.pty);
         ssh.channel_success(channel)?;
+        state.recording = Some(Recording::start(&self.session, state.size.0, state.size.1));
         if state.pty {
-            ssh.data(channel, format!("{MOTD}{}", terminal.shell.prompt()).into_bytes())?;
+            let greeting = format!("{MOTD}{}", terminal.shell.prompt()).into_bytes();
+            Self::send(state, channel, greeting, ssh)?;
         }
         state.shell = Some(terminal);
         Ok(())
@@ -330,17 +355,19 @@ impl Handler for Connection {
     }
 
     async fn data(&mut self, channel: ChannelId, data: &[u8], ssh: &mut SshSession) -> Result<(), Self::Error> {
-        let Some(terminal) = self.channels.get_mut(&channel).and_then(|s| s.shell.as_mut()) else {
-            return Ok(());
-        };
+        let Some(state) = self.channels.get_mut(&channel) else { return Ok(()) };
+        let Some(terminal) = state.shell.as_mut() else { return Ok(()) };
         // A client that does not read its output (its window is full) gets no more: what it types
         // meanwhile is dropped, so the output russh queues for it stays bounded.
         if ssh.has_pending_data(channel) {
             return Ok(());
         }
         let typed = terminal.feed(data, &self.session);
+        if let Some(recording) = &mut state.recording {
+            recording.input(data);
+        }
         if !typed.output.is_empty() {
-            ssh.data(channel, typed.output)?;
+            Self::send(state, channel, typed.output, ssh)?;
         }
         if typed.exit { self.finish(channel, ssh) } else { Ok(()) }
     }
@@ -348,18 +375,17 @@ impl Handler for Connection {
     /// The client has no more input: a shell reading a script runs its last, unterminated line
     /// and exits, as bash does at end of input.
     async fn channel_eof(&mut self, channel: ChannelId, ssh: &mut SshSession) -> Result<(), Self::Error> {
-        let Some(terminal) = self.channels.get_mut(&channel).and_then(|s| s.shell.as_mut()) else {
-            return Ok(());
-        };
+        let Some(state) = self.channels.get_mut(&channel) else { return Ok(()) };
+        let Some(terminal) = state.shell.as_mut() else { return Ok(()) };
         let output = terminal.end_of_input(&self.session);
         if !output.is_empty() {
-            ssh.data(channel, output)?;
+            Self::send(state, channel, output, ssh)?;
         }
         self.finish(channel, ssh)
     }
 
     async fn channel_close(&mut self, channel: ChannelId, _ssh: &mut SshSession) -> Result<(), Self::Error> {
-        self.channels.remove(&channel);
+        self.forget(channel);
         Ok(())
     }
 }

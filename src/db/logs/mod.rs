@@ -79,9 +79,9 @@ pub struct CredentialRecord {
 }
 
 /// Which log rows a view shows.
-/// Fields admin-only on every row: the mail an attacker sent (recipients, subject) and captured
-/// bodies (mail, HTTP).
-pub const ADMIN_ONLY_FIELDS: [&str; 3] = ["rcpt_to", "subject", "body"];
+/// Fields admin-only on every row: the mail an attacker sent (recipients, subject), captured
+/// bodies (mail, HTTP) and recorded shell sessions (`cast`: what was typed, passwords included).
+pub const ADMIN_ONLY_FIELDS: [&str; 4] = ["rcpt_to", "subject", "body", "cast"];
 /// Events whose `value` field is a recipient (DECNET's recipient events): admin-only too.
 pub const RECIPIENT_EVENTS: [&str; 2] = ["rcpt_to", "rcpt_denied"];
 
@@ -142,6 +142,9 @@ pub struct CredentialReuse {
     pub services: Vec<String>,
 }
 
+/// A reuse finding is one secret tried against two targets at least.
+pub const MIN_REUSE_TARGETS: u32 = 2;
+
 /// The addresses a reuse finding lists at most: a common password is tried by thousands of bots.
 pub const MAX_REUSE_ADDRESSES: usize = 100;
 
@@ -193,4 +196,8 @@ pub trait LogStore {
         limit: u32,
         offset: u64,
     ) -> DbResult<Page<CredentialReuse>>;
+
+    /// The reuse finding whose `id` this is (`NotFound` when no secret with that id is tried
+    /// against two targets or more). Reads the distinct secrets to find the id's.
+    async fn credential_reuse_finding(&self, id: &str) -> DbResult<CredentialReuse>;
 }

@@ -6,7 +6,8 @@ use sqlx::QueryBuilder;
 use super::search::field_key;
 use super::{
     ADMIN_ONLY_FIELDS, BountyFilter, BountyRecord, CredentialFilter, CredentialRecord, CredentialReuse,
-    HistogramBucket, LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, RECIPIENT_EVENTS, SearchTerm,
+    HistogramBucket, LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, MIN_REUSE_TARGETS,
+    RECIPIENT_EVENTS, SearchTerm,
 };
 use crate::db::codec::{contains_pattern, convert, count, dedup_key, millis, offset, time};
 use crate::db::dialect::both_backends;
@@ -127,6 +128,21 @@ impl TryFrom<CredentialRow> for CredentialRecord {
 /// The attempts of a reuse finding as a BIGINT (MySQL's `sum` is a DECIMAL).
 const ATTEMPTS: &str = "cast(sum(attempts) as signed integer)";
 
+/// Which secrets a reuse grouping reads.
+enum Secret<'a> {
+    /// Every secret of this kind.
+    Kind(&'a str),
+    /// The one secret of this hash, kind and principal key.
+    Exact(&'a str, &'a str, &'a str),
+}
+
+/// A finding's id: 32 hex digits of the hash of its secret, kind and principal key.
+fn reuse_id(sha256: &str, kind: &str, principal_key: &str) -> String {
+    let mut id = dedup_key(&[sha256, kind, principal_key]);
+    id.truncate(32);
+    id
+}
+
 /// One reuse finding as the grouping reads it; its addresses and targets are read after.
 #[derive(sqlx::FromRow)]
 struct ReuseRow {
@@ -153,10 +169,8 @@ impl ReuseRow {
             deckies.insert(decky);
             services.insert(service);
         }
-        let mut id = dedup_key(&[&self.secret_sha256, &self.secret_kind, &self.principal_key]);
-        id.truncate(32);
         Ok(CredentialReuse {
-            id,
+            id: reuse_id(&self.secret_sha256, &self.secret_kind, &self.principal_key),
             secret_sha256: self.secret_sha256,
             secret_kind: self.secret_kind,
             principal: self.principal,
@@ -303,27 +317,7 @@ both_backends! {
             limit: u32,
             offset_rows: u64,
         ) -> DbResult<Page<CredentialReuse>> {
-            // One row per target first, so the outer count is of distinct (decky, service) pairs
-            // without a concatenation the dialects spell differently.
-            let grouped = |query: &mut QueryBuilder<'_, Sql>| {
-                query.push(format!(
-                    "select secret_sha256, secret_kind, principal_key, max(principal) as principal, \
-                     max(secret_printable) as secret_printable, max(secret_b64) as secret_b64, \
-                     count(*) as target_count, {ATTEMPTS} as attempt_count, min(first_seen) as first_seen, \
-                     max(last_seen) as last_seen from (select secret_sha256, secret_kind, principal_key, \
-                     max(principal) as principal, max(secret_printable) as secret_printable, \
-                     max(secret_b64) as secret_b64, sum(attempt_count) as attempts, \
-                     min(first_seen) as first_seen, max(last_seen) as last_seen from credentials"
-                ));
-                if let Some(kind) = secret_kind {
-                    query.push(" where secret_kind = ").push_bind(Backend::indexed(kind).to_string());
-                }
-                query.push(
-                    " group by secret_sha256, secret_kind, principal_key, decky, service) as targets \
-                     group by secret_sha256, secret_kind, principal_key having count(*) >= ",
-                );
-                query.push_bind(i64::from(min_targets));
-            };
+            let grouped = |query: &mut QueryBuilder<'_, Sql>| push_reuse_groups(query, secret_kind.map(Secret::Kind), min_targets);
             let mut select = QueryBuilder::<Sql>::new("");
             grouped(&mut select);
             select.push(" order by target_count desc, last_seen desc, secret_sha256, principal_key limit ");
@@ -337,19 +331,70 @@ both_backends! {
 
             let mut findings = Vec::with_capacity(groups.len());
             for group in groups {
-                let targets: Vec<(String, String, String)> = sqlx::query_as(
-                    "select attacker_ip, decky, service from credentials \
-                     where secret_sha256 = ? and secret_kind = ? and principal_key = ?",
-                )
-                .bind(&group.secret_sha256)
-                .bind(&group.secret_kind)
-                .bind(&group.principal_key)
-                .fetch_all(&self.pool)
-                .await?;
-                findings.push(group.into_finding(targets)?);
+                findings.push(reuse_finding(&self.pool, group).await?);
             }
             Ok(Page { total: count(total), rows: findings })
         }
+
+        async fn credential_reuse_finding(&self, id: &str) -> DbResult<CredentialReuse> {
+            let secrets: Vec<(String, String, String)> =
+                sqlx::query_as("select distinct secret_sha256, secret_kind, principal_key from credentials")
+                    .fetch_all(&self.pool)
+                    .await?;
+            let (sha256, kind, principal_key) = secrets
+                .into_iter()
+                .find(|(sha256, kind, principal_key)| reuse_id(sha256, kind, principal_key) == id)
+                .ok_or(DbError::NotFound)?;
+            let mut select = QueryBuilder::<Sql>::new("");
+            push_reuse_groups(&mut select, Some(Secret::Exact(&sha256, &kind, &principal_key)), MIN_REUSE_TARGETS);
+            let group: ReuseRow = select.build_query_as().fetch_optional(&self.pool).await?.ok_or(DbError::NotFound)?;
+            reuse_finding(&self.pool, group).await
+        }
+    }
+
+    /// The statement that groups credentials into reuse findings of `min_targets` targets or more,
+    /// of the secrets `only` names (all when `None`). One row per target first, so the outer count
+    /// is of distinct (decky, service) pairs without a concatenation the dialects spell differently.
+    fn push_reuse_groups(query: &mut QueryBuilder<'_, Sql>, only: Option<Secret<'_>>, min_targets: u32) {
+        query.push(format!(
+            "select secret_sha256, secret_kind, principal_key, max(principal) as principal, \
+             max(secret_printable) as secret_printable, max(secret_b64) as secret_b64, \
+             count(*) as target_count, {ATTEMPTS} as attempt_count, min(first_seen) as first_seen, \
+             max(last_seen) as last_seen from (select secret_sha256, secret_kind, principal_key, \
+             max(principal) as principal, max(secret_printable) as secret_printable, \
+             max(secret_b64) as secret_b64, sum(attempt_count) as attempts, \
+             min(first_seen) as first_seen, max(last_seen) as last_seen from credentials"
+        ));
+        match only {
+            Some(Secret::Kind(kind)) => {
+                query.push(" where secret_kind = ").push_bind(Backend::indexed(kind).to_string());
+            }
+            Some(Secret::Exact(sha256, kind, principal_key)) => {
+                query.push(" where secret_sha256 = ").push_bind(sha256.to_string());
+                query.push(" and secret_kind = ").push_bind(kind.to_string());
+                query.push(" and principal_key = ").push_bind(principal_key.to_string());
+            }
+            None => {}
+        }
+        query.push(
+            " group by secret_sha256, secret_kind, principal_key, decky, service) as targets \
+             group by secret_sha256, secret_kind, principal_key having count(*) >= ",
+        );
+        query.push_bind(i64::from(min_targets));
+    }
+
+    /// The finding of `group`, with the (address, decky, service) of each of its credential rows.
+    async fn reuse_finding(pool: &sqlx::Pool<Sql>, group: ReuseRow) -> DbResult<CredentialReuse> {
+        let targets: Vec<(String, String, String)> = sqlx::query_as(
+            "select attacker_ip, decky, service from credentials \
+             where secret_sha256 = ? and secret_kind = ? and principal_key = ?",
+        )
+        .bind(&group.secret_sha256)
+        .bind(&group.secret_kind)
+        .bind(&group.principal_key)
+        .fetch_all(pool)
+        .await?;
+        group.into_finding(targets)
     }
 
     /// ` and` the row is not a recipient event (whose `value` is a recipient).

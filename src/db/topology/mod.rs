@@ -290,6 +290,13 @@ pub trait TopologyStore {
 
     async fn topology(&self, id: Uuid) -> DbResult<Topology>;
 
+    /// Replaces the topology's email personas (JSON text); `NotFound` when there is no such topology.
+    async fn set_email_personas(&self, id: Uuid, personas: &str) -> DbResult<()>;
+
+    /// The live (active or degraded) topologies targeted at swarm host `host`, oldest first: what
+    /// each of its heartbeats is checked against.
+    async fn live_topologies_on_host(&self, host: Uuid) -> DbResult<Vec<Topology>>;
+
     /// The topology and all its parts, read in one transaction.
     async fn topology_detail(&self, id: Uuid) -> DbResult<TopologyDetail>;
 

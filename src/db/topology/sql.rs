@@ -300,6 +300,26 @@ both_backends! {
             Ok(Page { total: count(total), rows: convert(rows)? })
         }
 
+        async fn set_email_personas(&self, id: Uuid, personas: &str) -> DbResult<()> {
+            let done = sqlx::query("update topologies set email_personas = ? where id = ?")
+                .bind(personas)
+                .bind(id.to_string())
+                .execute(&self.pool)
+                .await?;
+            found(done.rows_affected())
+        }
+
+        async fn live_topologies_on_host(&self, host: Uuid) -> DbResult<Vec<Topology>> {
+            let rows: Vec<TopologyRow> = sqlx::query_as(&format!(
+                "select {TOPOLOGY_COLUMNS} from topologies where target_host_uuid = ? and status in {} order by created_at, id",
+                live_list()
+            ))
+            .bind(host.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+            convert(rows)
+        }
+
         async fn topology(&self, id: Uuid) -> DbResult<Topology> {
             Self::read_topology(&self.pool, id).await
         }

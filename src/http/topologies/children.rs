@@ -32,6 +32,10 @@ fn check_lan_form(name: Option<&str>, subnet: Option<&str>) -> Result<()> {
     subnet.map_or(Ok(()), ops::check_subnet_format).map_err(|e| ApiError::bad_request(e.0))
 }
 
+/// A LAN has no host of its own: the whole topology runs where its `target_host_uuid` says.
+const LAN_HOST: &str =
+    "a LAN runs on its topology's host: set the topology's target_host_uuid, not the LAN's host_uuid";
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LanCreate {
@@ -66,7 +70,7 @@ impl Validate for LanCreate {
     request_body = LanCreate,
     responses(
         (status = 201, description = "The LAN", body = Lan),
-        (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
+        (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (a LAN runs on its topology's host)"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
         AdminOnly, NotJson, TopologyNotFound, TopologyEditRefused,
     )
@@ -77,8 +81,8 @@ pub async fn add_lan(
     ValidPath(id): ValidPath<Uuid>,
     ValidJson(request): ValidJson<LanCreate>,
 ) -> Result<(StatusCode, Json<Lan>)> {
-    if let Some(host) = &request.host_uuid {
-        return Err(ApiError::bad_request(format!("swarm host {host:?} not found")));
+    if request.host_uuid.is_some() {
+        return Err(ApiError::bad_request(LAN_HOST));
     }
     check_lan_form(Some(&request.name), request.subnet.as_deref())?;
     let detail = pending(&state, id).await?;
@@ -124,7 +128,7 @@ impl Validate for LanUpdate {
     request_body = LanUpdate,
     responses(
         (status = 200, description = "The LAN as changed", body = Lan),
-        (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (no swarm host exists)"),
+        (status = 400, description = "Malformed body or empty name; a name or subnet not of the documented form, or a host_uuid (a LAN runs on its topology's host)"),
         (status = 404, description = "Topology not found, or LAN not found"),
         (status = 422, description = "Not a uuid, or a name over 64 characters"),
         AdminOnly, NotJson, TopologyEditRefused,
@@ -136,8 +140,8 @@ pub async fn update_lan(
     ValidPath((id, lan)): ValidPath<(Uuid, Uuid)>,
     ValidJson(request): ValidJson<LanUpdate>,
 ) -> Result<Json<Lan>> {
-    if let Some(host) = &request.host_uuid {
-        return Err(ApiError::bad_request(format!("swarm host {host:?} not found")));
+    if request.host_uuid.is_some() {
+        return Err(ApiError::bad_request(LAN_HOST));
     }
     check_lan_form(request.name.as_deref(), request.subnet.as_deref())?;
     let detail = pending(&state, id).await?;

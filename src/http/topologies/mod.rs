@@ -1,22 +1,25 @@
 //! The topology routes as DECNET's dashboard uses them: list, generate (seeded), blank, read with
 //! LANs/deckies/edges, status events, deploy and teardown (202, in the background), delete, the
 //! pending-only child edits of LANs, deckies and edges (`expected_version` locking), the catalog
-//! (`services`, `archetypes`, `next-subnet`, `next-ip`) and the mutation queue. Path ids are UUIDs
-//! (anything else is 422); 404 and 409 texts are DECNET's. The event stream is in `stream`.
+//! (`services`, `archetypes`, `next-subnet`, `next-ip`), the mutation queue and the email
+//! personas. Path ids are UUIDs (anything else is 422); 404 and 409 texts are DECNET's. The event
+//! stream is in `stream`.
 //!
 //! This module owns the router and the error mapping the parts share: [`lifecycle`] (a topology as
-//! a whole), [`children`] (the pending-only edits of its parts), [`mutations`] (the queue) and
-//! [`catalog`].
+//! a whole), [`children`] (the pending-only edits of its parts), [`mutations`] (the queue),
+//! [`personas`] and [`catalog`].
 
 mod catalog;
 mod children;
 mod lifecycle;
 mod mutations;
+mod personas;
 
 pub use catalog::*;
 pub use children::*;
 pub use lifecycle::*;
 pub use mutations::*;
+pub use personas::*;
 
 use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
@@ -37,6 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(next_subnet))
         .routes(routes!(detail, remove))
         .routes(routes!(status_events))
+        .routes(routes!(personas, replace_personas))
         .routes(routes!(deploy))
         .routes(routes!(teardown))
         .routes(routes!(mutations, enqueue))
@@ -89,11 +93,14 @@ fn not_found(err: crate::db::DbError) -> ApiError {
     }
 }
 
-/// The swarm host fields: this build has no swarm hosts, so only null (or absence) is accepted.
+/// A LAN's or decky's own swarm host: a topology runs whole on one host (its `target_host_uuid`),
+/// so only null (or absence) is accepted.
 fn no_swarm_host_schema() -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     ObjectBuilder::new()
         .schema_type(Type::Null)
-        .description(Some("A swarm host; none exists in this build, so any value is refused (400)."))
+        .description(Some(
+            "A part's own swarm host; a topology runs whole on the host its target_host_uuid names, so any value is refused (400).",
+        ))
         .into()
 }
