@@ -8,6 +8,8 @@
 # last API, the time of a GET /metrics scrape once requests to every route template with several
 # methods and statuses have been counted and 10 workers send heartbeats over the bus.
 # SVC_BIN names the binary (default: the release build under CARGO_TARGET_DIR or target/).
+# SVC_BIN_BEFORE, when set, names a build from before the traces (38f97c1^), measured first the
+# same way with tracing off: the baseline "off" is compared with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -81,7 +83,7 @@ run() {
     base="http://127.0.0.1:$port/api/v1"
     rm -rf "$data/api" && mkdir "$data/api"
     SVC_DATA_DIR="$data/api" SVC_API_PORT="$port" SVC_INGEST_LOG_FILE="$data/api/live.log" \
-        SVC_DEVELOPER_TRACING="$tracing" "$svc" api &
+        SVC_DEVELOPER_TRACING="$tracing" "${binary:-$svc}" api &
     api=$!
     pids+=("$api")
     for _ in $(seq 1 100); do curl -fs "$base/health" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -93,7 +95,7 @@ run() {
         "$base/auth/change-password" >/dev/null
     token=$(post -d '{"username":"admin","password":"load test new password"}' "$base/auth/login" | token_of)
 
-    echo "==> SVC_DEVELOPER_TRACING=$tracing: live ingest of $rows lines appended at once"
+    echo "==> ${label:-SVC_DEVELOPER_TRACING=$tracing}: live ingest of $rows lines appended at once"
     generate "$data/live.pending" 0 "$rows"
     python3 - "$base/stats" "$token" "$rows" "$data/live.pending" "$data/api/live.log" <<'PY'
 import json, shutil, sys, time, urllib.request
@@ -109,12 +111,13 @@ while total() < rows:
 took = time.monotonic() - start
 print(f"    live ingest: {rows / took:,.0f} lines/s ({took:.2f} s)")
 PY
-    echo "==> SVC_DEVELOPER_TRACING=$tracing: GET /logs?limit=50 (${seconds}s, $connections connections)"
+    echo "==> ${label:-SVC_DEVELOPER_TRACING=$tracing}: GET /logs?limit=50 (${seconds}s, $connections connections)"
     wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50" \
         | grep -E "Requests/sec|50%|99%|Non-2xx"
     LAST_PORT=$port LAST_TOKEN=$token
 }
 
+if [ -n "${SVC_BIN_BEFORE:-}" ]; then binary=$SVC_BIN_BEFORE label="before the traces" run false; fi
 run false
 run true
 echo "==> OTLP exports (batches) received by the sink: $(cat "$data/sink" 2>/dev/null || echo 0)"
