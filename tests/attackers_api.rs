@@ -12,7 +12,7 @@ use common::sse::EventStream;
 use common::{TestApi, TestDb, user_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use svc::db::{AttackerCommand, AttackerProfile, Db, ProfilerBatch, Role};
+use svc::db::{AttackerCommand, AttackerProfile, Db, NewCredential, ProfilerBatch, Role};
 use svc::observation::{Observation, Window};
 use svc::time::format_utc;
 use svc_test_support::processes::Nats;
@@ -421,6 +421,58 @@ async fn an_attackers_techniques_are_rolled_up_from_its_commands_as_decnets_page
         let owner = rows.iter().find(|r| r["technique_id"] == "T1033").unwrap();
         assert_eq!((&owner["sub_technique_id"], &owner["count"]), (&Value::Null, &json!(1)));
         assert_eq!(api.ok(&format!("/ttp/by-attacker/{}", b.uuid), &token, &[]).await, json!([]));
+
+        // `b`'s logins: four refused attempts (two secrets) and one accepted.
+        let login = |secret: &str, outcome: &str, minute: i64| NewCredential {
+            seen_at: at(minute),
+            attacker_ip: b.ip.clone(),
+            decky: "ssh-01".into(),
+            service: "ssh".into(),
+            secret_kind: "plaintext".into(),
+            secret_sha256: format!("{secret:0>64}"),
+            principal: Some("root".into()),
+            secret_printable: secret.into(),
+            secret_b64: "eA==".into(),
+            outcome: Some(outcome.into()),
+        };
+        let tried = vec![
+            login("a", "failure", 4),
+            login("a", "failure", 5),
+            login("a", "failure", 6),
+            login("b", "failure", 7),
+            login("c", "success", 8),
+        ];
+        LogWriter::new(&api.state.db).await.commit_with_credentials(vec![], vec![], tried).await;
+        let rows = api.ok(&format!("/ttp/by-attacker/{}", b.uuid), &token, &[]).await;
+        let tagged: Vec<(&str, &str, u64)> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let id = r["sub_technique_id"].as_str().or(r["technique_id"].as_str()).unwrap();
+                (id, r["tactic"].as_str().unwrap(), r["count"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            tagged,
+            [("T1078", "initial-access", 1), ("T1110.001", "credential-access", 4)],
+            "{}: {rows}",
+            backend.name
+        );
+
+        // The rules behind it, DECNET's catalogue shape.
+        let rules = api.ok("/ttp/rules", &token, &[]).await;
+        let rules = rules.as_array().unwrap();
+        let ids: Vec<&str> = rules.iter().map(|r| r["rule_id"].as_str().unwrap()).collect();
+        assert!(
+            ids.is_sorted() && ids.contains(&"cmd.ingress-tool-transfer") && ids.contains(&"auth.password-guessing")
+        );
+        let guessing = rules.iter().find(|r| r["rule_id"] == "auth.password-guessing").unwrap();
+        assert_eq!(
+            (&guessing["name"], &guessing["state"], &guessing["rule_version"], &guessing["expires_at"]),
+            (&json!("T1110.001 Password Guessing"), &json!("enabled"), &json!(1), &Value::Null)
+        );
+        assert_eq!(api.get("/ttp/rules", None, &[]).await.status, StatusCode::UNAUTHORIZED);
         let missing = api.get(&format!("/ttp/by-attacker/{}", Uuid::new_v4()), Some(&token), &[]).await;
         assert_eq!((missing.status, missing.body), (StatusCode::NOT_FOUND, json!({"detail": "Attacker not found"})));
         assert_eq!(api.get("/ttp/by-attacker/x", Some(&token), &[]).await.status, StatusCode::UNPROCESSABLE_ENTITY);

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::techniques::{Technique, techniques_of};
+use super::techniques::{Technique, technique_of_login, techniques_of};
 use crate::db::{AttackerCommand, AttackerProfile, CredentialFilter, Db, DbResult, LogColumn, LogFilter, SearchTerm};
 
 /// Profiles a fleet-wide export reads at a time.
@@ -51,6 +51,8 @@ pub struct CapturedAccount {
     pub secret_sha256: String,
     /// Only when the operator asked for secrets.
     pub secret: Option<String>,
+    /// `success` or `failure`, when the decoy said.
+    pub outcome: Option<String>,
     pub attempts: u64,
     pub first_seen: DateTime<Utc>,
     pub last_seen: DateTime<Utc>,
@@ -66,9 +68,10 @@ pub struct AttackerRecord {
 }
 
 impl AttackerRecord {
-    /// The techniques its commands show, each once.
+    /// The techniques its commands and the logins it tried show, each once.
     pub fn techniques(&self) -> BTreeSet<Technique> {
-        self.commands.iter().flat_map(|c| techniques_of(&c.command)).collect()
+        let logins = self.accounts.iter().filter_map(|a| technique_of_login(a.outcome.as_deref()));
+        self.commands.iter().flat_map(|c| techniques_of(&c.command)).chain(logins).collect()
     }
 
     /// The payload of each fingerprint bounty (JA3, JA4, HASSH…), as stored.
@@ -101,6 +104,7 @@ pub async fn attacker_record(db: &Db, profile: AttackerProfile, secrets: bool) -
             decky: c.decky,
             secret_sha256: c.secret_sha256,
             secret: secrets.then_some(c.secret_printable),
+            outcome: c.outcome,
             attempts: c.attempt_count,
             first_seen: c.first_seen,
             last_seen: c.last_seen,

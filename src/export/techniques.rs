@@ -1,8 +1,11 @@
-//! ATT&CK techniques named from the shell commands attackers typed into the decoys. A small static
-//! map from command classes (the program run, or a path the command touches) to canonical
-//! Enterprise ATT&CK technique ids; `docs/export.md` lists it. What a command line's words show is
-//! all it claims: every command typed into a decoy shell is Unix Shell (T1059.004), a download tool
-//! is Ingress Tool Transfer (T1105), and so on. Commands are read up to [`MAX_COMMAND_BYTES`].
+//! ATT&CK techniques named from what attackers did on the decoys: the shell commands they typed and
+//! the logins they tried. One table of [`RULES`], each a class of command (the program run, or a
+//! path the command touches) or of login (refused, accepted) and the canonical Enterprise ATT&CK
+//! technique it tags (ids, names and tactics of [`ATTACK_VERSION`]). The attacker pages,
+//! `/ttp/rules` and the exports (STIX attack patterns, MISP tags, the Navigator layer) all read this
+//! table. What the words show is all a rule claims: every command typed into a decoy shell is Unix
+//! Shell (T1059.004), a download tool is Ingress Tool Transfer (T1105), a refused login is Password
+//! Guessing (T1110.001), and so on. Commands are read up to [`MAX_COMMAND_BYTES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,6 +47,7 @@ const PARENTS: &[(&str, &str)] = &[
     ("T1070", "Indicator Removal"),
     ("T1087", "Account Discovery"),
     ("T1098", "Account Manipulation"),
+    ("T1110", "Brute Force"),
     ("T1136", "Create Account"),
     ("T1222", "File and Directory Permissions Modification"),
     ("T1562", "Impair Defenses"),
@@ -77,104 +81,203 @@ pub const DECODE: Technique = technique("T1140", "Deobfuscate/Decode Files or In
 pub const RESOURCE_HIJACKING: Technique = technique("T1496", "Resource Hijacking", "impact");
 pub const FIREWALL: Technique = technique("T1562.004", "Disable or Modify System Firewall", "defense-evasion");
 
-/// Program (basename) → technique.
-const PROGRAMS: &[(&[&str], Technique)] = &[
-    (&["wget", "curl", "tftp", "ftpget", "scp", "sftp", "rsync", "lwp-download"], INGRESS_TOOL_TRANSFER),
-    (
-        &["uname", "hostname", "hostnamectl", "lscpu", "nproc", "free", "df", "uptime", "lsb_release", "dmidecode"],
-        SYSTEM_INFORMATION,
+pub const PASSWORD_GUESSING: Technique = technique("T1110.001", "Password Guessing", "credential-access");
+pub const VALID_ACCOUNTS: Technique = technique("T1078", "Valid Accounts", "initial-access");
+
+/// What a rule looks for.
+#[derive(Clone, Copy, Debug)]
+pub enum Looks {
+    /// Any command typed into a decoy shell.
+    AnyCommand,
+    /// A command that runs one of these programs (by basename, past `sudo` and the like).
+    Programs(&'static [&'static str]),
+    /// A command that runs this program with an argument the test accepts, as described.
+    ProgramWith(&'static str, fn(&str) -> bool, &'static str),
+    /// A command that names one of these paths or words anywhere.
+    Mentions(&'static [&'static str]),
+    /// A login a decoy refused.
+    RefusedLogin,
+    /// A login a decoy accepted.
+    AcceptedLogin,
+}
+
+/// One tagging rule: what it looks for, and the technique it tags that with.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    /// Stable, dotted: `cmd.…` for command rules, `auth.…` for login rules.
+    pub id: &'static str,
+    /// Raised whenever what the rule looks for changes.
+    pub version: u32,
+    pub technique: Technique,
+    pub looks: Looks,
+}
+
+const fn rule(id: &'static str, technique: Technique, looks: Looks) -> Rule {
+    Rule { id, version: 1, technique, looks }
+}
+
+/// The ATT&CK release the technique ids, names and tactics here are taken from.
+pub const ATTACK_VERSION: &str = "Enterprise ATT&CK v16";
+
+/// Every rule, the one mapping the attacker pages, `/ttp/rules` and the exports share.
+pub const RULES: &[Rule] = &[
+    rule("cmd.unix-shell", UNIX_SHELL, Looks::AnyCommand),
+    rule(
+        "cmd.ingress-tool-transfer",
+        INGRESS_TOOL_TRANSFER,
+        Looks::Programs(&["wget", "curl", "tftp", "ftpget", "scp", "sftp", "rsync", "lwp-download"]),
     ),
-    (&["whoami", "id", "w", "who", "last", "users"], OWNER_DISCOVERY),
-    (&["ifconfig", "ip", "route", "arp", "iwconfig"], NETWORK_CONFIGURATION),
-    (&["netstat", "ss", "lsof"], NETWORK_CONNECTIONS),
-    (&["ps", "top", "htop", "pgrep"], PROCESS_DISCOVERY),
-    (&["ls", "find", "locate", "tree", "du", "stat"], FILE_DISCOVERY),
-    (&["getent", "lastlog"], LOCAL_ACCOUNTS),
-    (&["nmap", "masscan", "zmap"], NETWORK_SERVICE_DISCOVERY),
-    (&["crontab"], CRON),
-    (&["chmod", "chown", "chattr"], PERMISSIONS),
-    (&["useradd", "adduser"], LOCAL_ACCOUNT_CREATED),
-    (&["passwd", "chpasswd", "usermod"], ACCOUNT_MANIPULATION),
-    (&["rm", "shred", "unlink", "srm", "wipe"], FILE_DELETION),
-    (&["xmrig", "minerd", "cpuminer", "xmr-stak"], RESOURCE_HIJACKING),
-    (&["iptables", "ip6tables", "ufw", "firewall-cmd", "nft"], FIREWALL),
-    (&["python", "python2", "python3"], PYTHON),
+    rule(
+        "cmd.system-information",
+        SYSTEM_INFORMATION,
+        Looks::Programs(&[
+            "uname",
+            "hostname",
+            "hostnamectl",
+            "lscpu",
+            "nproc",
+            "free",
+            "df",
+            "uptime",
+            "lsb_release",
+            "dmidecode",
+        ]),
+    ),
+    rule(
+        "cmd.system-information-files",
+        SYSTEM_INFORMATION,
+        Looks::Mentions(&["/proc/cpuinfo", "/etc/os-release", "/proc/version"]),
+    ),
+    rule("cmd.owner-discovery", OWNER_DISCOVERY, Looks::Programs(&["whoami", "id", "w", "who", "last", "users"])),
+    rule(
+        "cmd.network-configuration",
+        NETWORK_CONFIGURATION,
+        Looks::Programs(&["ifconfig", "ip", "route", "arp", "iwconfig"]),
+    ),
+    rule("cmd.network-connections", NETWORK_CONNECTIONS, Looks::Programs(&["netstat", "ss", "lsof"])),
+    rule("cmd.process-discovery", PROCESS_DISCOVERY, Looks::Programs(&["ps", "top", "htop", "pgrep"])),
+    rule("cmd.file-discovery", FILE_DISCOVERY, Looks::Programs(&["ls", "find", "locate", "tree", "du", "stat"])),
+    rule("cmd.local-accounts", LOCAL_ACCOUNTS, Looks::Programs(&["getent", "lastlog"])),
+    rule("cmd.passwd-file", LOCAL_ACCOUNTS, Looks::Mentions(&["/etc/passwd"])),
+    rule("cmd.shadow-file", SHADOW_FILE, Looks::Mentions(&["/etc/shadow"])),
+    rule("cmd.network-service-discovery", NETWORK_SERVICE_DISCOVERY, Looks::Programs(&["nmap", "masscan", "zmap"])),
+    rule("cmd.crontab", CRON, Looks::Programs(&["crontab"])),
+    rule("cmd.cron-files", CRON, Looks::Mentions(&["/etc/cron"])),
+    rule("cmd.permissions", PERMISSIONS, Looks::Programs(&["chmod", "chown", "chattr"])),
+    rule("cmd.account-created", LOCAL_ACCOUNT_CREATED, Looks::Programs(&["useradd", "adduser"])),
+    rule("cmd.account-manipulation", ACCOUNT_MANIPULATION, Looks::Programs(&["passwd", "chpasswd", "usermod"])),
+    rule("cmd.authorized-keys", SSH_AUTHORIZED_KEYS, Looks::Mentions(&["authorized_keys"])),
+    rule("cmd.history-file", CLEAR_HISTORY, Looks::Mentions(&["HISTFILE", ".bash_history"])),
+    rule(
+        "cmd.history-cleared",
+        CLEAR_HISTORY,
+        Looks::ProgramWith("history", |arg| arg.starts_with('-') && arg.contains('c'), "-c"),
+    ),
+    rule("cmd.file-deletion", FILE_DELETION, Looks::Programs(&["rm", "shred", "unlink", "srm", "wipe"])),
+    rule("cmd.decode", DECODE, Looks::ProgramWith("base64", |arg| arg == "-d" || arg == "--decode", "-d or --decode")),
+    rule("cmd.miner", RESOURCE_HIJACKING, Looks::Programs(&["xmrig", "minerd", "cpuminer", "xmr-stak"])),
+    rule("cmd.mining-pool", RESOURCE_HIJACKING, Looks::Mentions(&["stratum+tcp://"])),
+    rule("cmd.firewall", FIREWALL, Looks::Programs(&["iptables", "ip6tables", "ufw", "firewall-cmd", "nft"])),
+    rule("cmd.python", PYTHON, Looks::Programs(&["python", "python2", "python3"])),
+    rule("auth.password-guessing", PASSWORD_GUESSING, Looks::RefusedLogin),
+    rule("auth.valid-account", VALID_ACCOUNTS, Looks::AcceptedLogin),
 ];
 
-/// A path or word anywhere in the command → technique.
-const MENTIONS: &[(&str, Technique)] = &[
-    ("/etc/passwd", LOCAL_ACCOUNTS),
-    ("/etc/shadow", SHADOW_FILE),
-    ("/proc/cpuinfo", SYSTEM_INFORMATION),
-    ("/etc/os-release", SYSTEM_INFORMATION),
-    ("/proc/version", SYSTEM_INFORMATION),
-    ("authorized_keys", SSH_AUTHORIZED_KEYS),
-    ("/etc/cron", CRON),
-    ("stratum+tcp://", RESOURCE_HIJACKING),
-    ("HISTFILE", CLEAR_HISTORY),
-    (".bash_history", CLEAR_HISTORY),
-];
+impl Rule {
+    /// What the rule looks for, in words.
+    pub fn description(&self) -> String {
+        let tags = format!("tagged {} {}", self.technique.id, self.technique.name);
+        match self.looks {
+            Looks::AnyCommand => format!("Any command typed into a decoy shell: {tags}."),
+            Looks::Programs(programs) => format!("A command runs {}: {tags}.", programs.join(", ")),
+            Looks::ProgramWith(program, _, args) => format!("A command runs {program} with {args}: {tags}."),
+            Looks::Mentions(words) => format!("A command names {}: {tags}.", words.join(", ")),
+            Looks::RefusedLogin => format!("A login a decoy refused (each attempt counts): {tags}."),
+            Looks::AcceptedLogin => format!("A login a decoy accepted: {tags}."),
+        }
+    }
+}
 
 /// Words that run the next word as the program.
 const WRAPPERS: &[&str] = &["sudo", "doas", "nohup", "nice", "time", "timeout", "exec", "command", "busybox", "env"];
 
-/// Every technique one command line shows, by id.
+/// Every technique one command line shows.
 pub fn techniques_of(command: &str) -> BTreeSet<Technique> {
     let command = prefix_bytes(command, MAX_COMMAND_BYTES);
-    let mut found = BTreeSet::new();
     if command.trim().is_empty() {
-        return found;
+        return BTreeSet::new();
     }
-    found.insert(UNIX_SHELL);
+    // Each segment's program (its basename) and arguments.
+    let mut invoked: Vec<(&str, Vec<&str>)> = Vec::new();
     for segment in command.split([';', '|', '&', '\n', '(', ')', '`']) {
         let words: Vec<&str> = segment.split_whitespace().collect();
         let Some(at) = words.iter().position(|w| !w.contains('=') && !WRAPPERS.contains(w) && !w.starts_with('-'))
         else {
             continue;
         };
-        let program = words[at].rsplit('/').next().unwrap_or(words[at]);
-        let args = &words[at + 1..];
-        if let Some((_, technique)) = PROGRAMS.iter().find(|(programs, _)| programs.contains(&program)) {
-            found.insert(*technique);
-        }
-        match program {
-            "history" if args.iter().any(|a| a.starts_with('-') && a.contains('c')) => {
-                found.insert(CLEAR_HISTORY);
-            }
-            "base64" if args.iter().any(|a| *a == "-d" || *a == "--decode") => {
-                found.insert(DECODE);
-            }
-            _ => {}
-        }
+        invoked.push((words[at].rsplit('/').next().unwrap_or(words[at]), words[at + 1..].to_vec()));
     }
-    for (needle, technique) in MENTIONS {
-        if command.contains(needle) {
-            found.insert(*technique);
-        }
-    }
-    found
+    RULES
+        .iter()
+        .filter(|rule| match rule.looks {
+            Looks::AnyCommand => true,
+            Looks::Programs(programs) => invoked.iter().any(|(p, _)| programs.contains(p)),
+            Looks::ProgramWith(program, accepts, _) => {
+                invoked.iter().any(|(p, args)| *p == program && args.iter().any(|a| accepts(a)))
+            }
+            Looks::Mentions(words) => words.iter().any(|w| command.contains(w)),
+            Looks::RefusedLogin | Looks::AcceptedLogin => false,
+        })
+        .map(|rule| rule.technique)
+        .collect()
 }
 
-/// How often, and when first and last, one technique showed in an attacker's commands.
+/// The technique a login with this outcome (a decoy's `success` or `failure`) shows, if any.
+pub fn technique_of_login(outcome: Option<&str>) -> Option<Technique> {
+    let looks_for = |rule: &&Rule| match rule.looks {
+        Looks::RefusedLogin => outcome == Some("failure"),
+        Looks::AcceptedLogin => outcome == Some("success"),
+        _ => false,
+    };
+    RULES.iter().find(looks_for).map(|rule| rule.technique)
+}
+
+/// How often, and when first and last, one technique showed in what an attacker did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
     pub technique: Technique,
-    /// Commands that showed it.
+    /// Commands, or login attempts, that showed it.
     pub count: u64,
     pub first: DateTime<Utc>,
     pub last: DateTime<Utc>,
 }
 
-/// Each technique `commands` show, in technique order.
-pub fn seen_in(commands: &[AttackerCommand]) -> Vec<Seen> {
+/// A login attempt as the rules read it: its outcome, how many times, when first and last.
+#[derive(Clone, Debug)]
+pub struct Login<'a> {
+    pub outcome: Option<&'a str>,
+    pub attempts: u64,
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+}
+
+/// Each technique `commands` and `logins` show, in technique order.
+pub fn seen_in(commands: &[AttackerCommand], logins: &[Login<'_>]) -> Vec<Seen> {
     let mut seen: BTreeMap<Technique, Seen> = BTreeMap::new();
+    let mut count = |technique: Technique, n: u64, first: DateTime<Utc>, last: DateTime<Utc>| {
+        let entry = seen.entry(technique).or_insert(Seen { technique, count: 0, first, last });
+        entry.count += n;
+        entry.first = entry.first.min(first);
+        entry.last = entry.last.max(last);
+    };
     for command in commands {
         for technique in techniques_of(&command.command) {
-            let at = command.timestamp;
-            let entry = seen.entry(technique).or_insert(Seen { technique, count: 0, first: at, last: at });
-            entry.count += 1;
-            entry.first = entry.first.min(at);
-            entry.last = entry.last.max(at);
+            count(technique, 1, command.timestamp, command.timestamp);
+        }
+    }
+    for login in logins {
+        if let Some(technique) = technique_of_login(login.outcome) {
+            count(technique, login.attempts, login.first, login.last);
         }
     }
     seen.into_values().collect()
@@ -194,7 +297,7 @@ mod tests {
             decky: "d".into(),
             command: text.into(),
         };
-        let seen = seen_in(&[command("wget http://x", 5), command("uname -a", 1), command("curl -O http://y", 9)]);
+        let seen = seen_in(&[command("wget http://x", 5), command("uname -a", 1), command("curl -O http://y", 9)], &[]);
         let shell = seen.iter().find(|s| s.technique == UNIX_SHELL).unwrap();
         assert_eq!((shell.count, shell.first, shell.last), (3, at(1), at(9)));
         let transfer = seen.iter().find(|s| s.technique == INGRESS_TOOL_TRANSFER).unwrap();
@@ -203,7 +306,7 @@ mod tests {
         assert_eq!(INGRESS_TOOL_TRANSFER.parent(), None);
         for sub in [PYTHON, SHADOW_FILE, CRON, PERMISSIONS, LOCAL_ACCOUNT_CREATED, SSH_AUTHORIZED_KEYS, CLEAR_HISTORY]
             .into_iter()
-            .chain([FILE_DELETION, LOCAL_ACCOUNTS, FIREWALL])
+            .chain([FILE_DELETION, LOCAL_ACCOUNTS, FIREWALL, PASSWORD_GUESSING])
         {
             assert!(sub.parent().is_some(), "{} has no parent", sub.id);
         }
@@ -223,6 +326,20 @@ mod tests {
         assert_eq!(ids("history -c; unset HISTFILE"), ["T1059.004", "T1070.003"]);
         assert_eq!(ids("echo aGk= | base64 -d | sh"), ["T1059.004", "T1140"]);
         assert!(ids("").is_empty());
+    }
+
+    #[test]
+    fn logins_are_tagged_and_every_rule_is_named_once() {
+        assert_eq!(technique_of_login(Some("failure")), Some(PASSWORD_GUESSING));
+        assert_eq!(technique_of_login(Some("success")), Some(VALID_ACCOUNTS));
+        assert_eq!(technique_of_login(None), None);
+        let at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 29, 1, 0, 0).unwrap();
+        let refused = Login { outcome: Some("failure"), attempts: 7, first: at, last: at };
+        let seen = seen_in(&[], &[refused.clone(), refused]);
+        assert_eq!((seen.len(), seen[0].technique, seen[0].count), (1, PASSWORD_GUESSING, 14));
+        let ids: BTreeSet<&str> = RULES.iter().map(|rule| rule.id).collect();
+        assert_eq!(ids.len(), RULES.len(), "rule ids are unique");
+        assert!(RULES.iter().all(|rule| rule.description().contains(rule.technique.id)));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The attack techniques an attacker showed, as DECNET's attacker page reads them
-//! (`GET /ttp/by-attacker/{uuid}`): one row per technique its commands show, by the mapping the
-//! exports use (`export::techniques`), with how many commands showed it and when first and last.
-//! A technique is named only by what a command's own words show, so each row's confidence is 1.
+//! (`GET /ttp/by-attacker/{uuid}`): one row per technique its commands and logins show, by the
+//! rules the exports use (`export::techniques`), with how many commands or login attempts showed it
+//! and when first and last. A technique is named only by what was typed or tried, so each row's
+//! confidence is 1. `GET /ttp/rules` lists those rules in DECNET's catalogue shape (Config → TTP
+//! rules); they are built in, so each is `enabled` and no operator state is kept.
 
 use axum::Json;
 use axum::extract::State;
@@ -16,14 +18,15 @@ use super::extract::ValidPath;
 use super::guard::Viewer;
 use super::responses::{AttackerNotFound, ViewerOnly};
 use super::{AppState, Result};
-use crate::export::techniques::{Seen, seen_in};
+use crate::db::CredentialFilter;
+use crate::export::techniques::{Login, RULES, Rule, Seen, seen_in};
 use crate::time::format_utc;
 
-/// The commands read per attacker, newest first: the rows' counts are over these.
+/// The commands (and credentials) read per attacker, newest first: the rows' counts are over these.
 const COMMANDS_READ: u32 = 10_000;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(techniques_by_attacker))
+    OpenApiRouter::new().routes(routes!(techniques_by_attacker)).routes(routes!(rules))
 }
 
 /// DECNET's `IdentityTechniqueRow`: a technique (or a sub-technique under its technique).
@@ -37,7 +40,7 @@ pub struct TechniqueRow {
     pub sub_technique_name: Option<String>,
     /// The ATT&CK tactic's short name.
     pub tactic: String,
-    /// Commands that showed it.
+    /// Commands, or login attempts, that showed it.
     pub count: u64,
     /// RFC 3339, UTC.
     pub first_seen: String,
@@ -86,7 +89,69 @@ pub async fn techniques_by_attacker(
     _viewer: Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Vec<TechniqueRow>>> {
-    state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
     let commands = state.db.attacker_commands(uuid, None, COMMANDS_READ, 0).await?.rows;
-    Ok(Json(seen_in(&commands).into_iter().map(TechniqueRow::from).collect()))
+    let filter = CredentialFilter { attacker_ip: Some(profile.ip), ..CredentialFilter::default() };
+    let credentials = state.db.credentials(&filter, COMMANDS_READ, 0).await?.rows;
+    let logins: Vec<Login<'_>> = credentials
+        .iter()
+        .map(|c| Login {
+            outcome: c.outcome.as_deref(),
+            attempts: c.attempt_count,
+            first: c.first_seen,
+            last: c.last_seen,
+        })
+        .collect();
+    Ok(Json(seen_in(&commands, &logins).into_iter().map(TechniqueRow::from).collect()))
+}
+
+/// DECNET's `RuleCatalogueRow`: a rule and its operational state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RuleRow {
+    pub rule_id: String,
+    pub rule_version: u32,
+    /// The technique it tags, `T1105 Ingress Tool Transfer`.
+    pub name: String,
+    pub description: String,
+    /// Always `enabled`: the rules are built in and no operator state is kept.
+    pub state: String,
+    pub confidence_max: Option<f64>,
+    pub expires_at: Option<String>,
+    pub reason: Option<String>,
+    pub set_by: Option<String>,
+    pub set_at: Option<String>,
+}
+
+impl From<&Rule> for RuleRow {
+    fn from(rule: &Rule) -> Self {
+        RuleRow {
+            rule_id: rule.id.into(),
+            rule_version: rule.version,
+            name: format!("{} {}", rule.technique.id, rule.technique.name),
+            description: rule.description(),
+            state: "enabled".into(),
+            confidence_max: None,
+            expires_at: None,
+            reason: None,
+            set_by: None,
+            set_at: None,
+        }
+    }
+}
+
+/// The tagging rules, by id.
+#[utoipa::path(
+    get,
+    path = "/ttp/rules",
+    tag = "attackers",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every rule, by id", body = Vec<RuleRow>),
+        ViewerOnly,
+    )
+)]
+pub async fn rules(_viewer: Viewer) -> Json<Vec<RuleRow>> {
+    let mut rows: Vec<RuleRow> = RULES.iter().map(RuleRow::from).collect();
+    rows.sort_by(|a, b| a.rule_id.cmp(&b.rule_id));
+    Json(rows)
 }
