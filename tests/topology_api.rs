@@ -34,6 +34,9 @@ async fn start_with(db: &TestDb, extra: &[(&str, &str)]) -> Api {
         ("SVC_DOCKER_HOST", NO_ENGINE),
         ("SVC_DECKY_BINARY", "/bin/true"),
         ("SVC_TOPOLOGY_SUBNET_POOL", "10.214.0.0/16"),
+        // No container runs here, so the host needs no shield from these LANs: a mutation applied
+        // to a live topology would otherwise leave its INPUT chain on the host.
+        ("SVC_DECKY_HOST_ISOLATION", "false"),
     ];
     vars.extend_from_slice(extra);
     let api = TestApi::start(db.api_config(&vars)).await;
