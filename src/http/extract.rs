@@ -264,6 +264,11 @@ pub fn parse_json<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, Vec<
     if body.is_empty() {
         return Err(vec![FieldError::new("missing", &["body"], "Field required")]);
     }
+    // Every body is an object; serde would also fill a struct from an array, field by position.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        let message = "Input should be a valid dictionary or object to extract fields from";
+        return Err(vec![FieldError::new("type_error", &["body"], message)]);
+    }
     let value: T = serde_json::from_slice(body).map_err(|e| vec![json_error(&e)])?;
     let mut errors = Vec::new();
     value.validate(&mut errors);

@@ -70,6 +70,18 @@ fn without_cast(row: LogEntry) -> LogEntry {
     redact::replace_field(row, "cast", CAST_ELIDED)
 }
 
+/// Which session: its decky and its id.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SessionPath {
+    /// The decky the session was on.
+    #[param(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub decky: String,
+    /// The session's id (`sid` of its row).
+    #[param(pattern = r"^[a-f0-9-]{36}$")]
+    pub sid: String,
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TranscriptQuery {
@@ -118,11 +130,7 @@ pub struct TranscriptPage {
     path = "/transcripts/{decky}/{sid}",
     tag = "attackers",
     security(("bearer" = [])),
-    params(
-        ("decky" = String, Path, description = "The decky the session was on"),
-        ("sid" = String, Path, description = "The session's id (`sid` of its row)"),
-        TranscriptQuery,
-    ),
+    params(SessionPath, TranscriptQuery),
     responses(
         (status = 200, description = "The header and a page of events", body = TranscriptPage),
         (status = 400, description = "`invalid decky name` or `invalid sid`"),
@@ -134,7 +142,7 @@ pub struct TranscriptPage {
 pub async fn transcript(
     State(state): State<AppState>,
     _admin: Admin,
-    Path((decky, sid)): Path<(String, String)>,
+    Path(SessionPath { decky, sid }): Path<SessionPath>,
     ValidQuery(query): ValidQuery<TranscriptQuery>,
 ) -> Result<Json<TranscriptPage>> {
     let session = Session::find(&state, &decky, &sid).await?;
@@ -161,10 +169,7 @@ pub async fn transcript(
     path = "/transcripts/{decky}/{sid}/cast",
     tag = "attackers",
     security(("bearer" = [])),
-    params(
-        ("decky" = String, Path, description = "The decky the session was on"),
-        ("sid" = String, Path, description = "The session's id (`sid` of its row)"),
-    ),
+    params(SessionPath),
     responses(
         (status = 200, description = "The asciicast: a header line, then one line per event", content_type = "application/x-asciicast", body = String),
         (status = 400, description = "`invalid decky name` or `invalid sid`"),
@@ -175,7 +180,7 @@ pub async fn transcript(
 pub async fn transcript_cast(
     State(state): State<AppState>,
     _admin: Admin,
-    Path((decky, sid)): Path<(String, String)>,
+    Path(SessionPath { decky, sid }): Path<SessionPath>,
 ) -> Result<Response> {
     let session = Session::find(&state, &decky, &sid).await?;
     let mut text = session.header().to_string();

@@ -32,28 +32,32 @@ pub enum ReplyLatency {
 /// One fictional employee: the sender of mail and the author of planted files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Persona {
-    /// 1 to 128 characters.
+    #[schema(min_length = 1, max_length = 128)]
     pub name: String,
-    /// `user@domain.tld`, 3 to 255 characters.
+    /// `user@domain.tld`.
+    #[schema(min_length = 3, max_length = 255, pattern = r"^.+@[^@]*\.[^@]*$")]
     pub email: String,
-    /// 1 to 128 characters.
+    #[schema(min_length = 1, max_length = 128)]
     pub role: String,
     #[serde(default)]
     pub tone: Tone,
-    /// The voice in words when `tone` is `custom` (required then); at most 128 characters.
+    /// The voice in words when `tone` is `custom` (required then).
     #[serde(default)]
+    #[schema(max_length = 128)]
     pub tone_custom: Option<String>,
-    /// At most 12.
     #[serde(default)]
+    #[schema(max_items = 12)]
     pub mannerisms: Vec<String>,
     /// ISO 639-1; the topology's `language_default` when unset.
     #[serde(default)]
+    #[schema(max_length = 8)]
     pub language: Option<String>,
-    /// At most 512 characters.
     #[serde(default)]
+    #[schema(max_length = 512)]
     pub signature: Option<String>,
-    /// `HH:MM-HH:MM`, at most 32 characters.
+    /// `HH:MM-HH:MM`.
     #[serde(default = "working_day")]
+    #[schema(max_length = 32)]
     pub active_hours: String,
     #[serde(default)]
     pub reply_latency: ReplyLatency,
