@@ -221,6 +221,35 @@ async fn an_interactive_shell_echoes_edits_and_answers() {
             ("exit".into(), Some("/var/www/html".into()))
         ]
     );
+
+    // The session, recorded: every keystroke as sent, everything shown, on the terminal's size.
+    let recorded = &decoy.events("session_recorded", 1).await[0];
+    assert_eq!((field(recorded, "service"), field(recorded, "width"), field(recorded, "height")), ("ssh", "80", "24"));
+    assert_eq!(field(recorded, "truncated"), "false");
+    let cast: Vec<(f64, String, String)> = serde_json::from_str(field(recorded, "cast")).unwrap();
+    let on = |channel: &str| -> String { cast.iter().filter(|e| e.1 == channel).map(|e| e.2.as_str()).collect() };
+    assert_eq!(on("i"), "id\rwhoamx\u{7f}i\u{1b}[A\rrm -rf /\u{3}cd /var/www/html\rexit\r");
+    let shown = on("o");
+    assert!(shown.starts_with("Welcome to Ubuntu") && shown.contains("uid=0(root)"), "{shown:?}");
+    assert!(shown.ends_with("# exit\r\nlogout\r\n"), "{shown:?}");
+    assert!(cast.windows(2).all(|pair| pair[0].0 <= pair[1].0), "in time order");
+}
+
+#[tokio::test]
+async fn a_shell_session_cut_off_by_the_client_is_still_recorded() {
+    let decoy = Decoy::start(&[USERS]).await;
+    let ssh = decoy.login().await;
+    let mut channel = ssh.channel_open_session().await.unwrap();
+    channel.request_shell(true).await.unwrap();
+    channel.data_bytes(&b"uname -a\n"[..]).await.unwrap();
+    read_until(&mut channel, "GNU/Linux\n").await;
+    drop((channel, ssh));
+
+    let recorded = &decoy.events("session_recorded", 1).await[0];
+    let cast: Vec<(f64, String, String)> = serde_json::from_str(field(recorded, "cast")).unwrap();
+    assert_eq!(cast[0].2, "uname -a\n", "no terminal: no greeting, the command first");
+    assert!(cast[1].2.starts_with("Linux web-01"), "{cast:?}");
+    assert_eq!((field(recorded, "width"), field(recorded, "height")), ("80", "24"), "no pty: 80 x 24");
 }
 
 #[tokio::test]
