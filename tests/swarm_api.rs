@@ -194,9 +194,14 @@ async fn teardown_and_decommission_against_an_agent_that_does_not_answer() {
         api.state.db.upsert_decky_shards(&shards).await.unwrap();
         let teardown = format!("/swarm/hosts/{}/teardown", down.uuid);
 
-        // Refused before anything changes: a name that is not a decky's, an unknown host.
+        // Refused before anything changes: a name that is not a decky's, an unknown host, and a
+        // body that is an array (serde alone would read `[]` as "every decky", by position).
         let bad = call(&api, Method::POST, &teardown, Some(&admin), Some(json!({"decky_id": "../x"}))).await;
         assert_eq!(bad.status, 422, "{}: {}", backend.name, bad.body);
+        for array in [json!([]), json!(["web-01"])] {
+            let refused = call(&api, Method::POST, &teardown, Some(&admin), Some(array)).await;
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}: {}", backend.name, refused.body);
+        }
         let unknown = format!("/swarm/hosts/{}/teardown", Uuid::new_v4());
         let missing = call(&api, Method::POST, &unknown, Some(&admin), Some(json!({}))).await;
         assert_eq!((missing.status, missing.body), (StatusCode::NOT_FOUND, json!({"detail": "host not found"})));

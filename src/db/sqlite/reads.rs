@@ -123,9 +123,9 @@ mod tests {
         // Faults are process-wide: other tests may record some meanwhile, never un-record this one.
         fault::record();
         assert_eq!(reads.run(count).await.unwrap(), 2);
+        // Another test's fault while the read ran drops that connection too: none idle is fine.
         let idle = reads.idle.lock().unwrap();
-        assert_eq!(idle.len(), 1);
-        assert!(idle[0].opened > first, "a fresh connection after the fault");
+        assert!(idle.len() <= 1 && idle.iter().all(|c| c.opened > first), "a fresh connection after the fault");
     }
 
     #[tokio::test]
