@@ -4,7 +4,8 @@
 # For SVC_DEVELOPER_TRACING off, then on (OTLP HTTP/protobuf to a sink in this script that answers
 # every export and counts the spans), an `svc api` of its own: the live ingest rate of `rows` lines
 # appended at once to its followed file (every tenth line carrying a trace context as the collector
-# writes it, so the ingester opens a span for it), then GET /logs?limit=50 under wrk. Then, on the
+# writes it, so the ingester opens a span for it), then GET /logs?limit=50 under wrk (first with no
+# rows, where only a request's fixed cost counts, then over the rows). Then, on the
 # last API, the time of a GET /metrics scrape once requests to every route template with several
 # methods and statuses have been counted and 10 workers send heartbeats over the bus.
 # SVC_BIN names the binary (default: the release build under CARGO_TARGET_DIR or target/).
@@ -95,6 +96,10 @@ run() {
         "$base/auth/change-password" >/dev/null
     token=$(post -d '{"username":"admin","password":"load test new password"}' "$base/auth/login" | token_of)
 
+    # A request's fixed cost (middleware, spans made or not) apart from reading rows.
+    echo "==> ${label:-SVC_DEVELOPER_TRACING=$tracing}: GET /logs?limit=50 with no rows (${seconds}s)"
+    wrk -t1 -c"$connections" -d"${seconds}s" --latency -H "Authorization: Bearer $token" "$base/logs?limit=50" \
+        | grep -E "Requests/sec|50%"
     echo "==> ${label:-SVC_DEVELOPER_TRACING=$tracing}: live ingest of $rows lines appended at once"
     generate "$data/live.pending" 0 "$rows"
     python3 - "$base/stats" "$token" "$rows" "$data/live.pending" "$data/api/live.log" <<'PY'
