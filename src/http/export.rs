@@ -274,9 +274,14 @@ async fn send(sender: &mut Sender, text: String) -> std::result::Result<(), Opti
 }
 
 fn attachment(body: impl Into<Body>, filename: &str) -> Response {
+    download(body, "application/json", filename)
+}
+
+/// A 200 whose body the client saves as `filename` (a name of the route's own making, quoted as is).
+pub(super) fn download(body: impl Into<Body>, content_type: &'static str, filename: &str) -> Response {
     let mut response = (StatusCode::OK, body.into()).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{filename}\"")) {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }

@@ -80,6 +80,14 @@ pub fn check_name(field: &str, value: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// DECNET's rule for an agent's or a decky's name: `^[a-z0-9][a-z0-9-]{0,62}$`.
+pub fn is_lowercase_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
 /// A query value a dashboard sends to mean "none": `null`, `NULL`, `undefined` or empty. DECNET's
 /// dashboard puts these in URLs for unset filters, so they read as absent.
 pub fn given(value: &Option<String>) -> Option<&str> {

@@ -7,8 +7,7 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -18,7 +17,8 @@ use uuid::Uuid;
 
 use super::attacker_evidence::{AttackerRowsResponse, rows_of};
 use super::attackers::attacker_not_found;
-use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_range};
+use super::export::download;
+use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_range, is_lowercase_name};
 use super::guard::{Admin, Viewer};
 use super::logs::LogEntry;
 use super::paging::MAX_OFFSET;
@@ -189,14 +189,8 @@ pub async fn transcript_cast(
         text.push_str(&event.to_string());
     }
     text.push('\n');
-    let mut response = (StatusCode::OK, text).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-asciicast"));
     // Both parts were checked against [a-z0-9-] above: nothing to escape.
-    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{decky}-{sid}.cast\"")) {
-        headers.insert(header::CONTENT_DISPOSITION, value);
-    }
-    Ok(response)
+    Ok(download(text, "application/x-asciicast", &format!("{decky}-{sid}.cast")))
 }
 
 /// A recorded session as its row holds it.
@@ -213,7 +207,7 @@ struct Session {
 impl Session {
     /// The session `sid` on `decky`: 400 for a name or id of the wrong form, 404 when none is stored.
     async fn find(state: &AppState, decky: &str, sid: &str) -> Result<Session> {
-        if !is_name(decky) {
+        if !is_lowercase_name(decky) {
             return Err(ApiError::bad_request("invalid decky name"));
         }
         if sid.len() != 36 || !sid.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'-') {
@@ -264,12 +258,4 @@ impl Session {
 fn is_event(event: &Value) -> bool {
     matches!(event.as_array().map(Vec::as_slice),
         Some([Value::Number(_), Value::String(channel), Value::String(_)]) if ["i", "o", "r"].contains(&channel.as_str()))
-}
-
-/// A decky name as DECNET checks it in these paths: `^[a-z0-9][a-z0-9-]{0,62}$`.
-fn is_name(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    (1..=63).contains(&bytes.len())
-        && bytes[0] != b'-'
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }

@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use crate::auth::ticket::{new_ticket, ticket_hash};
 use crate::db::{DbError, Enrollment, HostStatus, SwarmHost};
-use crate::http::extract::{FieldError, ValidJson, Validate};
+use crate::http::extract::{FieldError, ValidJson, Validate, is_lowercase_name};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotJson};
 use crate::http::{ApiError, AppState, Result};
@@ -61,13 +61,6 @@ fn yes() -> bool {
     true
 }
 
-fn is_agent_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    (1..=63).contains(&bytes.len())
-        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-}
-
 /// A host name or an address, bracketed or not: nothing a shell or a URL would read otherwise.
 fn is_master_host(host: &str) -> bool {
     host.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '[')
@@ -96,7 +89,7 @@ impl Validate for EnrollRequest {
                 "String should be a host name or an IP address",
             ));
         }
-        if !is_agent_name(&self.agent_name) {
+        if !is_lowercase_name(&self.agent_name) {
             errors.push(FieldError::new(
                 "string_pattern_mismatch",
                 &["body", "agent_name"],
