@@ -28,8 +28,9 @@ pub struct PersonasResponse {
 /// The new list, whole.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PersonasBody {
-    /// A list of personas; invalid entries are dropped (400 when all are).
-    #[schema(value_type = Vec<Persona>)]
+    /// A list of personas (each as `Persona` reads); an invalid entry is dropped, not refused, so
+    /// any item is allowed here (400 when every entry is invalid).
+    #[schema(value_type = Vec<Value>)]
     personas: Option<Value>,
 }
 
