@@ -7,6 +7,8 @@
 //! server, HASSH-server against the MD5 of `ssh-audit`'s reading of the same server's KEXINIT, the
 //! certificate against `openssl x509`, the SYN-ACK fingerprint against tshark's reading of a capture.
 //! A private target with private probing off is never sent a packet (a capture on the test's link).
+//! The ICMP stimuli go to a target one router away (namespaces 247r and 247, a 1280-byte link
+//! behind the router) in both families, and the errors are checked against tshark's reading.
 //!
 //! Needs root, `ip`, `openssl`, `sshd`, `tcpdump`, `tshark`, pyjarm and ssh-audit
 //! (`ensure_prober_test_tools` in scripts/lib.sh).
@@ -226,13 +228,16 @@ async fn fingerprints_equal_the_references_and_reach_the_attacker() {
     assert!(api.output().contains(&format!("target_ip={target}")), "every probe is logged with its target");
 
     // ICMP: Linux answers a datagram to a closed port with Port Unreachable quoting it (IP header,
-    // UDP header and the 32 bytes sent).
+    // UDP header and the 32 bytes sent). On one link no router answers the others: each of their
+    // datagrams reaches the target and draws Port Unreachable too, which is not what they aim at.
     let icmp = of("icmp_error");
     let icmp_line_hash = icmp.field("fingerprint_hash").map(str::to_string);
+    assert_eq!(icmp.field("matrix"), Some("P..."));
     assert_eq!(
-        (icmp.field("icmp_code"), icmp.field("echo_len"), icmp.field("ttl")),
-        (Some("3"), Some("60"), Some("64"))
+        ["port_unreachable_code", "port_unreachable_echo_len", "port_unreachable_from"].map(|k| icmp.field(k)),
+        [Some("3"), Some("60"), Some(target.as_str())]
     );
+    assert_eq!(icmp.field("time_exceeded_code"), Some("3"), "TTL 1 still reaches a target on the link");
     // JARM: the reference's hash.
     assert_eq!(of("jarm_fingerprint").field("jarm_hash"), Some(jarm_reference.as_str()));
     // HASSH: the MD5 of ssh-audit's reading of the KEXINIT.
@@ -366,4 +371,155 @@ async fn a_private_target_is_never_sent_a_packet_unless_allowed() {
         "frame.number",
     ]));
     assert_eq!(sent.lines().count(), 0, "packets reached the refused target: {sent}");
+}
+
+/// A target one router away, in both families: this namespace ↔ router (`svc-t-<n>r`, MTU 1500)
+/// ↔ target (`svc-t-<n>`, MTU 1280 on its link), with the addresses `10.232.<n>.1/.2` and
+/// `10.233.<n>.1/.2`, `fd00:232:<n>::1/::2` and `fd00:233:<n>::1/::2`. Removed on drop.
+struct Routed {
+    n: u8,
+}
+
+impl Routed {
+    const ROUTER_V4: &str = "10.232.247.2";
+    const TARGET_V4: &str = "10.233.247.2";
+    const ROUTER_V6: &str = "fd00:232:247::2";
+    const TARGET_V6: &str = "fd00:233:247::2";
+
+    fn create() -> Routed {
+        let routed = Routed { n: 247 };
+        routed.remove();
+        let (router, target) = ("svc-t-247r", "svc-t-247");
+        let sh = |script: &str| run(Command::new("sh").args(["-ec", script]));
+        sh(&format!(
+            "ip netns add {router}; ip netns add {target}
+             ip link add svct247m type veth peer name svct247r; ip link set svct247r netns {router}
+             ip -n {router} link add svct247t type veth peer name svct247h; ip -n {router} link set svct247h netns {target}
+             ip -n {router} link set svct247t mtu 1280; ip -n {target} link set svct247h mtu 1280
+             ip addr add 10.232.247.1/30 dev svct247m; ip -6 addr add fd00:232:247::1/64 dev svct247m nodad
+             ip link set svct247m up
+             ip -n {router} addr add 10.232.247.2/30 dev svct247r; ip -n {router} -6 addr add fd00:232:247::2/64 dev svct247r nodad
+             ip -n {router} addr add 10.233.247.1/30 dev svct247t; ip -n {router} -6 addr add fd00:233:247::1/64 dev svct247t nodad
+             ip -n {router} link set svct247r up; ip -n {router} link set svct247t up; ip -n {router} link set lo up
+             ip netns exec {router} sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+             ip -n {target} addr add 10.233.247.2/30 dev svct247h; ip -n {target} -6 addr add fd00:233:247::2/64 dev svct247h nodad
+             ip -n {target} link set svct247h up; ip -n {target} link set lo up
+             ip -n {target} route add default via 10.233.247.1; ip -n {target} -6 route add default via fd00:233:247::1
+             ip route add 10.233.247.0/30 via 10.232.247.2; ip -6 route add fd00:233:247::/64 via fd00:232:247::2"
+        ));
+        routed
+    }
+
+    fn remove(&self) {
+        let n = self.n;
+        let _ = Command::new("sh")
+            .args(["-c", &format!("ip netns del svc-t-{n}r; ip netns del svc-t-{n}; ip link del svct{n}m")])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn icmp_errors_from_the_target_and_the_path_to_it_in_both_families() {
+    assert!(rustix::process::geteuid().is_root(), "the prober tests build network namespaces: run them as root");
+    let _routed = Routed::create();
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("icmp.pcap");
+    let mut command = Command::new("tcpdump");
+    command.args(["-i", "svct247m", "--immediate-mode", "-U", "-n", "-w"]).arg(&capture);
+    let tcpdump = Proc::spawn(command);
+    capturing(&tcpdump).await;
+    let (command, port) = api(dir.path(), true, ("", "", ""));
+    let api = start_api(command, port).await;
+    let ingest = dir.path().join("ingest.log");
+    std::fs::write(&ingest, attack_line(Routed::TARGET_V4) + &attack_line(Routed::TARGET_V6)).unwrap();
+    let (v4, v6) = until("both ICMP lines are written", PIPELINE, || async {
+        let prober: Vec<LogLine> = lines(&ingest).into_iter().filter(|l| l.service == "prober").collect();
+        let of = |kind: &str| prober.iter().find(|l| l.event_type == kind).cloned();
+        Some((of("icmp_error")?, of("icmp6_error")?))
+    })
+    .await;
+    drop(tcpdump);
+    assert!(api.output().contains("probe=\"icmp6_error\""), "the probe is logged with its target");
+
+    // IPv4: the target's Port Unreachable; the router's Time Exceeded for TTL 1 and Fragmentation
+    // Needed for 1500 bytes with DF (its link to the target takes 1280); Linux ignores the bad
+    // option, so that datagram only draws another Port Unreachable.
+    assert_eq!(v4.attacker_ip, Routed::TARGET_V4);
+    assert_eq!(v4.field("matrix"), Some("PTF."), "{v4:?}");
+    let from_code = |line: &LogLine, name: &str| {
+        (
+            line.field(&format!("{name}_from")).map(str::to_string),
+            line.field(&format!("{name}_code")).map(str::to_string),
+        )
+    };
+    let answered = |from: &str, code: &str| (Some(from.to_string()), Some(code.to_string()));
+    assert_eq!(from_code(&v4, "port_unreachable"), answered(Routed::TARGET_V4, "3"));
+    assert_eq!(from_code(&v4, "time_exceeded"), answered(Routed::ROUTER_V4, "0"));
+    assert_eq!(from_code(&v4, "frag_needed"), answered(Routed::ROUTER_V4, "4"));
+    assert_eq!(from_code(&v4, "param_problem"), answered(Routed::TARGET_V4, "3"));
+    // IPv6: all four answered, the target's three and the router's Hop Limit Exceeded.
+    assert_eq!(v6.field("matrix"), Some("UHNB"), "{v6:?}");
+    assert_eq!(from_code(&v6, "port_unreachable_v6"), answered(Routed::TARGET_V6, "4"));
+    assert_eq!(from_code(&v6, "hop_limit_exceeded"), answered(Routed::ROUTER_V6, "0"));
+    assert_eq!(from_code(&v6, "unknown_next_header"), answered(Routed::TARGET_V6, "1"));
+    assert_eq!(from_code(&v6, "bad_dest_option"), answered(Routed::TARGET_V6, "2"));
+
+    // tshark's reading of the link: the same errors, from the same senders; the router's
+    // Fragmentation Needed names the 1280-byte hop.
+    let errors = stdout(Command::new("tshark").args(["-r"]).arg(&capture).args([
+        "-Y",
+        "icmp.type==3 || icmp.type==11 || icmp.type==12 || icmpv6.type==1 || icmpv6.type==3 || icmpv6.type==4",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=f",
+        "-e",
+        "ip.src",
+        "-e",
+        "ipv6.src",
+        "-e",
+        "icmp.type",
+        "-e",
+        "icmpv6.type",
+        "-e",
+        "icmp.code",
+        "-e",
+        "icmpv6.code",
+        "-e",
+        "icmp.mtu",
+    ]));
+    let seen: Vec<String> =
+        errors.lines().map(|l| l.split('\t').filter(|f| !f.is_empty()).collect::<Vec<_>>().join(" ")).collect();
+    for expected in [
+        format!("{} 11 0", Routed::ROUTER_V4),
+        format!("{} 3 4 1280", Routed::ROUTER_V4),
+        format!("{} 3 3", Routed::TARGET_V4),
+        format!("{} 3 0", Routed::ROUTER_V6),
+        format!("{} 1 4", Routed::TARGET_V6),
+        format!("{} 4 1", Routed::TARGET_V6),
+        format!("{} 4 2", Routed::TARGET_V6),
+    ] {
+        assert!(seen.contains(&expected), "tshark saw no {expected}: {seen:?}");
+    }
+
+    // The IPv6 attacker's profile carries them in DECNET's shape: who answered each stimulus.
+    let token = admin_token(port).await;
+    let icmp6 = until("the ICMPv6 fingerprint reaches the attacker", PIPELINE, || async {
+        let search = format!("/attackers?search={}", Routed::TARGET_V6);
+        let (_, page) = api_call(port, &token, reqwest::Method::GET, &search, None).await;
+        let uuid = page["data"].as_array()?.first()?["uuid"].as_str()?.to_string();
+        let (_, attacker) = api_call(port, &token, reqwest::Method::GET, &format!("/attackers/{uuid}"), None).await;
+        attacker["fingerprints"].as_array()?.iter().find(|f| f["fingerprint_type"] == "icmp6_error").cloned()
+    })
+    .await;
+    assert_eq!((icmp6["matrix"].as_str(), icmp6["fp_hash"].as_str()), (Some("UHNB"), v6.field("fingerprint_hash")));
+    let hop = &icmp6["errors"]["hop_limit_exceeded"];
+    assert_eq!((&hop["returned"], hop["src_ip"].as_str()), (&Value::Bool(true), Some(Routed::ROUTER_V6)), "{icmp6}");
 }

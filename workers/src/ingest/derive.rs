@@ -213,18 +213,31 @@ fn fingerprints(line: &LogLine) -> Vec<Payload> {
                     .copy(line, &keys),
             );
         }
-        // DECNET's payload (its dashboard draws `errors`); only the error svc elicits is named.
-        if event == "icmp_error"
+        // DECNET's payload: its dashboard draws `errors`, a stimulus each.
+        let stimuli = match event {
+            "icmp_error" => Some(&crate::prober::icmp::v4::STIMULI),
+            "icmp6_error" => Some(&crate::prober::icmp::v6::STIMULI),
+            _ => None,
+        };
+        if let Some(stimuli) = stimuli
             && let Some(hash) = present(line, "fingerprint_hash")
         {
-            let mut icmp = Payload::fingerprint("icmp_error")
-                .with("fp_hash", hash)
-                .copy(line, &["matrix", "icmp_code", "ttl", "echo_len"])
-                .copy(line, &target);
-            if present(line, "port_unreachable") == Some("true") {
-                let returned = serde_json::json!({"returned": true, "rtt_ms": present(line, "rtt_ms")});
-                icmp.set("errors", serde_json::json!({ "port_unreachable": returned }));
+            let mut errors = serde_json::Map::new();
+            for name in stimuli.iter().map(|s| s.name) {
+                let field = |suffix: &str| present(line, &format!("{name}_{suffix}"));
+                let error = serde_json::json!({
+                    "sent": field("sent") == Some("true"),
+                    "returned": present(line, name) == Some("true"),
+                    "rtt_ms": field("rtt_ms"),
+                    "src_ip": field("from"),
+                    "icmp_code": field("code"),
+                    "echo_len": field("echo_len"),
+                });
+                errors.insert(name.into(), error);
             }
+            let mut icmp =
+                Payload::fingerprint(event).with("fp_hash", hash).copy(line, &["matrix"]).copy(line, &target);
+            icmp.set("errors", errors);
             out.push(icmp);
         }
     }
@@ -521,14 +534,24 @@ mod tests {
         );
         let icmp = line(
             "prober",
-            "icmp_error",
-            r#"target_ip="198.51.100.7" target_port="33434" matrix="P" port_unreachable="true" icmp_code="3" ttl="64" echo_len="28" rtt_ms="1.5" fingerprint_hash="f""#,
+            "icmp6_error",
+            r#"target_ip="fd00::2" target_port="33434" matrix="U..." fingerprint_hash="f" port_unreachable_v6_sent="true" port_unreachable_v6="true" port_unreachable_v6_code="4" port_unreachable_v6_from="fd00::2" port_unreachable_v6_echo_len="80" port_unreachable_v6_rtt_ms="1" hop_limit_exceeded_sent="true" hop_limit_exceeded="false""#,
         );
+        let silent = |sent: bool| {
+            serde_json::json!({"sent": sent, "returned": false, "icmp_code": null, "src_ip": null, "echo_len": null,
+                "rtt_ms": null})
+        };
         assert_eq!(
             only(&derive(&icmp, at()), "fingerprint"),
-            [serde_json::json!({"fingerprint_type": "icmp_error", "fp_hash": "f", "matrix": "P", "icmp_code": "3",
-                "ttl": "64", "echo_len": "28", "target_ip": "198.51.100.7", "target_port": "33434",
-                "errors": {"port_unreachable": {"returned": true, "rtt_ms": "1.5"}}})]
+            [serde_json::json!({"fingerprint_type": "icmp6_error", "fp_hash": "f", "matrix": "U...",
+            "target_ip": "fd00::2", "target_port": "33434",
+            "errors": {
+                "port_unreachable_v6": {"sent": true, "returned": true, "icmp_code": "4", "src_ip": "fd00::2",
+                    "echo_len": "80", "rtt_ms": "1"},
+                "hop_limit_exceeded": silent(true),
+                "unknown_next_header": silent(false),
+                "bad_dest_option": silent(false),
+            }})]
         );
         let cert = line("prober", "tls_certificate", r#"target_ip="198.51.100.7" subject_cn="x""#);
         assert_eq!(derive(&cert, at()).bounties[0].attacker_ip, "198.51.100.7");

@@ -1,8 +1,8 @@
 //! What the prober reports: one [`ProberEvent`] per fingerprint of a probed host, written as an
 //! RFC 5424 line as DECNET's prober writes it (HOSTNAME `decnet-prober`, APP-NAME `prober`, MSGID
-//! `jarm_fingerprint`, `hassh_fingerprint`, `tcpfp_fingerprint` or `tls_certificate`, the probed
-//! host in `target_ip` and `target_port` first). The ingester makes them fingerprints of the
-//! attacker at `target_ip` (`workers/src/ingest/derive.rs`).
+//! `jarm_fingerprint`, `hassh_fingerprint`, `tcpfp_fingerprint`, `tls_certificate`, `icmp_error` or
+//! `icmp6_error`, the probed host in `target_ip` and `target_port` first). The ingester makes them
+//! fingerprints of the attacker at `target_ip` (`workers/src/ingest/derive.rs`).
 
 use chrono::{DateTime, Utc};
 use svc::logline::{Entry, Severity};

@@ -2,8 +2,8 @@
 //! svc has stored (a new one within a poll, every one again each interval); for each it tries the
 //! configured ports one after another: a plain connection first (its SYN-ACK gives the TCP/IP
 //! fingerprint, `tcpfp`), then on an SSH port the server's KEXINIT (`hassh`), on a TLS port JARM's
-//! ten hellos (`jarm`) and the leaf certificate (`cert`); and, before the ports, the ICMP error a
-//! datagram to a closed port draws (`icmp`). Each fingerprint is one RFC 5424 line
+//! ten hellos (`jarm`) and the leaf certificate (`cert`); and, before the ports, the ICMP errors
+//! four stimuli draw from the target or the path to it, in its family (`icmp`). Each fingerprint is one RFC 5424 line
 //! (`events`) appended to the ingest file through the same writer as the sniffer's lines, once per
 //! target and fingerprint within the de-duplication window, and the ingester makes it a fingerprint
 //! of the attacker.
@@ -314,29 +314,28 @@ async fn probe_ports(probing: &Probing, ip: IpAddr) {
     }
 }
 
-/// The ICMP error a datagram to a closed port draws; reported skipped without a raw socket.
+/// The ICMP errors four stimuli draw from `ip` or the path to it (`icmp_error` for IPv4,
+/// `icmp6_error` for IPv6); reported skipped without a raw socket.
 async fn probe_icmp(probing: &Probing, ip: IpAddr) {
-    let IpAddr::V4(v4) = ip else { return };
-    let listener = if probing.raw { icmp::Listener::open().ok() } else { None };
-    let Some(listener) = listener else {
+    let kind = if ip.is_ipv4() { "icmp_error" } else { "icmp6_error" };
+    if !probing.raw {
         probing.counters.add("icmp_skipped", 1);
         return;
-    };
-    tracing::info!(target_ip = %ip, probe = "icmp_error", "Probing");
-    probing.pacer.take(1.0).await;
+    }
+    tracing::info!(target_ip = %ip, probe = kind, "Probing");
+    probing.pacer.take(4.0).await;
     // Silence is common (stacks rate-limit ICMP errors): it is not waited for long.
     let wait = probing.config.timeout.min(ICMP_WAIT);
-    let Some((port, found)) = listener.port_unreachable(v4, wait).await else { return };
-    let hash = found.hash();
-    let event = ProberEvent::new("icmp_error", SocketAddr::new(ip, port), hash.clone(), format!("ICMP {ip} = {hash}"))
-        .with("matrix", "P")
-        .with("port_unreachable", true)
-        .with("icmp_code", found.icmp_code)
-        .with("ttl", found.ttl)
-        .with("echo_len", found.echo_len)
-        .with("rtt_ms", found.rtt_ms)
-        .with("fingerprint_hash", &hash);
-    report(probing, event).await;
+    match icmp::elicit(ip, wait).await {
+        Ok((port, elicited)) if elicited.any_sent() => {
+            report(probing, icmp_event(kind, SocketAddr::new(ip, port), &elicited)).await;
+        }
+        Ok(_) => probing.counters.add("icmp_skipped", 1),
+        Err(err) => {
+            tracing::info!(target_ip = %ip, probe = kind, error = %err, "Probe skipped");
+            probing.counters.add("icmp_skipped", 1);
+        }
+    }
 }
 
 /// A plain connection to `addr`, with the TCP/IP fingerprint of its SYN-ACK reported when the
@@ -368,6 +367,27 @@ fn hassh_event(addr: SocketAddr, kex: &hassh::ServerKex) -> ProberEvent {
         .with("encryption_s2c", &kex.encryption_s2c)
         .with("mac_s2c", &kex.mac_s2c)
         .with("compression_s2c", &kex.compression_s2c)
+}
+
+/// One line for the four stimuli: DECNET's `matrix` and hash, and for each stimulus (its
+/// `errors` key) whether it drew its error, and what came back: code, sender, bytes quoted, time.
+fn icmp_event(kind: &'static str, addr: SocketAddr, elicited: &icmp::Elicited) -> ProberEvent {
+    let (matrix, hash) = (elicited.matrix(), elicited.hash());
+    let mut event = ProberEvent::new(kind, addr, hash.clone(), format!("ICMP {} matrix={matrix} = {hash}", addr.ip()))
+        .with("matrix", &matrix)
+        .with("fingerprint_hash", &hash);
+    for (stimulus, answer) in elicited.pairs() {
+        let name = stimulus.name;
+        event = event.with(&format!("{name}_sent"), answer.sent).with(name, stimulus.returned(answer));
+        if let Some(reply) = &answer.reply {
+            event = event
+                .with(&format!("{name}_code"), reply.icmp_code)
+                .with(&format!("{name}_from"), reply.from)
+                .with(&format!("{name}_echo_len"), reply.echo_len)
+                .with(&format!("{name}_rtt_ms"), reply.rtt_ms);
+        }
+    }
+    event
 }
 
 fn tcpfp_event(addr: SocketAddr, found: &tcpfp::SynAck) -> ProberEvent {
@@ -419,7 +439,8 @@ async fn report(probing: &Probing, event: ProberEvent) {
         probing.counters.add("duplicates", 1);
         return;
     }
-    tracing::info!(target = %target, kind = event.kind, fingerprint = %event.identity, "Fingerprint");
+    let (ip, port) = (event.field("target_ip").unwrap_or(""), event.field("target_port").unwrap_or(""));
+    tracing::info!(target_ip = ip, target_port = port, kind = event.kind, fingerprint = %event.identity, "Fingerprint");
     probing.counters.add("fingerprints", 1);
     let _ = probing.lines.send(event).await;
 }
