@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The prober at scale: targets fingerprinted per minute with every probe (TCP/IP, HASSH, JARM's ten
-# hellos, the certificate), CPU per target and memory with N known attackers (default 10,000).
+# The prober at scale: targets fingerprinted per minute with every probe (the four ICMP stimuli,
+# TCP/IP, HASSH, JARM's ten hellos, the certificate), CPU per target and memory with N known attackers (default 10,000).
 # The attackers are written straight into a fresh sqlite database at 10.232.0.0/16 addresses; all of
 # them live in one network namespace of the script's own (`svc-b-247`, routed over a veth pair, the
 # whole /16 made local there with an AnyIP route), where `openssl s_server`, Debian's `sshd` and a
@@ -45,6 +45,9 @@ ip -n "$ns" link set lo up
 ip -n "$ns" route add default via 10.231.247.1
 ip -n "$ns" route add local 10.232.0.0/16 dev lo
 ip route add 10.232.0.0/16 via 10.231.247.2
+# One kernel answers for every target here, and it rate-limits the ICMP errors it sends to one peer
+# (1/s, a burst of 6): off, so each target answers the ICMP stimuli as a host of its own would.
+ip netns exec "$ns" sysctl -qw net.ipv4.icmp_ratelimit=0
 
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 2 \
     -subj "/CN=c2.bench.test" 2>/dev/null
@@ -92,10 +95,11 @@ kill "$prober"
 wait "$prober" || true
 ticks=$(getconf CLK_TCK)
 done_targets=$(grep -c ' tls_certificate ' "$work/prober.log" || true)
+icmp=$(grep -c ' icmp_error ' "$work/prober.log" || true)
 lines=$(wc -l <"$work/prober.log")
 cpu=$(echo "scale=3; ($utime + $stime) / $ticks" | bc)
 echo "binary: $SVC_BIN; $n known attackers, concurrency $concurrency, ${seconds} s"
-echo "targets fingerprinted: $done_targets ($(echo "scale=1; $done_targets * 60 / $seconds" | bc)/min), $lines lines"
+echo "targets fingerprinted: $done_targets ($(echo "scale=1; $done_targets * 60 / $seconds" | bc)/min), $lines lines ($icmp icmp_error)"
 if [ "$done_targets" -gt 0 ]; then
     echo "CPU: ${cpu} s in all, $(echo "scale=2; $cpu * 1000 / $done_targets" | bc) ms per target"
 fi

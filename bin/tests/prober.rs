@@ -374,17 +374,17 @@ async fn a_private_target_is_never_sent_a_packet_unless_allowed() {
 }
 
 /// A target one router away, in both families: this namespace ↔ router (`svc-t-<n>r`, MTU 1500)
-/// ↔ target (`svc-t-<n>`, MTU 1280 on its link), with the addresses `10.232.<n>.1/.2` and
-/// `10.233.<n>.1/.2`, `fd00:232:<n>::1/::2` and `fd00:233:<n>::1/::2`. Removed on drop.
+/// ↔ target (`svc-t-<n>`, MTU 1280 on its link), with the addresses `10.236.<n>.1/.2` and
+/// `10.237.<n>.1/.2`, `fd00:236:<n>::1/::2` and `fd00:237:<n>::1/::2`. Removed on drop.
 struct Routed {
     n: u8,
 }
 
 impl Routed {
-    const ROUTER_V4: &str = "10.232.247.2";
-    const TARGET_V4: &str = "10.233.247.2";
-    const ROUTER_V6: &str = "fd00:232:247::2";
-    const TARGET_V6: &str = "fd00:233:247::2";
+    const ROUTER_V4: &str = "10.236.247.2";
+    const TARGET_V4: &str = "10.237.247.2";
+    const ROUTER_V6: &str = "fd00:236:247::2";
+    const TARGET_V6: &str = "fd00:237:247::2";
 
     fn create() -> Routed {
         let routed = Routed { n: 247 };
@@ -396,16 +396,16 @@ impl Routed {
              ip link add svct247m type veth peer name svct247r; ip link set svct247r netns {router}
              ip -n {router} link add svct247t type veth peer name svct247h; ip -n {router} link set svct247h netns {target}
              ip -n {router} link set svct247t mtu 1280; ip -n {target} link set svct247h mtu 1280
-             ip addr add 10.232.247.1/30 dev svct247m; ip -6 addr add fd00:232:247::1/64 dev svct247m nodad
+             ip addr add 10.236.247.1/30 dev svct247m; ip -6 addr add fd00:236:247::1/64 dev svct247m nodad
              ip link set svct247m up
-             ip -n {router} addr add 10.232.247.2/30 dev svct247r; ip -n {router} -6 addr add fd00:232:247::2/64 dev svct247r nodad
-             ip -n {router} addr add 10.233.247.1/30 dev svct247t; ip -n {router} -6 addr add fd00:233:247::1/64 dev svct247t nodad
+             ip -n {router} addr add 10.236.247.2/30 dev svct247r; ip -n {router} -6 addr add fd00:236:247::2/64 dev svct247r nodad
+             ip -n {router} addr add 10.237.247.1/30 dev svct247t; ip -n {router} -6 addr add fd00:237:247::1/64 dev svct247t nodad
              ip -n {router} link set svct247r up; ip -n {router} link set svct247t up; ip -n {router} link set lo up
              ip netns exec {router} sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
-             ip -n {target} addr add 10.233.247.2/30 dev svct247h; ip -n {target} -6 addr add fd00:233:247::2/64 dev svct247h nodad
+             ip -n {target} addr add 10.237.247.2/30 dev svct247h; ip -n {target} -6 addr add fd00:237:247::2/64 dev svct247h nodad
              ip -n {target} link set svct247h up; ip -n {target} link set lo up
-             ip -n {target} route add default via 10.233.247.1; ip -n {target} -6 route add default via fd00:233:247::1
-             ip route add 10.233.247.0/30 via 10.232.247.2; ip -6 route add fd00:233:247::/64 via fd00:232:247::2"
+             ip -n {target} route add default via 10.237.247.1; ip -n {target} -6 route add default via fd00:237:247::1
+             ip route add 10.237.247.0/30 via 10.236.247.2; ip -6 route add fd00:237:247::/64 via fd00:236:247::2"
         ));
         routed
     }

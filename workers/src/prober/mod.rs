@@ -125,7 +125,10 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
                 }
             }
         }
-        let wake = targets.next_time().map_or(next_poll, |due| due.min(next_poll));
+        // A due target wakes the loop only when there is room to start it; at full concurrency a
+        // due time already past would make this loop spin until a probe ends.
+        let room = running.len() < probing.config.concurrency;
+        let wake = targets.next_time().filter(|_| room).map_or(next_poll, |due| due.min(next_poll));
         tokio::select! {
             () = ctx.cancel.cancelled() => break,
             () = tokio::time::sleep_until(wake) => {}
