@@ -104,9 +104,10 @@ ensure_sniffer_test_tools() {
 # put on PATH: OASIS's stix2-validator, stix2 and taxii2-client, CIRCL's PyMISP, and jsonschema for
 # the ATT&CK Navigator layer. Pinned majors, so a new release cannot change what a run checks.
 ensure_prober_test_tools() {
-    # Real peers for the prober's tests (a TLS server, Debian's OpenSSH server, a capture) and the
-    # references its fingerprints are checked against: pyjarm (JARM) and ssh-audit (HASSH).
-    apt_install_missing iproute2 openssl openssh-server tcpdump python3 python3-venv
+    # Real peers for the prober's tests (a TLS server, Debian's OpenSSH server, a capture, ping for a
+    # path's readiness) and the references its fingerprints are checked against: pyjarm (JARM) and
+    # ssh-audit (HASSH).
+    apt_install_missing iproute2 iputils-ping openssl openssh-server tcpdump python3 python3-venv
     local venv=.svc/venv
     [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
     if ! "$venv/bin/python" -c 'import jarm' 2>/dev/null || [ ! -x "$venv/bin/ssh-audit" ]; then

@@ -16,6 +16,7 @@ pub mod export;
 pub mod file_modes;
 pub mod fleet;
 pub mod http;
+pub mod identity;
 pub mod iptables;
 pub mod logging;
 pub mod logline;

@@ -97,6 +97,7 @@ impl Lifespan {
                 log_tail,
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
+                identities: Arc::default(),
                 requests: Arc::default(),
                 closing: cancel.child_token(),
                 db,

@@ -429,6 +429,15 @@ impl Drop for Routed {
 async fn icmp_errors_from_the_target_and_the_path_to_it_in_both_families() {
     assert!(rustix::process::geteuid().is_root(), "the prober tests build network namespaces: run them as root");
     let _routed = Routed::create();
+    // Neighbour discovery and duplicate address detection must be done on every link first, or
+    // the target's errors wait behind them past the prober's wait.
+    for target in [Routed::TARGET_V4, Routed::TARGET_V6] {
+        until(&format!("{target} answers a ping"), Duration::from_secs(20), || async {
+            let ping = Command::new("ping").args(["-c", "1", "-W", "1", target]).output().unwrap();
+            ping.status.success().then_some(())
+        })
+        .await;
+    }
     let dir = tempfile::tempdir().unwrap();
     let capture = dir.path().join("icmp.pcap");
     let mut command = Command::new("tcpdump");

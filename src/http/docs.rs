@@ -31,6 +31,7 @@ use super::extract::TIME_FILTER_PATTERN;
         (name = "fleet", description = "Deckies: deploy from an INI, lifecycle polling, inventory, teardown, tarpit rules"),
         (name = "logs", description = "Logs, their statistics, the live log stream and the bounty vault"),
         (name = "attackers", description = "Attacker profiles, their commands and behavioural observations"),
+        (name = "identities", description = "Attackers seen from several addresses linked into one identity, with the evidence"),
         (name = "export", description = "Threat-intel downloads: STIX 2.1, MISP, ATT&CK Navigator, DECNET's JSON export"),
         (name = "topologies", description = "Topologies (multi-LAN decoy networks): generate, edit while pending, deploy, tear down, the mutation queue and its live events"),
         (name = "swarm", description = "Worker hosts: enrollment bundles, hosts and their deckies, teardown, decommission"),

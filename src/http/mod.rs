@@ -18,6 +18,7 @@ pub mod guard;
 pub mod headers;
 pub mod health;
 pub mod hot;
+pub mod identities;
 pub mod limit;
 pub mod logs;
 pub mod metrics;
@@ -96,6 +97,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(attackers::router())
         .merge(attacker_evidence::router())
         .merge(transcripts::router())
+        .merge(identities::router())
         .merge(export::router())
         .merge(stream::router())
         .merge(webhooks::router())

@@ -70,6 +70,8 @@ pub struct State {
     pub requests: Arc<RequestMetrics>,
     /// The statistics log streams share.
     pub summaries: Arc<Summaries>,
+    /// The attackers linked into identities, recomputed now and then.
+    pub identities: Arc<crate::identity::Identities>,
     /// Cancelled when the server starts shutting down: event streams end, so draining does not
     /// wait on them.
     pub closing: CancellationToken,

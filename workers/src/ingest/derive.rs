@@ -162,6 +162,13 @@ fn fingerprints(line: &LogLine) -> Vec<Payload> {
     if let Some(payload) = user_agent(line) {
         out.push(payload);
     }
+    // The SSH client's identification and key exchange order as the SSH decoy read them (the
+    // sniffer's line has the identification only): a primitive identities are linked by.
+    if event == "ssh_client_banner"
+        && let Some(banner) = present(line, "client_banner")
+    {
+        out.push(Payload::fingerprint("ssh_client").with("banner", banner).copy(line, &["kex"]));
+    }
     if event == "version"
         && let Some(version) = present(line, "client_version")
     {
@@ -552,6 +559,12 @@ mod tests {
                 "unknown_next_header": silent(false),
                 "bad_dest_option": silent(false),
             }})]
+        );
+        let ssh =
+            line("ssh", "ssh_client_banner", r#"src_ip="1.1.1.1" client_banner="SSH-2.0-Go" kex="curve25519-sha256""#);
+        assert_eq!(
+            only(&derive(&ssh, at()), "fingerprint"),
+            [serde_json::json!({"fingerprint_type": "ssh_client", "banner": "SSH-2.0-Go", "kex": "curve25519-sha256"})]
         );
         let cert = line("prober", "tls_certificate", r#"target_ip="198.51.100.7" subject_cn="x""#);
         assert_eq!(derive(&cert, at()).bounties[0].attacker_ip, "198.51.100.7");

@@ -1,0 +1,138 @@
+//! Identities end to end: log lines as the sniffer and the SSH decoy write them go through `svc api`'s
+//! embedded ingester and profiler, and `/identities`, `/identities/{uuid}`, its observations and
+//! `/attackers/{uuid}/attribution` link the addresses that share a JA3 and an SSH client (banner and
+//! key exchange order), and not the one that shares the JA3 only.
+
+use svc_test_support::processes as common;
+
+use chrono::Utc;
+use common::{admin_token, api_call, api_command, eventually, start_api};
+use reqwest::Method;
+use serde_json::{Value, json};
+use svc::logline::{Entry, Severity};
+
+const JA3: &str = "e7d705a3286e19ea42f587b344ee6865";
+const GO_SSH: (&str, &str) = ("SSH-2.0-Go", "curve25519-sha256,ecdh-sha2-nistp256");
+const LIBSSH: (&str, &str) = ("SSH-2.0-libssh_0.9.6", "diffie-hellman-group14-sha1");
+
+fn line(app: &str, msgid: &str, fields: &[(&str, &str)]) -> String {
+    svc::logline::format(&Entry {
+        severity: Severity::Info,
+        timestamp: Utc::now(),
+        hostname: "decky-a".into(),
+        app_name: app.into(),
+        msgid: msgid.into(),
+        fields: fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        msg: None,
+    }) + "\n"
+}
+
+/// What one address does: a TLS ClientHello the sniffer reads, then an SSH client the decoy reads.
+fn attacker(ip: &str, ssh: (&str, &str)) -> String {
+    line(
+        "sniffer",
+        "tls_client_hello",
+        &[("src_ip", ip), ("ja3", JA3), ("ja4", "t13d1516h2_8daaf6152771_e5627efa2ab1")],
+    ) + &line("ssh", "ssh_client_banner", &[("src_ip", ip), ("client_banner", ssh.0), ("kex", ssh.1)])
+}
+
+#[tokio::test]
+async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_alone_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut command, port) = api_command(dir.path(), None);
+    command
+        .env("SVC_INGEST_LOG_FILE", dir.path().join("ingest.log"))
+        .env("SVC_EMBED_PROFILER", "true")
+        .env("SVC_PROFILER_POLL_MS", "200");
+    let _api = start_api(command, port).await;
+    let token = admin_token(port).await;
+    let lines = attacker("203.0.113.10", GO_SSH) + &attacker("198.51.100.20", GO_SSH) + &attacker("192.0.2.30", LIBSSH);
+    std::fs::write(dir.path().join("ingest.log"), lines).unwrap();
+
+    eventually("the two addresses are one identity", || async {
+        let listed = api_call(port, &token, Method::GET, "/identities", None).await.1;
+        listed["data"][0]["attackers"].as_array().is_some_and(|a| a.len() == 2)
+    })
+    .await;
+    let listed = api_call(port, &token, Method::GET, "/identities", None).await.1;
+    assert_eq!(
+        (listed["total"].clone(), listed["limit"].clone(), listed["offset"].clone()),
+        (json!(1), json!(50), json!(0))
+    );
+    let identity = &listed["data"][0];
+    let ips: Vec<&str> = identity["attackers"].as_array().unwrap().iter().map(|a| a["ip"].as_str().unwrap()).collect();
+    assert_eq!(ips, ["203.0.113.10", "198.51.100.20"], "oldest first");
+    assert_eq!((identity["observation_count"].clone(), identity["confidence"].clone()), (json!(2), json!(0.75)));
+    assert_eq!(identity["ja3_hashes"], json!([JA3]));
+    let ssh_client = format!("{} {}", GO_SSH.0, GO_SSH.1);
+    assert_eq!(
+        identity["links"][0]["shared"],
+        json!([{"primitive": "ja3", "value": JA3}, {"primitive": "ssh_client", "value": ssh_client}]),
+        "the merge is explained"
+    );
+    for key in [
+        "schema_version",
+        "campaign_id",
+        "first_seen_at",
+        "last_seen_at",
+        "updated_at",
+        "payload_simhashes",
+        "c2_endpoints",
+        "merged_into_uuid",
+        "hassh_hashes",
+    ] {
+        assert!(identity.get(key).is_some(), "DECNET's field {key}");
+    }
+    let uuid = identity["uuid"].as_str().unwrap();
+    let (status, one) = api_call(port, &token, Method::GET, &format!("/identities/{uuid}"), None).await;
+    assert_eq!((status, &one), (200, identity));
+
+    let (_, observations) =
+        api_call(port, &token, Method::GET, &format!("/identities/{uuid}/observations"), None).await;
+    let rows = observations["data"].as_array().unwrap();
+    assert_eq!(observations["total"], 2);
+    assert!(rows.iter().all(|r| r["identity_id"] == uuid), "{observations}");
+    let (_, paged) =
+        api_call(port, &token, Method::GET, &format!("/identities/{uuid}/observations?limit=1&offset=1"), None).await;
+    assert_eq!(paged["data"][0]["ip"], "198.51.100.20");
+
+    // Attribution: the linked attacker names its identity; the third is linked to no one.
+    let uuid_of = |ip: &'static str| {
+        let token = token.clone();
+        async move {
+            let (_, page) = api_call(port, &token, Method::GET, &format!("/attackers?search={ip}"), None).await;
+            page["data"][0]["uuid"].as_str().unwrap().to_string()
+        }
+    };
+    let first = uuid_of("203.0.113.10").await;
+    let (_, attribution) = api_call(port, &token, Method::GET, &format!("/attackers/{first}/attribution"), None).await;
+    assert_eq!(attribution["identity_uuid"], uuid);
+    let names: Vec<&str> =
+        attribution["primitives"].as_array().unwrap().iter().map(|p| p["primitive"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ja3", "ssh_client"]);
+    assert_eq!(
+        (attribution["primitives"][1]["current_value"].as_str(), attribution["primitives"][1]["state"].as_str()),
+        (Some(ssh_client.as_str()), Some("stable"))
+    );
+    let third = uuid_of("192.0.2.30").await;
+    let (status, alone) = api_call(port, &token, Method::GET, &format!("/attackers/{third}/attribution"), None).await;
+    assert_eq!((status, alone["identity_uuid"].clone()), (200, Value::Null));
+    assert_eq!(alone["primitives"].as_array().unwrap().len(), 2);
+
+    // A third address with the same JA3 and SSH client joins; an unknown uuid is DECNET's 404.
+    let more = attacker("192.0.2.40", GO_SSH);
+    let mut file = std::fs::OpenOptions::new().append(true).open(dir.path().join("ingest.log")).unwrap();
+    std::io::Write::write_all(&mut file, more.as_bytes()).unwrap();
+    eventually("the new address joins the identity", || async {
+        let (_, one) = api_call(port, &token, Method::GET, &format!("/identities/{uuid}"), None).await;
+        one["observation_count"] == 3
+    })
+    .await;
+    let missing = uuid::Uuid::new_v4();
+    let (status, body) = api_call(port, &token, Method::GET, &format!("/identities/{missing}"), None).await;
+    assert_eq!((status, body["detail"].as_str()), (404, Some("Identity not found")));
+    let (status, _) = api_call(port, &token, Method::GET, &format!("/attackers/{missing}/attribution"), None).await;
+    assert_eq!(status, 404);
+    let (status, _) = api_call(port, &token, Method::GET, "/identities?limit=0", None).await;
+    assert_eq!(status, 422);
+}
