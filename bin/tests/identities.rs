@@ -1,24 +1,28 @@
 //! Identities end to end: log lines as the sniffer and the SSH decoy write them go through `svc api`'s
 //! embedded ingester and profiler, and `/identities`, `/identities/{uuid}`, its observations and
 //! `/attackers/{uuid}/attribution` link the addresses that share a JA3 and an SSH client (banner and
-//! key exchange order), and not the one that shares the JA3 only.
+//! key exchange order), and not the one that shares the JA3 only; `/identities/events` tells of an
+//! address that joins.
 
 use svc_test_support::processes as common;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use common::{admin_token, api_call, api_command, eventually, start_api};
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::time::Duration;
+
 use svc::logline::{Entry, Severity};
+use svc_test_support::in_process::sse::EventStream;
 
 const JA3: &str = "e7d705a3286e19ea42f587b344ee6865";
 const GO_SSH: (&str, &str) = ("SSH-2.0-Go", "curve25519-sha256,ecdh-sha2-nistp256");
 const LIBSSH: (&str, &str) = ("SSH-2.0-libssh_0.9.6", "diffie-hellman-group14-sha1");
 
-fn line(app: &str, msgid: &str, fields: &[(&str, &str)]) -> String {
+fn line(at: DateTime<Utc>, app: &str, msgid: &str, fields: &[(&str, &str)]) -> String {
     svc::logline::format(&Entry {
         severity: Severity::Info,
-        timestamp: Utc::now(),
+        timestamp: at,
         hostname: "decky-a".into(),
         app_name: app.into(),
         msgid: msgid.into(),
@@ -27,13 +31,13 @@ fn line(app: &str, msgid: &str, fields: &[(&str, &str)]) -> String {
     }) + "\n"
 }
 
-/// What one address does: a TLS ClientHello the sniffer reads, then an SSH client the decoy reads.
-fn attacker(ip: &str, ssh: (&str, &str)) -> String {
-    line(
-        "sniffer",
-        "tls_client_hello",
-        &[("src_ip", ip), ("ja3", JA3), ("ja4", "t13d1516h2_8daaf6152771_e5627efa2ab1")],
-    ) + &line("ssh", "ssh_client_banner", &[("src_ip", ip), ("client_banner", ssh.0), ("kex", ssh.1)])
+/// What one address does, `minutes_ago`: a TLS ClientHello the sniffer reads, then an SSH client
+/// the decoy reads.
+fn attacker(ip: &str, ssh: (&str, &str), minutes_ago: i64) -> String {
+    let at = Utc::now() - chrono::Duration::minutes(minutes_ago);
+    let ja4 = "t13d1516h2_8daaf6152771_e5627efa2ab1";
+    line(at, "sniffer", "tls_client_hello", &[("src_ip", ip), ("ja3", JA3), ("ja4", ja4)])
+        + &line(at, "ssh", "ssh_client_banner", &[("src_ip", ip), ("client_banner", ssh.0), ("kex", ssh.1)])
 }
 
 #[tokio::test]
@@ -46,7 +50,9 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
         .env("SVC_PROFILER_POLL_MS", "200");
     let _api = start_api(command, port).await;
     let token = admin_token(port).await;
-    let lines = attacker("203.0.113.10", GO_SSH) + &attacker("198.51.100.20", GO_SSH) + &attacker("192.0.2.30", LIBSSH);
+    let lines = attacker("203.0.113.10", GO_SSH, 30)
+        + &attacker("198.51.100.20", GO_SSH, 20)
+        + &attacker("192.0.2.30", LIBSSH, 10);
     std::fs::write(dir.path().join("ingest.log"), lines).unwrap();
 
     eventually("the two addresses are one identity", || async {
@@ -119,8 +125,20 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
     assert_eq!((status, alone["identity_uuid"].clone()), (200, Value::Null));
     assert_eq!(alone["primitives"].as_array().unwrap().len(), 2);
 
-    // A third address with the same JA3 and SSH client joins; an unknown uuid is DECNET's 404.
-    let more = attacker("192.0.2.40", GO_SSH);
+    // A fourth address with the same JA3 and SSH client joins, and the event stream says so after
+    // its snapshot; an unknown uuid is DECNET's 404.
+    let response = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/v1/identities/events"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = EventStream::new(response);
+    let snapshot = stream.next_event(Duration::from_secs(10)).await.expect("a snapshot");
+    assert_eq!(snapshot.event.as_deref(), Some("snapshot"));
+    assert_eq!(snapshot.json()["identities"][0]["uuid"], uuid);
+    let more = attacker("192.0.2.40", GO_SSH, 0);
     let mut file = std::fs::OpenOptions::new().append(true).open(dir.path().join("ingest.log")).unwrap();
     std::io::Write::write_all(&mut file, more.as_bytes()).unwrap();
     eventually("the new address joins the identity", || async {
@@ -128,6 +146,14 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
         one["observation_count"] == 3
     })
     .await;
+    let linked = stream.next_event(Duration::from_secs(30)).await.expect("a frame after the snapshot");
+    assert_eq!(linked.event.as_deref(), Some("observation.linked"));
+    let linked = linked.json();
+    assert_eq!(
+        (linked["topic"].as_str(), linked["payload"]["identity_uuid"].as_str()),
+        (Some("identity.observation.linked"), Some(uuid))
+    );
+    assert_eq!(linked["payload"]["ip"], "192.0.2.40");
     let missing = uuid::Uuid::new_v4();
     let (status, body) = api_call(port, &token, Method::GET, &format!("/identities/{missing}"), None).await;
     assert_eq!((status, body["detail"].as_str()), (404, Some("Identity not found")));

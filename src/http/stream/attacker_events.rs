@@ -13,9 +13,7 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::response::Response;
 use axum::response::sse::Event;
-use serde::Deserialize;
 use serde_json::json;
-use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::bus_events::BusEvents;
@@ -23,7 +21,7 @@ use super::sse;
 use crate::bus::{self, topics};
 use crate::db::Db;
 use crate::http::attackers::{ObservationEntry, attacker_not_found};
-use crate::http::extract::{ValidPath, ValidQuery, Validate};
+use crate::http::extract::{ValidPath, ValidQuery};
 use crate::http::guard::StreamViewer;
 use crate::http::responses::{AttackerNotFound, EventStream, NotAUuid};
 use crate::http::{AppState, Result};
@@ -31,22 +29,13 @@ use crate::http::{AppState, Result};
 /// The observations read for the snapshot: enough to find each primitive's latest.
 const SNAPSHOT_OBSERVATIONS: u32 = 1000;
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct AttackerEventsQuery {
-    /// A single-use ticket from `POST /auth/sse-ticket`, for clients that cannot send a header.
-    pub ticket: Option<String>,
-}
-
-impl Validate for AttackerEventsQuery {}
-
 /// One attacker's behavioural events, live.
 #[utoipa::path(
     get,
     path = "/attackers/{uuid}/events",
     tag = "attackers",
     security(("bearer" = [])),
-    params(("uuid" = Uuid, Path, description = "The attacker"), AttackerEventsQuery),
+    params(("uuid" = Uuid, Path, description = "The attacker"), sse::TicketQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
         EventStream, NotAUuid, AttackerNotFound,
@@ -56,7 +45,7 @@ pub async fn attacker_events(
     State(state): State<AppState>,
     StreamViewer(session): StreamViewer,
     ValidPath(uuid): ValidPath<Uuid>,
-    ValidQuery(_query): ValidQuery<AttackerEventsQuery>,
+    ValidQuery(_query): ValidQuery<sse::TicketQuery>,
 ) -> Result<Response> {
     state.db.attacker(uuid).await.map_err(attacker_not_found)?;
     let slot = state.sse.acquire(session.user.uuid)?;

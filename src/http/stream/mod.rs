@@ -16,6 +16,7 @@
 
 pub mod attacker_events;
 pub mod bus_events;
+pub mod identity_events;
 pub mod log_tail;
 pub mod revocation;
 pub mod sse;
@@ -60,6 +61,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(stream))
         .routes(routes!(attacker_events::attacker_events))
         .routes(routes!(topology_events::topology_events))
+        .routes(routes!(identity_events::identity_events))
 }
 
 /// Rows per `logs` frame.

@@ -29,6 +29,16 @@ pub struct SseFrame {
     pub id: Option<String>,
 }
 
+/// The query of a stream route that takes only the ticket.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TicketQuery {
+    /// A single-use ticket from `POST /auth/sse-ticket`, for clients that cannot send a header.
+    pub ticket: Option<String>,
+}
+
+impl crate::http::extract::Validate for TicketQuery {}
+
 /// A comment line this often keeps proxies and browsers from closing an idle stream.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
 

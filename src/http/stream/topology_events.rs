@@ -13,28 +13,17 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::response::sse::Event;
-use serde::Deserialize;
 use serde_json::json;
-use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::bus_events::BusEvents;
 use super::sse;
 use crate::bus::{self, topics};
 use crate::db::MutationState;
-use crate::http::extract::{ValidPath, ValidQuery, Validate};
+use crate::http::extract::{ValidPath, ValidQuery};
 use crate::http::guard::StreamViewer;
 use crate::http::responses::{EventStream, NotAUuid, TopologyNotFound};
 use crate::http::{ApiError, AppState, Result};
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct TopologyEventsQuery {
-    /// A single-use ticket from `POST /auth/sse-ticket`, for clients that cannot send a header.
-    pub ticket: Option<String>,
-}
-
-impl Validate for TopologyEventsQuery {}
 
 /// The frame name DECNET gives a bus event, when it belongs on this topology's stream: the rest of
 /// a `topology.<id>.` subject, or `decky.<leaf>` for a decky event about one of its deckies.
@@ -54,7 +43,7 @@ fn frame_name(topology: Uuid, subject: &str, event: &bus::Event) -> Option<Strin
     path = "/topologies/{id}/events",
     tag = "topologies",
     security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "The topology"), TopologyEventsQuery),
+    params(("id" = Uuid, Path, description = "The topology"), sse::TicketQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = sse::SseFrame),
         EventStream, NotAUuid, TopologyNotFound,
@@ -64,7 +53,7 @@ pub async fn topology_events(
     State(state): State<AppState>,
     StreamViewer(session): StreamViewer,
     ValidPath(id): ValidPath<Uuid>,
-    ValidQuery(_query): ValidQuery<TopologyEventsQuery>,
+    ValidQuery(_query): ValidQuery<sse::TicketQuery>,
 ) -> Result<Response> {
     let topology = state.db.topology(id).await.map_err(|err| match err {
         crate::db::DbError::NotFound => ApiError::not_found(crate::topology::NOT_FOUND),
