@@ -4,7 +4,8 @@
 //!
 //! The attackers look like a real fleet's: most use one of 200 common TLS clients and 100 common SSH
 //! clients (shared by hundreds each: too common to link anyone), a tenth are actors of three
-//! addresses each sharing a JA3 and an SSH client of their own, and a fifth were probed (a JARM).
+//! addresses each sharing a JA3 and an SSH client of their own, and a fifth were probed (one of 800
+//! JARMs, so actors that share one are campaigns).
 //! Run with `cargo bench --bench identity_link`.
 
 use std::hint::black_box;
@@ -28,7 +29,7 @@ fn attackers(n: usize) -> Vec<Member> {
                 primitives.push((Primitive::SshClient, format!("SSH-2.0-common{} kex", i % 100)));
             }
             if i % 5 == 0 {
-                primitives.push((Primitive::Jarm, format!("jarm-{}", i % 1000)));
+                primitives.push((Primitive::Jarm, format!("jarm-{}", i % 4000)));
             }
             Member {
                 uuid: Uuid::from_u128(i as u128 + 1),
@@ -55,10 +56,11 @@ fn peak_kib() -> u64 {
 fn linking(c: &mut Criterion) {
     let input = attackers(100_000);
     let before = peak_kib();
-    let identities = link(input.clone());
+    let linked = link(input.clone());
     eprintln!(
-        "100,000 attackers: {} identities; peak memory {} MiB more than the input's",
-        identities.len(),
+        "100,000 attackers: {} identities, {} campaigns; peak memory {} MiB more than the input's",
+        linked.identities.len(),
+        linked.campaigns.len(),
         (peak_kib() - before) / 1024
     );
     let mut group = c.benchmark_group("identity_link");

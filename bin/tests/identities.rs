@@ -2,7 +2,8 @@
 //! embedded ingester and profiler, and `/identities`, `/identities/{uuid}`, its observations and
 //! `/attackers/{uuid}/attribution` link the addresses that share a JA3 and an SSH client (banner and
 //! key exchange order), and not the one that shares the JA3 only; `/identities/events` tells of an
-//! address that joins.
+//! address that joins; two identities whose hosts run the same C2 (the prober's JARM) are one
+//! campaign on `/campaigns`, `/campaigns/{uuid}` and its identities.
 
 use svc_test_support::processes as common;
 
@@ -16,6 +17,8 @@ use svc::logline::{Entry, Severity};
 use svc_test_support::in_process::sse::EventStream;
 
 const JA3: &str = "e7d705a3286e19ea42f587b344ee6865";
+const JA3_B: &str = "19e29534fd49dd27d09234e639c4057e";
+const JARM: &str = "2ad2ad16d2ad2ad00042d42d00042ddb04deffa1705e2edc44cae1ed24a4da";
 const GO_SSH: (&str, &str) = ("SSH-2.0-Go", "curve25519-sha256,ecdh-sha2-nistp256");
 const LIBSSH: (&str, &str) = ("SSH-2.0-libssh_0.9.6", "diffie-hellman-group14-sha1");
 
@@ -34,9 +37,13 @@ fn line(at: DateTime<Utc>, app: &str, msgid: &str, fields: &[(&str, &str)]) -> S
 /// What one address does, `minutes_ago`: a TLS ClientHello the sniffer reads, then an SSH client
 /// the decoy reads.
 fn attacker(ip: &str, ssh: (&str, &str), minutes_ago: i64) -> String {
+    attacker_with(ip, JA3, ssh, minutes_ago)
+}
+
+fn attacker_with(ip: &str, ja3: &str, ssh: (&str, &str), minutes_ago: i64) -> String {
     let at = Utc::now() - chrono::Duration::minutes(minutes_ago);
     let ja4 = "t13d1516h2_8daaf6152771_e5627efa2ab1";
-    line(at, "sniffer", "tls_client_hello", &[("src_ip", ip), ("ja3", JA3), ("ja4", ja4)])
+    line(at, "sniffer", "tls_client_hello", &[("src_ip", ip), ("ja3", ja3), ("ja4", ja4)])
         + &line(at, "ssh", "ssh_client_banner", &[("src_ip", ip), ("client_banner", ssh.0), ("kex", ssh.1)])
 }
 
@@ -69,7 +76,7 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
     let ips: Vec<&str> = identity["attackers"].as_array().unwrap().iter().map(|a| a["ip"].as_str().unwrap()).collect();
     assert_eq!(ips, ["203.0.113.10", "198.51.100.20"], "oldest first");
     assert_eq!((identity["observation_count"].clone(), identity["confidence"].clone()), (json!(2), json!(0.75)));
-    assert_eq!(identity["ja3_hashes"], json!([JA3]));
+    assert_eq!(identity["ja3_hashes"], json!(format!("[\"{JA3}\"]")), "a JSON text, as DECNET's");
     let ssh_client = format!("{} {}", GO_SSH.0, GO_SSH.1);
     assert_eq!(
         identity["links"][0]["shared"],
@@ -154,7 +161,47 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
         (Some("identity.observation.linked"), Some(uuid))
     );
     assert_eq!(linked["payload"]["ip"], "192.0.2.40");
+    // A second identity (its own TLS and SSH clients) whose host runs the same C2 as the first's
+    // (the prober's JARM): one campaign of the two.
+    let mut more = attacker_with("192.0.2.50", JA3_B, LIBSSH, 5) + &attacker_with("192.0.2.51", JA3_B, LIBSSH, 4);
+    for ip in ["203.0.113.10", "192.0.2.50"] {
+        let fields = [("target_ip", ip), ("target_port", "443"), ("jarm_hash", JARM)];
+        more += &line(Utc::now(), "prober", "jarm_fingerprint", &fields);
+    }
+    let response = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/v1/campaigns/events"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let mut campaign_stream = EventStream::new(response);
+    let snapshot = campaign_stream.next_event(Duration::from_secs(10)).await.expect("a snapshot");
+    assert_eq!((snapshot.event.as_deref(), snapshot.json()), (Some("snapshot"), json!({"campaigns": []})));
+    std::io::Write::write_all(&mut file, more.as_bytes()).unwrap();
+    eventually("the two identities are one campaign", || async {
+        let (_, campaigns) = api_call(port, &token, Method::GET, "/campaigns", None).await;
+        campaigns["data"][0]["identity_count"] == 2
+    })
+    .await;
+    let (_, campaigns) = api_call(port, &token, Method::GET, "/campaigns", None).await;
+    assert_eq!(campaigns["total"], 1);
+    let campaign = &campaigns["data"][0];
+    assert_eq!(campaign["links"][0]["shared"], json!([{"primitive": "jarm", "value": JARM}]), "{campaign}");
+    assert_eq!(campaign["confidence"], 0.5);
+    let id = campaign["uuid"].as_str().unwrap();
+    assert_eq!(api_call(port, &token, Method::GET, &format!("/campaigns/{id}"), None).await.1, *campaign);
+    let (_, members) = api_call(port, &token, Method::GET, &format!("/campaigns/{id}/identities"), None).await;
+    assert_eq!(members["total"], 2);
+    assert!(members["data"].as_array().unwrap().iter().all(|i| i["campaign_id"] == id), "{members}");
+    let formed = campaign_stream.next_event(Duration::from_secs(30)).await.expect("a frame after the snapshot");
+    assert_eq!(formed.event.as_deref(), Some("formed"));
+    assert_eq!(formed.json()["payload"]["campaign_uuid"], id);
+    let (_, first_identity) = api_call(port, &token, Method::GET, &format!("/identities/{uuid}"), None).await;
+    assert_eq!(first_identity["campaign_id"], id);
+
     let missing = uuid::Uuid::new_v4();
+    let (status, body) = api_call(port, &token, Method::GET, &format!("/campaigns/{missing}"), None).await;
+    assert_eq!((status, body["detail"].as_str()), (404, Some("Campaign not found")));
     let (status, body) = api_call(port, &token, Method::GET, &format!("/identities/{missing}"), None).await;
     assert_eq!((status, body["detail"].as_str()), (404, Some("Identity not found")));
     let (status, _) = api_call(port, &token, Method::GET, &format!("/attackers/{missing}/attribution"), None).await;

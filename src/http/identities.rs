@@ -3,7 +3,8 @@
 //! `/attackers/{uuid}/attribution` (the attacker's identity and its linking primitives). An
 //! identity is attackers from different addresses linked by what they share (`crate::identity`);
 //! beyond DECNET each carries its attackers and the links that explain it. DECNET's payload
-//! similarity and C2 endpoints are not primitives here: those lists are empty.
+//! similarity and C2 endpoints are not primitives here: those lists are empty. `window` pages a
+//! computed list (the campaigns' routes use it too).
 
 use axum::Json;
 use axum::extract::State;
@@ -19,7 +20,7 @@ use super::guard::Viewer;
 use super::paging::{Listed, MAX_LIMIT, Page, Paging};
 use super::responses::{AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{ApiError, AppState, Result};
-use crate::identity::{self, Identity, Link, Primitive};
+use crate::identity::{self, Identity, Link, Member, Primitive};
 use crate::time::format_utc;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -39,28 +40,37 @@ pub struct IdentityMember {
     pub ip: String,
 }
 
-/// One identity, DECNET's row with its attackers and links.
+/// One identity, DECNET's row with its attackers and links. The lists of values are JSON texts,
+/// as DECNET sends them and its dashboard parses them.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct IdentityRow {
     pub uuid: Uuid,
     pub schema_version: u32,
-    /// Campaigns are not formed: always null.
+    /// The campaign it is part of, if any.
     pub campaign_id: Option<Uuid>,
     /// RFC 3339, UTC: its attackers' first and last sight, and their newest profile change.
     pub first_seen_at: String,
     pub last_seen_at: String,
+    /// When it could first be formed: its second attacker's first sight.
+    pub created_at: String,
     pub updated_at: String,
     /// The weakest link that joined it: 0.75 for two shared kinds of primitive, 0.875 for three…
     pub confidence: f64,
     /// Attackers (addresses) linked.
     pub observation_count: u64,
-    pub ja3_hashes: Vec<String>,
-    /// HASSHes of SSH servers on its attackers' hosts (the prober's).
-    pub hassh_hashes: Vec<String>,
-    /// Not computed by svc: always empty.
-    pub payload_simhashes: Vec<String>,
-    /// Not computed by svc: always empty.
-    pub c2_endpoints: Vec<String>,
+    /// The same, as DECNET's detail page reads it.
+    pub observation_count_live: u64,
+    /// A JSON list of its JA3s.
+    pub ja3_hashes: String,
+    /// A JSON list of the HASSHes of SSH servers on its attackers' hosts (the prober's).
+    pub hassh_hashes: String,
+    /// Not computed by svc: always `[]`.
+    pub payload_simhashes: String,
+    /// Not computed by svc: always `[]`.
+    pub c2_endpoints: String,
+    /// Not computed by svc: always null.
+    pub kd_digraph_simhash: Option<String>,
+    pub notes: Option<String>,
     /// Identities are recomputed, never merged: always null.
     pub merged_into_uuid: Option<Uuid>,
     /// Oldest first.
@@ -69,32 +79,35 @@ pub struct IdentityRow {
     pub links: Vec<Link>,
 }
 
+/// The distinct values of `primitive` among `members`, sorted, as a JSON list text.
+pub fn values_text<'a>(members: impl Iterator<Item = &'a Member>, primitive: Primitive) -> String {
+    let mut values: Vec<&str> =
+        members.flat_map(|m| m.primitives.iter().filter(|(p, _)| *p == primitive).map(|(_, v)| v.as_str())).collect();
+    values.sort();
+    values.dedup();
+    serde_json::to_string(&values).expect("strings serialize")
+}
+
 impl From<&Identity> for IdentityRow {
     fn from(identity: &Identity) -> Self {
-        let values = |primitive: Primitive| {
-            let mut values: Vec<String> = identity
-                .members
-                .iter()
-                .flat_map(|m| m.primitives.iter().filter(|(p, _)| *p == primitive).map(|(_, v)| v.clone()))
-                .collect();
-            values.sort();
-            values.dedup();
-            values
-        };
         let members = &identity.members;
         IdentityRow {
             uuid: identity.uuid,
             schema_version: 1,
-            campaign_id: None,
+            campaign_id: identity.campaign,
             first_seen_at: format_utc(members.iter().map(|m| m.first_seen).min().expect("members")),
             last_seen_at: format_utc(members.iter().map(|m| m.last_seen).max().expect("members")),
+            created_at: format_utc(members[1].first_seen),
             updated_at: format_utc(members.iter().map(|m| m.updated_at).max().expect("members")),
             confidence: identity.confidence,
             observation_count: members.len() as u64,
-            ja3_hashes: values(Primitive::Ja3),
-            hassh_hashes: values(Primitive::HasshServer),
-            payload_simhashes: Vec::new(),
-            c2_endpoints: Vec::new(),
+            observation_count_live: members.len() as u64,
+            ja3_hashes: values_text(members.iter(), Primitive::Ja3),
+            hassh_hashes: values_text(members.iter(), Primitive::HasshServer),
+            payload_simhashes: "[]".into(),
+            c2_endpoints: "[]".into(),
+            kd_digraph_simhash: None,
+            notes: None,
             merged_into_uuid: None,
             attackers: members.iter().map(|m| IdentityMember { uuid: m.uuid, ip: m.ip.clone() }).collect(),
             links: identity.links.clone(),
@@ -127,7 +140,8 @@ impl Validate for IdentitiesQuery {
     }
 }
 
-fn window<T>(items: &[T], paging: Paging) -> &[T] {
+/// The part of `items` `paging` asks for.
+pub fn window<T>(items: &[T], paging: Paging) -> &[T] {
     let start = (paging.offset as usize).min(items.len());
     &items[start..(start + paging.limit as usize).min(items.len())]
 }

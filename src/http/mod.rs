@@ -8,6 +8,7 @@ pub mod attacker_evidence;
 pub mod attackers;
 pub mod auth;
 pub mod bounty;
+pub mod campaigns;
 pub mod credentials;
 pub mod deckies;
 pub mod docs;
@@ -98,6 +99,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(attacker_evidence::router())
         .merge(transcripts::router())
         .merge(identities::router())
+        .merge(campaigns::router())
         .merge(export::router())
         .merge(stream::router())
         .merge(webhooks::router())

@@ -4,8 +4,9 @@
 //! nothing. Identities are the connected components of the links (two or more attackers), found
 //! with a union-find over the links strongest first, so each identity is explained by a maximum
 //! spanning forest of its links and its confidence is that forest's weakest link. Deterministic:
-//! the same attackers give the same identities, whatever order they come in. The work is bounded
-//! by the attackers times [`COMMON`] (each value's group is capped), never attackers squared.
+//! the same attackers give the same identities, whatever order they come in. Campaigns are formed
+//! the same way one level up: identities whose attackers share a value of any one kind. The work is
+//! bounded by the attackers times [`COMMON`] (each value's group is capped), never attackers squared.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -92,6 +93,28 @@ pub struct Identity {
     pub links: Vec<Link>,
     /// The weakest of `links`.
     pub confidence: f64,
+    pub campaign: Option<Uuid>,
+}
+
+/// Identities whose attackers share a value of any one kind: an operation run by several.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Campaign {
+    pub uuid: Uuid,
+    /// In the order of their oldest attacker.
+    pub identities: Vec<Uuid>,
+    /// The links between identities that joined them: a spanning set, strongest first.
+    pub links: Vec<Link>,
+    /// The weakest of `links`.
+    pub confidence: f64,
+}
+
+/// What linking finds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Linked {
+    /// In the order of their oldest attacker.
+    pub identities: Vec<Identity>,
+    /// In the order of their oldest identity.
+    pub campaigns: Vec<Campaign>,
 }
 
 /// How sure `kinds` shared kinds make a link: each halves the doubt (2 → 0.75, 3 → 0.875…).
@@ -99,8 +122,8 @@ pub fn confidence(kinds: u32) -> f64 {
     1.0 - 0.5f64.powi(kinds as i32)
 }
 
-/// The identities of `members`, in the order of their oldest member.
-pub fn link(mut members: Vec<Member>) -> Vec<Identity> {
+/// The identities and campaigns of `members`.
+pub fn link(mut members: Vec<Member>) -> Linked {
     members.sort_by_key(|m| (m.first_seen, m.uuid));
     // Each value's attackers, ascending; a value of too many is dropped.
     let mut groups: HashMap<(Primitive, &str), Vec<u32>> = HashMap::new();
@@ -122,54 +145,104 @@ pub fn link(mut members: Vec<Member>) -> Vec<Identity> {
             }
         }
     }
-    let mut edges: Vec<(u32, (u32, u32))> = pairs
-        .into_iter()
-        .filter(|(_, kinds)| kinds.count_ones() >= MIN_SHARED_KINDS)
-        .map(|(pair, kinds)| (kinds, pair))
-        .collect();
-    // Most kinds first, then by the pair: a deterministic maximum spanning forest.
-    edges.sort_by(|a, b| b.0.count_ones().cmp(&a.0.count_ones()).then(a.1.cmp(&b.1)));
+    let pairs: Vec<((u32, u32), u32)> = pairs.into_iter().collect();
     let mut forest = UnionFind::new(members.len());
     let mut kept: Vec<Edge> = Vec::new();
-    for (kinds, (a, b)) in edges {
+    for ((a, b), kinds) in strongest_first(pairs.iter().filter(|(_, kinds)| kinds.count_ones() >= MIN_SHARED_KINDS)) {
         if forest.union(a, b) {
             kept.push((a, b, kinds));
         }
     }
-
-    let mut components: BTreeMap<u32, (Vec<u32>, Vec<Edge>)> = BTreeMap::new();
-    for index in 0..members.len() as u32 {
-        let root = forest.find(index);
-        components.entry(root).or_default().0.push(index);
-    }
-    for (a, b, kinds) in kept {
-        let root = forest.find(a);
-        components.get_mut(&root).expect("a component per root").1.push((a, b, kinds));
-    }
-    let mut identities: Vec<Identity> = components
-        .into_values()
-        .filter(|(indices, _)| indices.len() > 1)
+    let mut identities: Vec<(Identity, Vec<u32>)> = components(&mut forest, members.len(), kept)
+        .into_iter()
         .map(|(indices, joined)| {
             let links: Vec<Link> = joined
                 .iter()
                 .map(|&(a, b, kinds)| link_of(&members[a as usize], &members[b as usize], kinds))
                 .collect();
             let confidence = links.iter().map(|l| l.confidence).fold(1.0, f64::min);
-            let members: Vec<Member> = indices.iter().map(|&i| members[i as usize].clone()).collect();
-            Identity { uuid: identity_uuid(members[0].uuid), members, links, confidence }
+            let of: Vec<Member> = indices.iter().map(|&i| members[i as usize].clone()).collect();
+            let identity =
+                Identity { uuid: named_uuid("identity", of[0].uuid), members: of, links, confidence, campaign: None };
+            (identity, indices)
         })
         .collect();
-    identities.sort_by(|a, b| {
-        (a.members[0].first_seen, a.members[0].uuid).cmp(&(b.members[0].first_seen, b.members[0].uuid))
-    });
-    identities
+    identities.sort_by_key(|(identity, _)| (identity.members[0].first_seen, identity.members[0].uuid));
+
+    // Campaigns: identities whose attackers share any value (one kind is enough here).
+    let mut identity_of: Vec<Option<u32>> = vec![None; members.len()];
+    for (i, (_, indices)) in identities.iter().enumerate() {
+        for &attacker in indices {
+            identity_of[attacker as usize] = Some(i as u32);
+        }
+    }
+    let mut identities: Vec<Identity> = identities.into_iter().map(|(identity, _)| identity).collect();
+    let between = pairs.iter().filter(
+        |((a, b), _)| matches!((identity_of[*a as usize], identity_of[*b as usize]), (Some(x), Some(y)) if x != y),
+    );
+    let mut groups = UnionFind::new(identities.len());
+    let mut joined: Vec<(u32, u32, Edge)> = Vec::new();
+    for ((a, b), kinds) in strongest_first(between) {
+        let (x, y) = (identity_of[a as usize].expect("in one"), identity_of[b as usize].expect("in one"));
+        if groups.union(x, y) {
+            joined.push((x, y, (a, b, kinds)));
+        }
+    }
+    // Edges between identities, each naming its attackers' edge in `joined` by index.
+    let campaign_links: Vec<Edge> = joined.iter().enumerate().map(|(k, &(x, y, _))| (x, y, k as u32)).collect();
+    let campaigns: Vec<Campaign> = components(&mut groups, identities.len(), campaign_links)
+        .into_iter()
+        .map(|(indices, edges)| {
+            let links: Vec<Link> = edges
+                .iter()
+                .map(|&(_, _, k)| {
+                    let (_, _, (a, b, kinds)) = joined[k as usize];
+                    link_of(&members[a as usize], &members[b as usize], kinds)
+                })
+                .collect();
+            let confidence = links.iter().map(|l| l.confidence).fold(1.0, f64::min);
+            let uuid = named_uuid("campaign", identities[indices[0] as usize].members[0].uuid);
+            for &i in &indices {
+                identities[i as usize].campaign = Some(uuid);
+            }
+            Campaign {
+                uuid,
+                identities: indices.iter().map(|&i| identities[i as usize].uuid).collect(),
+                links,
+                confidence,
+            }
+        })
+        .collect();
+    Linked { identities, campaigns }
 }
 
-/// An identity's uuid, named by its oldest attacker's: the first 16 bytes of a SHA-256 of it, as
-/// a version 8 (custom) uuid, so it stays as long as that attacker is its oldest.
-pub fn identity_uuid(oldest: Uuid) -> Uuid {
+/// `pairs` with the most kinds first, then by the pair: the order a deterministic maximum spanning
+/// forest takes them in.
+fn strongest_first<'a>(pairs: impl Iterator<Item = &'a ((u32, u32), u32)>) -> Vec<((u32, u32), u32)> {
+    let mut pairs: Vec<((u32, u32), u32)> = pairs.copied().collect();
+    pairs.sort_by(|a, b| b.1.count_ones().cmp(&a.1.count_ones()).then(a.0.cmp(&b.0)));
+    pairs
+}
+
+/// The groups of two or more of `forest`'s `n` elements, each with the kept edges inside it, in the
+/// order of their smallest element.
+fn components(forest: &mut UnionFind, n: usize, kept: Vec<Edge>) -> Vec<(Vec<u32>, Vec<Edge>)> {
+    let mut groups: BTreeMap<u32, (Vec<u32>, Vec<Edge>)> = BTreeMap::new();
+    for index in 0..n as u32 {
+        groups.entry(forest.find(index)).or_default().0.push(index);
+    }
+    for edge in kept {
+        groups.get_mut(&forest.find(edge.0)).expect("a group per root").1.push(edge);
+    }
+    groups.into_values().filter(|(indices, _)| indices.len() > 1).collect()
+}
+
+/// An identity's or a campaign's uuid (`what`), named by its oldest attacker's: the first 16 bytes
+/// of a SHA-256 of both, as a version 8 (custom) uuid, so it stays as long as that attacker is its
+/// oldest.
+pub fn named_uuid(what: &str, oldest: Uuid) -> Uuid {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest([b"svc identity ".as_slice(), oldest.as_bytes()].concat());
+    let digest = Sha256::digest([b"svc ", what.as_bytes(), b" ", oldest.as_bytes()].concat());
     let bytes: [u8; 16] = digest[..16].try_into().expect("16 bytes");
     uuid::Builder::from_custom_bytes(bytes).into_uuid()
 }
@@ -248,12 +321,13 @@ mod tests {
             member(4, &[(Jarm, "c2"), (Certificate, "cert"), (SshClient, "SSH-2.0-Go kex1")]),
             member(5, &[]),
         ];
-        let identities = link(members.clone());
+        let linked = link(members.clone());
+        let identities = &linked.identities;
         assert_eq!(identities.len(), 1);
         let one = &identities[0];
         let uuids: Vec<u128> = one.members.iter().map(|m| m.uuid.as_u128()).collect();
         assert_eq!(uuids, [1, 2, 4]);
-        assert_eq!(one.uuid, identity_uuid(Uuid::from_u128(1)), "named by the oldest");
+        assert_eq!(one.uuid, named_uuid("identity", Uuid::from_u128(1)), "named by the oldest");
         assert_eq!(one.uuid.get_version_num(), 8);
         // 2–4 share SSH client and JARM (2 kinds), 1–2 and 1–4 JA3/SSH and SSH only: the forest
         // keeps two links of two kinds.
@@ -269,7 +343,34 @@ mod tests {
 
         let mut reversed = members;
         reversed.reverse();
-        assert_eq!(link(reversed), identities, "deterministic");
+        assert_eq!(link(reversed), linked, "deterministic");
+    }
+
+    #[test]
+    fn identities_sharing_one_value_are_a_campaign() {
+        use Primitive::*;
+        let members = vec![
+            // Two identities with tools of their own, calling back to the same C2 (JARM).
+            member(1, &[(Ja3, "a"), (SshClient, "A"), (Jarm, "c2")]),
+            member(2, &[(Ja3, "a"), (SshClient, "A")]),
+            member(3, &[(Ja3, "b"), (SshClient, "B"), (Jarm, "c2")]),
+            member(4, &[(Ja3, "b"), (SshClient, "B")]),
+            // An identity of its own: shares nothing with them.
+            member(5, &[(Ja3, "c"), (SshClient, "C")]),
+            member(6, &[(Ja3, "c"), (SshClient, "C")]),
+            // Shares the JARM, but is no identity: campaigns group identities.
+            member(7, &[(Jarm, "c2")]),
+        ];
+        let linked = link(members);
+        assert_eq!(linked.identities.len(), 3);
+        assert_eq!(linked.campaigns.len(), 1);
+        let campaign = &linked.campaigns[0];
+        assert_eq!(campaign.identities, [linked.identities[0].uuid, linked.identities[1].uuid]);
+        assert_eq!((campaign.confidence, campaign.links.len()), (0.5, 1));
+        assert_eq!(campaign.links[0].shared, [Shared { primitive: Jarm, value: "c2".into() }]);
+        assert_eq!(campaign.uuid, named_uuid("campaign", Uuid::from_u128(1)));
+        let assigned: Vec<Option<Uuid>> = linked.identities.iter().map(|i| i.campaign).collect();
+        assert_eq!(assigned, [Some(campaign.uuid), Some(campaign.uuid), None]);
     }
 
     #[test]
@@ -277,6 +378,6 @@ mod tests {
         let members: Vec<Member> = (1..=COMMON as u128 + 1)
             .map(|n| member(n, &[(Primitive::Ja3, "curl"), (Primitive::SshClient, "SSH-2.0-libssh")]))
             .collect();
-        assert!(link(members).is_empty());
+        assert_eq!(link(members), Linked::default());
     }
 }

@@ -1,5 +1,6 @@
 //! Identities: attackers seen from different addresses linked into one by what a tool or a machine
-//! cannot easily change (`link`), read from the fingerprints on their profiles. The identities are
+//! cannot easily change (`link`), read from the fingerprints on their profiles; and campaigns,
+//! identities that share a piece of it. The identities are
 //! computed, not stored: every attacker's profile is walked (a page at a time) and linked, and the
 //! result kept by [`Identities`] until the profiles change, so the same data always gives the same
 //! identities and replicas agree without coordinating.
@@ -16,7 +17,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-pub use link::{Identity, Link, Member, Primitive, Shared};
+pub use link::{Campaign, Identity, Link, Linked, Member, Primitive, Shared};
 
 use crate::db::{AttackerProfile, AttackerWindow, ChangePosition, Db, DbResult};
 
@@ -56,17 +57,19 @@ pub fn primitives(profile: &AttackerProfile) -> Vec<(Primitive, String)> {
     found
 }
 
-/// One computation: the identities and where each attacker is.
+/// One computation: the identities, the campaigns, and where each attacker and identity is.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     /// Newest-updated first (the newest profile change of their attackers), then by uuid.
     pub identities: Vec<Identity>,
+    /// In the order of their oldest identity.
+    pub campaigns: Vec<Campaign>,
     by_uuid: HashMap<Uuid, usize>,
     by_attacker: HashMap<Uuid, usize>,
 }
 
 impl Snapshot {
-    pub fn new(mut identities: Vec<Identity>) -> Snapshot {
+    pub fn new(Linked { mut identities, campaigns }: Linked) -> Snapshot {
         let updated = |identity: &Identity| identity.members.iter().map(|m| m.updated_at).max();
         identities.sort_by(|a, b| updated(b).cmp(&updated(a)).then(a.uuid.cmp(&b.uuid)));
         let by_uuid = identities.iter().enumerate().map(|(i, identity)| (identity.uuid, i)).collect();
@@ -75,7 +78,7 @@ impl Snapshot {
             .enumerate()
             .flat_map(|(i, identity)| identity.members.iter().map(move |m| (m.uuid, i)))
             .collect();
-        Snapshot { identities, by_uuid, by_attacker }
+        Snapshot { identities, campaigns, by_uuid, by_attacker }
     }
 
     pub fn identity(&self, uuid: Uuid) -> Option<&Identity> {
@@ -84,6 +87,10 @@ impl Snapshot {
 
     pub fn of_attacker(&self, attacker: Uuid) -> Option<&Identity> {
         self.by_attacker.get(&attacker).map(|&i| &self.identities[i])
+    }
+
+    pub fn campaign(&self, uuid: Uuid) -> Option<&Campaign> {
+        self.campaigns.iter().find(|c| c.uuid == uuid)
     }
 }
 

@@ -62,6 +62,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(attacker_events::attacker_events))
         .routes(routes!(topology_events::topology_events))
         .routes(routes!(identity_events::identity_events))
+        .routes(routes!(identity_events::campaign_events))
 }
 
 /// Rows per `logs` frame.
