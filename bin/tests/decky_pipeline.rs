@@ -221,9 +221,11 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
     let ini = dir.path().join("fleet.ini");
     std::fs::write(&ini, "[web-01.telnet]\nusers = root:toor\n").unwrap();
     let (telnet, http, ftp, smtp) = (free_port(), free_port(), free_port(), free_port());
+    let artifacts = dir.path().join("artifacts");
     let mut decky = Command::new(env!("CARGO_BIN_EXE_svc"))
         .args(["decky", "--name", "web-01", "--bind", "127.0.0.1", "--ini", ini.to_str().unwrap()])
         .args(["--services", &format!("telnet:{telnet},http:{http},ftp:{ftp},smtp:{smtp}")])
+        .args(["--artifacts-dir", artifacts.join("web-01").to_str().unwrap()])
         .env_clear()
         .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
         .stderr(Stdio::null())
@@ -277,7 +279,11 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
             assert!(replay.wait().success(), "{}", replay.output());
         };
         replay();
-        let config = backend.api_config(&[("SVC_PROFILER_POLL_MS", "20"), ("SVC_NATS_URL", &nats.url())]);
+        let config = backend.api_config(&[
+            ("SVC_PROFILER_POLL_MS", "20"),
+            ("SVC_NATS_URL", &nats.url()),
+            ("SVC_ARTIFACTS_DIR", artifacts.to_str().unwrap()),
+        ]);
         let db = backend.open().await;
         profile_all(&config, &db, Bus::absent()).await;
         let api = store::TestApi::start(config.clone()).await;
@@ -347,12 +353,37 @@ async fn what_a_decky_sees_reaches_the_dashboard_routes() {
         );
         let fields: serde_json::Value = serde_json::from_str(artifacts["data"][0]["fields"].as_str().unwrap()).unwrap();
         let sha256: String = sha2::Sha256::digest(dropped).iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(fields["sha256"], sha256);
+        assert_eq!((&fields["sha256"], &fields["stored"]), (&serde_json::json!(sha256), &serde_json::json!("true")));
+
+        // Their bytes, as the decoy kept them, for admins (DECNET's download buttons).
+        let download = |stored_as: String, service: &'static str, token: String| {
+            let url = api.url(&format!("/artifacts/web-01/{stored_as}"));
+            let request = api.client.get(url).query(&[("service", service)]).bearer_auth(token);
+            async move { request.send().await.unwrap() }
+        };
+        let stored_as = fields["stored_as"].as_str().unwrap().to_string();
+        let file = download(stored_as.clone(), "ftp", admin.clone()).await;
+        assert_eq!(file.status(), 200);
+        assert_eq!(file.headers()["content-type"], "application/octet-stream");
+        assert_eq!(file.headers()["content-disposition"], format!("attachment; filename=\"{stored_as}\""));
+        assert_eq!(file.bytes().await.unwrap(), &dropped[..], "byte for byte");
+        assert_eq!(download(stored_as.clone(), "ftp", viewer.clone()).await.status(), 403);
+        for (name, service, status) in [
+            (format!("x{stored_as}"), "ftp", 404),
+            ("..%2Fsvc.db".to_string(), "ftp", 400),
+            (".hidden".to_string(), "ftp", 400),
+            (stored_as.clone(), "http", 400),
+            (stored_as.clone(), "SSH", 422),
+        ] {
+            assert_eq!(download(name.clone(), service, admin.clone()).await.status(), status, "{name} {service}");
+        }
         assert_eq!(api.get(&format!("/attackers/{uuid}/mail"), Some(&viewer), &[]).await.status, 403);
         let mail = api.ok(&format!("/attackers/{uuid}/mail"), &admin, &[]).await;
         assert_eq!(mail["total"], 1, "{mail}");
         let mail_fields: serde_json::Value = serde_json::from_str(mail["data"][0]["fields"].as_str().unwrap()).unwrap();
         assert_eq!(mail_fields["subject"], "invoice");
+        let message = download(mail_fields["stored_as"].as_str().unwrap().to_string(), "smtp", admin.clone()).await;
+        assert_eq!(message.bytes().await.unwrap(), &b"Subject: invoice\r\n\r\nplease pay\r\n"[..]);
         let targets = api.ok(&format!("/attackers/{uuid}/smtp-targets"), &viewer, &[]).await;
         let mut domains: Vec<(&str, u64)> = targets["data"]
             .as_array()

@@ -105,6 +105,35 @@ async fn visit(ip: &str, path: &str) {
     assert!(response.status().as_u16() < 600);
 }
 
+/// Sends `message` through a decky's SMTP decoy (a container the test made); the reply to `DATA`.
+fn send_mail(ip: &str, message: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let stream = std::net::TcpStream::connect((ip, 25)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    // A reply's last line has a space after its code.
+    let mut reply = || -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "the decoy hung up");
+            if line.as_bytes().get(3) == Some(&b' ') {
+                return line.clone();
+            }
+        }
+    };
+    reply();
+    for command in ["EHLO attacker", "MAIL FROM:<a@evil.example>", "RCPT TO:<ceo@corp.example>", "DATA"] {
+        writer.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+        reply();
+    }
+    writer.write_all(format!("{message}\r\n.\r\n").as_bytes()).unwrap();
+    let queued = reply();
+    writer.write_all(b"QUIT\r\n").unwrap();
+    queued
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deckies_deploy_serve_and_reach_the_ingest_file_and_teardown_removes_them() {
     let mut podman = Podman::start("deploy", 71);
@@ -140,6 +169,25 @@ async fn deckies_deploy_serve_and_reach_the_ingest_file_and_teardown_removes_the
         fleet.ingested().lines().any(|l| l.contains(" web-01 http ") && l.contains("/probe-one"))
     })
     .await;
+
+    // A message to the mail decky is kept on this host, through the read-only decky's one writable
+    // mount, and an admin downloads it byte for byte.
+    let mail = ip_of(&deckies, "mail");
+    let queued = tokio::task::spawn_blocking(move || send_mail(&mail, "Subject: wire\r\n\r\nsend it today")).await;
+    assert!(queued.unwrap().starts_with("250 "));
+    let accepted = |l: &&str| l.contains(" mail smtp ") && l.contains("message_accepted");
+    eventually("the message's line is ingested", || async { fleet.ingested().lines().any(|l| accepted(&l)) }).await;
+    let line = fleet.ingested().lines().find(accepted).unwrap().to_string();
+    assert!(line.contains(r#"stored="true""#), "{line}");
+    let stored_as = line.split(r#"stored_as=""#).nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_string();
+    let file = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/api/v1/artifacts/mail/{stored_as}?service=smtp", fleet.port))
+        .bearer_auth(&fleet.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(file.status(), 200);
+    assert_eq!(file.bytes().await.unwrap(), &b"Subject: wire\r\n\r\nsend it today\r\n"[..]);
 
     // Replace the fleet: web-01 recreated, web-02 gone, mail on an image this host does not have.
     let first = podman.run(&["inspect", "--format", "{{.Id}}", &format!("{}-web-01", podman.fleet)]);

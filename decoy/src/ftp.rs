@@ -1,7 +1,8 @@
 //! The FTP decoy: a vsftpd that logs every login (anonymous ones get in), shows a small made-up
-//! tree, and keeps every upload in memory just long enough to hash it (`file_captured`). Transfers
-//! are passive only (`PASV`, `EPSV`): the decoy listens for the data connection and never connects
-//! out, so `PORT` and `EPRT` are refused. Nothing is written to disk and no file is ever served.
+//! tree, and logs every upload with its hash (`file_captured`), keeping its bytes among the decky's
+//! artifacts (`artifacts.rs`). Transfers are passive only (`PASV`, `EPSV`): the decoy listens for
+//! the data connection and never connects out, so `PORT` and `EPRT` are refused. No file is ever
+//! served back.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -333,8 +334,8 @@ impl Ftp {
         }
     }
 
-    /// `STOR` (and `APPE`, `STOU`): the upload read into memory up to `max_upload`, hashed and
-    /// logged, never written anywhere.
+    /// `STOR` (and `APPE`, `STOU`): the upload read into memory up to `max_upload`, hashed, logged
+    /// and kept among the decky's artifacts (named by its hash, never by the attacker's path).
     async fn store(&self, conn: &mut Control, session: &Session, verb: &str, arg: &str) -> Result<(), Ended> {
         if conn.passive.is_none() {
             return conn.error("425 Use PORT or PASV first.").await;
@@ -372,16 +373,19 @@ impl Ftp {
 
         if !upload.is_empty() || !(cut || broken) {
             let sha256 = hex(&Sha256::digest(&upload));
-            session.event(
-                "file_captured",
-                vec![
-                    ("stored_as", format!("{sha256}.bin")),
-                    ("sha256", sha256),
-                    ("size", upload.len().to_string()),
-                    ("orig_path", orig_path),
-                    ("truncated", (cut || broken).to_string()),
-                ],
-            );
+            let stored_as = format!("{sha256}.bin");
+            let size = upload.len().to_string();
+            let mut fields = vec![
+                ("stored_as", stored_as.clone()),
+                ("sha256", sha256),
+                ("size", size),
+                ("orig_path", orig_path),
+                ("truncated", (cut || broken).to_string()),
+            ];
+            if let Some(kept) = session.keep(&stored_as, upload).await {
+                fields.push(("stored", kept.as_field()));
+            }
+            session.event("file_captured", fields);
         }
         if cut {
             conn.reply("552 Requested file action aborted. Exceeded storage allocation.").await

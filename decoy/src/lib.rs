@@ -4,6 +4,7 @@
 //! ingester read them like any other decky's. Safe by construction: nothing an attacker sends is
 //! executed or fetched, every input is bounded (`session::Limits`), and no decoy connects out.
 
+pub mod artifacts;
 pub mod credential;
 pub mod emit;
 mod ftp;

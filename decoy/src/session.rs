@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::artifacts::{Artifacts, Kept};
 use crate::emit::{Emitter, Fields};
 
 /// How much one decky process lets attackers take.
@@ -61,11 +62,22 @@ pub struct Session {
     pub peer: SocketAddr,
     pub limits: Limits,
     emitter: Emitter,
+    artifacts: Option<Arc<Artifacts>>,
 }
 
 impl Session {
     pub fn new(service: &'static str, peer: SocketAddr, limits: Limits, emitter: Emitter) -> Session {
-        Session { service, peer, limits, emitter }
+        Session { service, peer, limits, emitter, artifacts: None }
+    }
+
+    /// Keeps what attackers leave in `artifacts`.
+    pub fn keeping(self, artifacts: Option<Arc<Artifacts>>) -> Session {
+        Session { artifacts, ..self }
+    }
+
+    /// Keeps a captured file as `stored_as`; `None` when this decky keeps no files.
+    pub async fn keep(&self, stored_as: &str, bytes: Vec<u8>) -> Option<Kept> {
+        Some(self.artifacts.as_ref()?.keep(stored_as.to_string(), bytes).await)
     }
 
     /// The decky's name, as every line's HOSTNAME carries it.
@@ -99,17 +111,24 @@ struct Occupancy {
     by_source: HashMap<IpAddr, usize>,
 }
 
-/// What all services of one process share: the emitter, the limits, the connections open.
+/// What all services of one process share: the emitter, the limits, the connections open, and
+/// where captured files are kept (if anywhere).
 #[derive(Clone)]
 pub struct Shared {
     pub emitter: Emitter,
     pub limits: Limits,
     occupancy: Arc<Mutex<Occupancy>>,
+    artifacts: Option<Arc<Artifacts>>,
 }
 
 impl Shared {
     pub fn new(emitter: Emitter, limits: Limits) -> Shared {
-        Shared { emitter, limits, occupancy: Arc::default() }
+        Shared { emitter, limits, occupancy: Arc::default(), artifacts: None }
+    }
+
+    /// Captured files are kept in `artifacts`.
+    pub fn keeping(self, artifacts: Arc<Artifacts>) -> Shared {
+        Shared { artifacts: Some(artifacts), ..self }
     }
 
     /// A place for a connection from `source`, or `None` when a limit is reached.
@@ -173,7 +192,8 @@ pub async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let session = Session::new(service, peer, shared.limits, shared.emitter.clone());
+        let session =
+            Session::new(service, peer, shared.limits, shared.emitter.clone()).keeping(shared.artifacts.clone());
         let decoy = decoy.clone();
         let cancel = cancel.clone();
         sessions.spawn(async move {

@@ -1,6 +1,7 @@
 //! The SMTP decoy: a Postfix that takes any mail for anyone (an open relay is what spammers probe
 //! for) and logs the envelope and a digest of each message, and that logs every `AUTH` attempt and
-//! refuses it. Nothing is delivered, stored or relayed; the decoy never connects out.
+//! refuses it. Each message is kept among the decky's artifacts (`artifacts.rs`) for an admin to
+//! read; nothing is delivered or relayed, and the decoy never connects out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -240,7 +241,7 @@ impl Smtp {
         conn.error(AUTH_FAILED, host).await
     }
 
-    /// The message after `DATA`, up to the lone `.`: its digest logged, then queued (nowhere).
+    /// The message after `DATA`, up to the lone `.`: its digest logged, the message kept.
     async fn data(&self, conn: &mut Conn, session: &Session) -> Result<(), Ended> {
         conn.reply("354 End data with <CR><LF>.<CR><LF>").await?;
         let max = session.limits.max_upload;
@@ -263,6 +264,7 @@ impl Smtp {
         let sha256 = Sha256::digest(&message);
         let queue_id = queue_id(&sha256, session);
         let sha256: String = sha256.iter().map(|b| format!("{b:02x}")).collect();
+        let stored_as = format!("{sha256}.eml");
         let mut fields = vec![
             ("mail_from", conn.mail_from.clone().unwrap_or_default()),
             ("rcpt_to", conn.rcpt_to.join(",")),
@@ -273,6 +275,10 @@ impl Smtp {
             fields.push(("subject", subject));
         }
         fields.push(("queue_id", queue_id.clone()));
+        if let Some(kept) = session.keep(&stored_as, message).await {
+            fields.push(("stored_as", stored_as));
+            fields.push(("stored", kept.as_field()));
+        }
         session.event("message_accepted", fields);
         conn.reset();
         conn.reply(&format!("250 2.0.0 Ok: queued as {queue_id}")).await

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use super::env::Env;
 use crate::fleet::FleetConfig;
+use crate::fleet::artifacts::{ArtifactsPolicy, DEFAULT_QUOTA_MB, DEFAULT_RETENTION_DAYS};
 use crate::fleet::subnet::Subnet;
 
 /// Where Docker listens when nothing else is configured.
 pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
 impl FleetConfig {
-    pub(super) fn read(env: &mut Env) -> FleetConfig {
+    pub(super) fn read(env: &mut Env, data_dir: &Path) -> FleetConfig {
         let name = env.non_empty_or("SVC_FLEET_NAME", "svc");
         if name.len() > 32 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
             env.report("SVC_FLEET_NAME", "must be 1 to 32 of a-z, 0-9 and '-'");
@@ -38,6 +39,12 @@ impl FleetConfig {
             deployment_limit: env.count("SVC_DEPLOYMENT_LIMIT", 10, 1..=1000),
             decky_binary: env.non_empty("SVC_DECKY_BINARY").map(PathBuf::from),
             host_isolation: env.flag("SVC_DECKY_HOST_ISOLATION", true),
+            artifacts: ArtifactsPolicy {
+                dir: env.path_or("SVC_ARTIFACTS_DIR", data_dir.join("artifacts")),
+                quota_mb: env.count("SVC_ARTIFACTS_QUOTA_MB", DEFAULT_QUOTA_MB as usize, 1..=1_000_000) as u64,
+                retention_days: env.count("SVC_ARTIFACTS_RETENTION_DAYS", DEFAULT_RETENTION_DAYS as usize, 1..=3650)
+                    as u64,
+            },
         }
     }
 }

@@ -206,7 +206,7 @@ impl Config {
         env.begin_section("API (`svc api`)");
         let api = ApiConfig::read(&mut env, &data_dir);
         env.begin_section("Fleet, topologies and the mutator");
-        let fleet = FleetConfig::read(&mut env);
+        let fleet = FleetConfig::read(&mut env, &data_dir);
         env.begin_section("Observability (`/metrics`, traces)");
         let telemetry = TelemetryConfig::read(&mut env);
         env.begin_section("Ingest worker");

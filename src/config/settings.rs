@@ -122,6 +122,9 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_RECONCILE_S", "seconds between the API's passes bringing the engine back to the store (deckies, topologies)"),
     ("SVC_DOCKER_HOST", "the container engine's API, `unix://PATH` or `tcp://HOST:PORT` (Docker, or podman's service)"),
     ("SVC_DEPLOYMENT_LIMIT", "the most deckies the fleet may hold (1..1000)"),
+    ("SVC_ARTIFACTS_DIR", "where deckies on this host keep captured files (uploads, mail), one directory each"),
+    ("SVC_ARTIFACTS_QUOTA_MB", "the most captured bytes one decky keeps, in MiB; past it a file is logged, not kept"),
+    ("SVC_ARTIFACTS_RETENTION_DAYS", "captured files older than this are removed by their decky (1..3650)"),
     ("SVC_DECKY_BINARY", "the svc binary the default decky image is built from; unset: the running one"),
     (
         "SVC_DECKY_HOST_ISOLATION",

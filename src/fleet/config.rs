@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::artifacts::ArtifactsPolicy;
 use super::subnet::Subnet;
 
 #[derive(Clone, Debug)]
@@ -37,4 +38,6 @@ pub struct FleetConfig {
     /// `SVC_RECONCILE_S`, default 60: how often the API brings the engine back to the store (the
     /// fleet's deckies, and the live topologies' deckies, routes and NAT exemption).
     pub reconcile: Duration,
+    /// Where deckies keep captured files, how much and for how long (`artifacts.rs`).
+    pub artifacts: ArtifactsPolicy,
 }

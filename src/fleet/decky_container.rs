@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
+use super::artifacts::{ARTIFACTS_MOUNT, DeckyArtifacts};
 use crate::runtime::{Confinement, ContainerSpec};
 
 /// The label that marks a fleet's containers and network, valued with the fleet's name.
@@ -31,6 +32,10 @@ pub const NODE_NAME_ENV: &str = "NODE_NAME";
 pub const SERVICES_ENV: &str = "SVC_DECKY_SERVICES";
 /// The decky's `[<decky>.<service>]` INI sections as text (absent when it has none).
 pub const INI_TEXT_ENV: &str = "SVC_DECKY_INI_TEXT";
+/// Where the decky keeps captured files, and how much for how long (absent: it keeps none).
+pub const ARTIFACTS_DIR_ENV: &str = "SVC_DECKY_ARTIFACTS_DIR";
+pub const ARTIFACTS_QUOTA_ENV: &str = "SVC_DECKY_ARTIFACTS_QUOTA_MB";
+pub const ARTIFACTS_RETENTION_ENV: &str = "SVC_DECKY_ARTIFACTS_RETENTION_DAYS";
 
 /// Per-service settings, service → key → value: the INI's `[<decky>.<service>]` sections.
 pub type ServiceSettings = BTreeMap<String, BTreeMap<String, String>>;
@@ -86,13 +91,17 @@ impl ContainerOwner {
             ip: decky.ip.clone(),
             labels: self.labels(decky.topology, Some(decky.name)),
             sysctls: decky_sysctls(decky.forwards),
-            confinement: decky_confinement(),
+            confinement: Confinement {
+                binds: decky.artifacts.iter().map(DeckyArtifacts::mount).collect(),
+                ..decky_confinement()
+            },
         }
     }
 }
 
-/// The user a decky runs as: `nobody`. The decoys write no file and need no privilege once their
-/// ports may be bound, which the network namespace's own setting below allows.
+/// The user a decky runs as: `nobody`. The decoys need no privilege once their ports may be bound,
+/// which the network namespace's own setting below allows, and write only their artifacts
+/// directory, which is made theirs.
 pub const DECKY_USER: &str = "65534:65534";
 /// A decky's memory and process limits: a decoy is one process with a few threads per session.
 pub const DECKY_MEMORY_BYTES: i64 = 256 << 20;
@@ -124,6 +133,7 @@ pub fn decky_confinement() -> Confinement {
         capabilities: Vec::new(),
         read_only_root: true,
         tmpfs: BTreeMap::from([("/tmp".to_string(), "rw,noexec,nosuid,nodev,size=16m".to_string())]),
+        binds: BTreeMap::new(),
         no_new_privileges: true,
         memory_bytes: DECKY_MEMORY_BYTES,
         pids: DECKY_PIDS,
@@ -150,6 +160,8 @@ pub struct DeckyContainer<'a> {
     pub topology: Option<Uuid>,
     /// It routes between networks (`net.ipv4.ip_forward`).
     pub forwards: bool,
+    /// Its artifacts directory on this host (`None`: it keeps no captured files).
+    pub artifacts: Option<DeckyArtifacts>,
 }
 
 impl DeckyContainer<'_> {
@@ -159,6 +171,11 @@ impl DeckyContainer<'_> {
             vec![format!("{NODE_NAME_ENV}={}", self.name), format!("{SERVICES_ENV}={}", self.services.join(","))];
         if !self.service_config.is_empty() {
             env.push(format!("{INI_TEXT_ENV}={}", service_sections(self.name, self.service_config)));
+        }
+        if let Some(artifacts) = &self.artifacts {
+            env.push(format!("{ARTIFACTS_DIR_ENV}={ARTIFACTS_MOUNT}"));
+            env.push(format!("{ARTIFACTS_QUOTA_ENV}={}", artifacts.quota_mb));
+            env.push(format!("{ARTIFACTS_RETENTION_ENV}={}", artifacts.retention_days));
         }
         env
     }
@@ -220,6 +237,7 @@ mod tests {
             ip: "10.0.0.2".into(),
             topology,
             forwards: false,
+            artifacts: None,
         }
     }
 

@@ -213,6 +213,7 @@ impl Fleet {
             ip: decky.ip.clone(),
             topology: None,
             forwards: false,
+            artifacts: self.settings.artifacts.prepare(&decky.name),
         });
         match self.held_by_another(&owner, &spec.name).await {
             Ok(false) => {}

@@ -9,6 +9,7 @@
 //! Everything the engine says goes to the server log; callers get [`FleetError`]s with texts fit
 //! for an operator.
 
+pub mod artifacts;
 pub mod catalog;
 mod config;
 mod containers;
@@ -188,6 +189,11 @@ impl Fleet {
 
     fn network_name(&self) -> String {
         format!("{}-fleet", self.settings.name)
+    }
+
+    /// How this host's deckies keep captured files.
+    pub fn artifacts(&self) -> &artifacts::ArtifactsPolicy {
+        &self.settings.artifacts
     }
 
     fn container_name(&self, decky: &str) -> String {

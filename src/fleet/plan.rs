@@ -145,9 +145,16 @@ pub fn deckies(
 
 /// Decky names are what the API's paths and the containers' hostnames can carry.
 fn check_name(name: &str) -> Result<(), PlanError> {
-    let ok = (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok { Ok(()) } else { refuse(format!("decky name '{name}' must be 1 to 64 of a-z, 0-9 and '-'")) }
+    if is_decky_name(name) {
+        Ok(())
+    } else {
+        refuse(format!("decky name '{name}' must be 1 to 64 of a-z, 0-9 and '-'"))
+    }
+}
+
+/// Whether `name` is one a decky may have: 1 to 64 of a-z, 0-9 and '-'.
+pub fn is_decky_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 fn decky(section: &str, options: &Options, default_interval: Option<u32>) -> Result<DeckyConfig, PlanError> {

@@ -4,6 +4,7 @@
 //! log tail it waits on sit together under `stream`. Response types are named for what the client
 //! sees (`…Entry`, `…Summary`, `…Response`); `…Row` is the database's word for what it stores.
 
+pub mod artifacts;
 pub mod attacker_evidence;
 pub mod attackers;
 pub mod auth;
@@ -98,6 +99,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(attackers::router())
         .merge(attacker_evidence::router())
         .merge(transcripts::router())
+        .merge(artifacts::router())
         .merge(identities::router())
         .merge(campaigns::router())
         .merge(export::router())

@@ -123,6 +123,8 @@ fn confined(confinement: &Confinement) -> HostConfig {
         cap_add: Some(confinement.capabilities.clone()),
         readonly_rootfs: Some(confinement.read_only_root),
         tmpfs: (!confinement.tmpfs.is_empty()).then(|| confinement.tmpfs.clone().into_iter().collect()),
+        binds: (!confinement.binds.is_empty())
+            .then(|| confinement.binds.iter().map(|(host, inside)| format!("{host}:{inside}:rw")).collect()),
         security_opt: confinement.no_new_privileges.then(|| vec!["no-new-privileges".to_string()]),
         memory: positive(confinement.memory_bytes),
         // No swap beyond the memory limit.

@@ -87,6 +87,8 @@ pub struct Confinement {
     pub read_only_root: bool,
     /// Writable in-memory mounts: path → mount options (`size=…`).
     pub tmpfs: BTreeMap<String, String>,
+    /// Writable host directories: host path → path inside.
+    pub binds: BTreeMap<String, String>,
     /// `no-new-privileges`: nothing it runs gains privileges (setuid, file capabilities).
     pub no_new_privileges: bool,
     /// Memory (bytes) and processes it may use; 0 is the engine's default (none).

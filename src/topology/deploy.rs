@@ -390,6 +390,7 @@ impl Topologies {
             ip: home.ip.clone().unwrap_or_default(),
             topology: Some(decky.topology_id),
             forwards: forwards && !rest.is_empty(),
+            artifacts: self.fleet.artifacts().prepare(&decky.name),
         });
         if let Err(err) = runtime.run(&spec).await {
             tracing::error!(decky = %decky.name, error = %err, "Could not start a topology decky");
