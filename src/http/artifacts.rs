@@ -28,8 +28,10 @@ const SERVICES: [&str; 3] = ["ssh", "smtp", "ftp"];
 #[into_params(parameter_in = Path)]
 pub struct ArtifactPath {
     /// The decky that captured it.
+    #[param(pattern = r"^[a-z0-9-]{1,64}$")]
     decky: String,
     /// The name it is stored under: the capture line's `stored_as`.
+    #[param(pattern = r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,254}$")]
     stored_as: String,
 }
 
@@ -67,6 +69,7 @@ impl Validate for ArtifactQuery {
         (status = 200, description = "The file", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 400, description = "`invalid service`, `invalid decky name` or `invalid stored_as`"),
         (status = 404, description = "artifact not found"),
+        (status = 422, description = "`service` is not 1 to 16 of a-z"),
         AdminOnly,
     )
 )]

@@ -207,15 +207,16 @@ pub async fn identity_observations(
     let paging = Paging::of(query.limit, query.offset);
     let snapshot = state.identities.snapshot(&state.db).await?;
     let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found(IDENTITY_NOT_FOUND))?;
-    let mut data = Vec::new();
-    for member in window(&identity.members, paging) {
-        // An attacker removed since the identities were computed is left out of the page.
-        match state.db.attacker(member.uuid).await {
-            Ok(profile) => data.push(AttackerSummary { identity_id: Some(uuid.to_string()), ..profile.into() }),
-            Err(crate::db::DbError::NotFound) => {}
-            Err(err) => return Err(err.into()),
-        }
-    }
+    let members = window(&identity.members, paging);
+    let ips: Vec<String> = members.iter().map(|m| m.ip.clone()).collect();
+    let mut profiles: std::collections::HashMap<Uuid, _> =
+        state.db.attackers_by_ip(&ips).await?.into_iter().map(|p| (p.uuid, p)).collect();
+    // In the identity's order; an attacker removed since the identities were computed is left out.
+    let data = members
+        .iter()
+        .filter_map(|m| profiles.remove(&m.uuid))
+        .map(|profile| AttackerSummary { identity_id: Some(uuid.to_string()), ..profile.into() })
+        .collect();
     Ok(Json(paging.page_of(identity.members.len() as u64, data)))
 }
 

@@ -125,6 +125,14 @@ pub fn confidence(kinds: u32) -> f64 {
 /// The identities and campaigns of `members`.
 pub fn link(mut members: Vec<Member>) -> Linked {
     members.sort_by_key(|m| (m.first_seen, m.uuid));
+    let pairs = shared_kinds(&members);
+    let identities = identities_of(&members, &pairs);
+    campaigns_of(&members, &pairs, identities)
+}
+
+/// Each pair of attackers (indices into `members`) that shares a value, with the kinds it shares
+/// (a bit each). A value more than [`COMMON`] attackers share counts for no pair.
+fn shared_kinds(members: &[Member]) -> Vec<((u32, u32), u32)> {
     // Each value's attackers, ascending; a value of too many is dropped.
     let mut groups: HashMap<(Primitive, &str), Vec<u32>> = HashMap::new();
     for (index, member) in members.iter().enumerate() {
@@ -145,7 +153,12 @@ pub fn link(mut members: Vec<Member>) -> Linked {
             }
         }
     }
-    let pairs: Vec<((u32, u32), u32)> = pairs.into_iter().collect();
+    pairs.into_iter().collect()
+}
+
+/// The identities: attackers joined by pairs sharing [`MIN_SHARED_KINDS`] kinds, strongest pairs
+/// first, oldest first; each with its attackers' indices.
+fn identities_of(members: &[Member], pairs: &[((u32, u32), u32)]) -> Vec<(Identity, Vec<u32>)> {
     let mut forest = UnionFind::new(members.len());
     let mut kept: Vec<Edge> = Vec::new();
     for ((a, b), kinds) in strongest_first(pairs.iter().filter(|(_, kinds)| kinds.count_ones() >= MIN_SHARED_KINDS)) {
@@ -168,8 +181,12 @@ pub fn link(mut members: Vec<Member>) -> Linked {
         })
         .collect();
     identities.sort_by_key(|(identity, _)| (identity.members[0].first_seen, identity.members[0].uuid));
+    identities
+}
 
-    // Campaigns: identities whose attackers share any value (one kind is enough here).
+/// The campaigns: identities whose attackers share any value (one kind is enough here), each
+/// identity marked with its campaign.
+fn campaigns_of(members: &[Member], pairs: &[((u32, u32), u32)], identities: Vec<(Identity, Vec<u32>)>) -> Linked {
     let mut identity_of: Vec<Option<u32>> = vec![None; members.len()];
     for (i, (_, indices)) in identities.iter().enumerate() {
         for &attacker in indices {

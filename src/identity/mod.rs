@@ -66,6 +66,7 @@ pub struct Snapshot {
     pub campaigns: Vec<Campaign>,
     by_uuid: HashMap<Uuid, usize>,
     by_attacker: HashMap<Uuid, usize>,
+    campaign_by_uuid: HashMap<Uuid, usize>,
 }
 
 impl Snapshot {
@@ -78,7 +79,8 @@ impl Snapshot {
             .enumerate()
             .flat_map(|(i, identity)| identity.members.iter().map(move |m| (m.uuid, i)))
             .collect();
-        Snapshot { identities, campaigns, by_uuid, by_attacker }
+        let campaign_by_uuid = campaigns.iter().enumerate().map(|(i, campaign)| (campaign.uuid, i)).collect();
+        Snapshot { identities, campaigns, by_uuid, by_attacker, campaign_by_uuid }
     }
 
     pub fn identity(&self, uuid: Uuid) -> Option<&Identity> {
@@ -90,7 +92,7 @@ impl Snapshot {
     }
 
     pub fn campaign(&self, uuid: Uuid) -> Option<&Campaign> {
-        self.campaigns.iter().find(|c| c.uuid == uuid)
+        self.campaign_by_uuid.get(&uuid).map(|&i| &self.campaigns[i])
     }
 }
 
