@@ -295,3 +295,34 @@ async fn the_llm_provider_is_changed_by_admins_and_its_key_is_sealed_and_never_a
         api.api.stop().await;
     }
 }
+
+#[tokio::test]
+async fn the_realism_routes_are_in_the_openapi_document() {
+    let db = TestDb::sqlite();
+    let api = TestApi::start(db.api_config(&[("SVC_DEVELOPER", "true")])).await;
+    let doc: Value =
+        api.client.get(api.base.replace("/api/v1", "/openapi.json")).send().await.unwrap().json().await.unwrap();
+    for (path, method, status) in [
+        ("/api/v1/realism/config", "get", "403"),
+        ("/api/v1/realism/config", "put", "400"),
+        ("/api/v1/realism/personas", "put", "400"),
+        ("/api/v1/realism/llm", "get", "200"),
+        ("/api/v1/realism/llm", "put", "415"),
+        ("/api/v1/realism/synthetic-files", "get", "422"),
+        ("/api/v1/realism/synthetic-files/{uuid}", "get", "404"),
+    ] {
+        assert!(doc["paths"][path][method]["responses"][status].is_object(), "{method} {path} {status}");
+    }
+    for schema in [
+        "RealismWeights",
+        "WeightsChange",
+        "LlmChange",
+        "LlmResponse",
+        "PoolResponse",
+        "SyntheticFilesResponse",
+        "SyntheticFileDetail",
+    ] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
+    }
+    api.stop().await;
+}
