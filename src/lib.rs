@@ -23,6 +23,7 @@ pub mod logline;
 pub mod metrics;
 pub mod netns;
 pub mod observation;
+pub mod realism;
 pub mod recent;
 pub mod retention;
 pub mod runtime;

@@ -1,5 +1,5 @@
 //! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
-//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`, `limits`, `retention`), each with its trait of domain verbs and its types in `mod.rs`,
+//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`, `limits`, `retention`, `realism`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -20,6 +20,7 @@ pub mod limits;
 pub mod logs;
 mod mysql;
 pub mod observations;
+pub mod realism;
 pub mod retention;
 pub mod seal;
 pub mod sessions;
@@ -55,6 +56,7 @@ pub use logs::{
 };
 pub use mysql::MysqlDb;
 pub use observations::{ObservationStore, ObservationsStored};
+pub use realism::{RealismSetting, RealismStore};
 pub use retention::{RETENTION_LEASE_SOURCE, RetentionStore};
 pub use sessions::{RevokedToken, SessionStore, SseTicket};
 pub use sqlite::SqliteDb;
@@ -158,6 +160,7 @@ pub trait Database:
     + SwarmStore
     + LimitStore
     + RetentionStore
+    + RealismStore
     + Send
     + Sync
     + 'static

@@ -35,6 +35,7 @@ use super::extract::TIME_FILTER_PATTERN;
         (name = "export", description = "Threat-intel downloads: STIX 2.1, MISP, ATT&CK Navigator, DECNET's JSON export"),
         (name = "topologies", description = "Topologies (multi-LAN decoy networks): generate, edit while pending, deploy, tear down, the mutation queue and its live events"),
         (name = "swarm", description = "Worker hosts: enrollment bundles, hosts and their deckies, teardown, decommission"),
+        (name = "realism", description = "What makes deckies look lived in: the planner's weights, the global persona pool, the synthetic files, the LLM provider"),
     )
 )]
 pub struct ApiDoc;

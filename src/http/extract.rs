@@ -267,6 +267,16 @@ where
     Ok(Option::<Whole<T>>::deserialize(deserializer)?.map(|Whole(value)| value))
 }
 
+/// A body field given, even as `null`: `Some` of what it holds, for `#[serde(default, deserialize_with =
+/// "present")]` on an `Option<T>` field, so absent (keep as is) and `null` (clear, or refuse) differ.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// Parses and validates a JSON body; any failure answers per the contract.
 pub fn parse_json<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, Vec<FieldError>> {
     if body.is_empty() {

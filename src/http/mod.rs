@@ -26,6 +26,7 @@ pub mod logs;
 pub mod metrics;
 pub mod paging;
 pub mod profile;
+pub mod realism;
 pub mod redact;
 pub mod responses;
 mod serve;
@@ -107,6 +108,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
         .merge(topologies::router())
         .merge(swarm::router())
+        .merge(realism::router())
 }
 
 /// The API's routes and the OpenAPI document they describe.

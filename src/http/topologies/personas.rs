@@ -31,14 +31,14 @@ pub struct PersonasBody {
     /// A list of personas (each as `Persona` reads); an invalid entry is dropped, not refused, so
     /// any item is allowed here (400 when every entry is invalid).
     #[schema(value_type = Vec<Value>)]
-    personas: Option<Value>,
+    pub personas: Option<Value>,
 }
 
 impl Validate for PersonasBody {
     fn validate(&self, _errors: &mut Vec<FieldError>) {}
 }
 
-const ALL_INVALID: &str =
+pub const ALL_INVALID: &str =
     "All persona entries failed validation. Required fields: name, email (user@host.tld), role, tone, mannerisms.";
 
 /// The topology's email personas.

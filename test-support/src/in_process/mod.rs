@@ -224,6 +224,38 @@ pub struct Reply {
     pub www_authenticate: Option<String>,
 }
 
+impl Reply {
+    /// The body decoded from JSON (its text as a JSON string when it is not JSON).
+    async fn of(response: reqwest::Response) -> Reply {
+        let status = response.status();
+        let www_authenticate =
+            response.headers().get(reqwest::header::WWW_AUTHENTICATE).map(|v| v.to_str().unwrap().to_string());
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        Reply { status, body, www_authenticate }
+    }
+}
+
+/// A fleet decky of `name` at `ip` running SSH, as a deploy would store it.
+pub fn decky_config(name: &str, ip: &str) -> svc::db::DeckyConfig {
+    svc::db::DeckyConfig {
+        name: name.into(),
+        ip: ip.into(),
+        services: vec!["ssh".into()],
+        distro: "debian".into(),
+        base_image: "svc-decky".into(),
+        build_base: "debian:bookworm-slim".into(),
+        hostname: name.into(),
+        archetype: None,
+        service_config: Default::default(),
+        nmap_os: "linux".into(),
+        mutate_interval: None,
+        last_mutated: 0.0,
+        last_login_attempt: 0.0,
+        host_uuid: None,
+    }
+}
+
 /// The API on a real loopback socket (login needs the peer address), with a client for it.
 pub struct TestApi {
     pub base: String,
@@ -260,13 +292,22 @@ impl TestApi {
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        let www_authenticate =
-            response.headers().get(reqwest::header::WWW_AUTHENTICATE).map(|v| v.to_str().unwrap().to_string());
-        let text = response.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
-        Reply { status, body, www_authenticate }
+        Reply::of(request.send().await.unwrap()).await
+    }
+
+    /// `method path` with a bearer token and, when given, a JSON body; decoded as [`TestApi::get`].
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<serde_json::Value>,
+    ) -> Reply {
+        let mut request = self.client.request(method, self.url(path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        Reply::of(request.send().await.unwrap()).await
     }
 
     /// The body of a 200 answer to `GET path?query`.
