@@ -140,6 +140,20 @@ ensure_observability_test_tools() {
     apt_install_missing prometheus
 }
 
+# The readers the canary baits are opened with in their tests: poppler's pdftotext and pdfinfo, the
+# OpenSSH client (ssh-keygen, ssh -G), git, and python-docx (PyPI, into the project-local virtualenv
+# put on PATH; Python's own INI, XML and HTML parsers read the rest).
+ensure_canary_test_tools() {
+    apt_install_missing poppler-utils openssh-client git python3 python3-venv
+    local venv=.svc/venv
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    if ! "$venv/bin/python" -c 'import docx' 2>/dev/null; then
+        echo "==> installing python-docx into $venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'python-docx>=1.1,<2'
+    fi
+    export PATH="$PWD/$venv/bin:$PATH"
+}
+
 # MariaDB installed and answering on 127.0.0.1:3306, started here if it is stopped.
 ensure_mariadb_running() {
     apt_install_missing mariadb-server mariadb-client

@@ -3,12 +3,14 @@
 //! this crate and never the other way round.
 //!
 //! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
-//! `logline`, `observation`, `webhook` and `systemd` never reach up into them, so a worker needs no API.
+//! `logline`, `observation`, `webhook`, `canary` and `systemd` never reach up into them, so a worker
+//! needs no API.
 //! What the decoys share with everything else (the log line's grammar, text, time, the INI grammar,
 //! the service catalogue) is the small crate `svc-core` beneath this one.
 
 pub mod auth;
 pub mod bus;
+pub mod canary;
 pub mod config;
 pub mod db;
 pub mod disk_watermark;

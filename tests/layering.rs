@@ -173,6 +173,18 @@ fn no_domain_module_imports_the_configuration() {
     assert!(found.is_empty(), "these domain modules import the configuration: {found:?}");
 }
 
+#[test]
+fn the_canary_generators_stay_pure() {
+    // A bait is a function of its inputs: the API, the deploy-time seeding and a later check must get
+    // the same bytes, so the generators read no file, clock, configuration or database.
+    let found = offenders(
+        "src/canary",
+        &["std::fs", "tokio", "crate::db", "crate::config", "crate::http", "Utc::now", "SystemTime"],
+        |_| false,
+    );
+    assert!(found.is_empty(), "these canary files do I/O or read the clock or configuration: {found:?}");
+}
+
 /// The production sources (tests, benches and the dev-only test support may use anything) that name
 /// `needle` outside `home`.
 fn named_outside(needle: &str, home: &str) -> Vec<String> {

@@ -1,6 +1,6 @@
 //! Untrusted text bounded and shown safely, by the same rules wherever it is done: cut to a number
 //! of characters or of bytes without splitting a character, and secret bytes written as printable
-//! ASCII (the emitters' rule, which the ingester applies too).
+//! ASCII (the emitters' rule, which the ingester applies too); and text escaped for HTML and XML.
 
 /// The first `max_chars` characters of `text` (a column of that width holds them).
 pub fn prefix_chars(text: &str, max_chars: usize) -> &str {
@@ -28,6 +28,22 @@ pub fn prefix_bytes(text: &str, max_bytes: usize) -> &str {
 /// Bytes as text, every byte outside `[0x20, 0x7f)` as `?`: a secret's `secret_printable`.
 pub fn printable(bytes: &[u8]) -> String {
     bytes.iter().map(|&b| if (0x20..0x7f).contains(&b) { char::from(b) } else { '?' }).collect()
+}
+
+/// `text` safe inside HTML or XML, as element content or a quoted attribute value.
+pub fn markup_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

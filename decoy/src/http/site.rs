@@ -8,6 +8,7 @@ use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, SERVER, WWW
 use hyper::{Method, Response, StatusCode};
 
 use http_body_util::Full;
+use svc_core::text::markup_escape;
 
 /// The `Server` header when the `banner` setting names none.
 pub const DEFAULT_SERVER: &str = "Apache/2.4.52 (Ubuntu)";
@@ -65,7 +66,8 @@ impl Site {
                 return page;
             }
             _ => {
-                let text = format!("The requested method {} is not allowed for this URL.", escape(method.as_str()));
+                let text =
+                    format!("The requested method {} is not allowed for this URL.", markup_escape(method.as_str()));
                 let mut page = self.error(StatusCode::METHOD_NOT_ALLOWED, &text, port);
                 page.headers_mut().insert(ALLOW, HeaderValue::from_static("GET,POST,OPTIONS,HEAD"));
                 return page;
@@ -103,8 +105,8 @@ impl Site {
              </head><body>\n<h1>{reason}</h1>\n<p>{text}</p>\n<hr>\n<address>{server} Server at {name} Port {port}</address>\n\
              </body></html>\n",
             code = status.as_u16(),
-            server = escape(&self.server),
-            name = escape(&self.name),
+            server = markup_escape(&self.server),
+            name = markup_escape(&self.name),
         );
         self.page(status, "text/html; charset=iso-8859-1", body)
     }
@@ -122,7 +124,7 @@ impl Site {
 
     fn login_page(&self, failed: bool) -> String {
         let error = if failed { "<p class=\"error\">Invalid username or password.</p>\n" } else { "" };
-        LOGIN_PAGE.replace("{name}", &escape(&self.name)).replace("{error}", error)
+        LOGIN_PAGE.replace("{name}", &markup_escape(&self.name)).replace("{error}", error)
     }
 }
 
@@ -166,22 +168,6 @@ button{margin-top:20px;width:100%;padding:9px;border:0;border-radius:4px;backgro
 </body>
 </html>
 "#;
-
-/// Text safe inside HTML.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 #[cfg(test)]
 mod tests {
