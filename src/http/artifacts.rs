@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -24,6 +24,17 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The services whose decoys keep files: DECNET's `ssh` and `smtp`, and svc's `ftp`.
 const SERVICES: [&str; 3] = ["ssh", "smtp", "ftp"];
 
+/// [`SERVICES`], as the document names them. The query keeps the text, so that another service
+/// gets DECNET's 400 `invalid service` rather than a parse error.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code, reason = "a schema only")]
+enum CapturingService {
+    Ssh,
+    Smtp,
+    Ftp,
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct ArtifactPath {
@@ -39,7 +50,7 @@ pub struct ArtifactPath {
 #[into_params(parameter_in = Query)]
 pub struct ArtifactQuery {
     /// The service that captured it: `ssh` (the default, as in DECNET), `smtp` or `ftp`.
-    #[param(pattern = "^[a-z]{1,16}$")]
+    #[param(value_type = Option<CapturingService>)]
     service: Option<String>,
 }
 

@@ -105,6 +105,7 @@ pub async fn get_config(State(state): State<AppState>, _viewer: Viewer) -> Resul
     responses(
         (status = 200, description = "The weights as changed", body = WeightsChanged),
         (status = 400, description = "A list or weight DECNET refuses (the detail says which), or a body not an object"),
+        (status = 422, description = "The body is not JSON"),
         AdminOnly, NotJson,
     )
 )]
@@ -159,6 +160,7 @@ pub async fn get_personas(State(state): State<AppState>, _viewer: Viewer) -> Res
     responses(
         (status = 200, description = "The pool as stored", body = PoolResponse),
         (status = 400, description = "`personas` is not a list, or every entry in it is invalid"),
+        (status = 422, description = "The body is not JSON"),
         AdminOnly, NotJson,
     )
 )]
@@ -390,6 +392,7 @@ pub async fn get_llm(State(state): State<AppState>, _viewer: Viewer) -> Result<J
     responses(
         (status = 200, description = "The provider as changed", body = LlmResponse),
         (status = 400, description = "An unknown provider, a base URL not http(s) or with credentials, a timeout out of range, an empty model, or a body of the wrong shape"),
+        (status = 422, description = "The body is not JSON"),
         AdminOnly, NotJson,
     )
 )]
