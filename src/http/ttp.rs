@@ -1,7 +1,8 @@
 //! The attack techniques an attacker showed, as DECNET's attacker page reads them
 //! (`GET /ttp/by-attacker/{uuid}`): one row per technique its commands and logins show, by the
 //! rules the exports use (`export::techniques`), with how many commands or login attempts showed it
-//! and when first and last. A technique is named only by what was typed or tried, so each row's
+//! and when first and last. `GET /ttp/by-identity/{uuid}` and `/ttp/by-campaign/{uuid}` are the
+//! same rows over every attacker of an identity or a campaign (its identity and campaign pages). A technique is named only by what was typed or tried, so each row's
 //! confidence is 1. `GET /ttp/rules` lists those rules in DECNET's catalogue shape (Config → TTP
 //! rules); they are built in, so each is `enabled` and no operator state is kept.
 
@@ -17,7 +18,7 @@ use super::attackers::attacker_not_found;
 use super::extract::ValidPath;
 use super::guard::Viewer;
 use super::responses::{AttackerNotFound, ViewerOnly};
-use super::{AppState, Result};
+use super::{ApiError, AppState, Result};
 use crate::db::CredentialFilter;
 use crate::export::techniques::{Login, RULES, Rule, Seen, seen_in};
 use crate::time::format_utc;
@@ -26,7 +27,11 @@ use crate::time::format_utc;
 const COMMANDS_READ: u32 = 10_000;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(techniques_by_attacker)).routes(routes!(rules))
+    OpenApiRouter::new()
+        .routes(routes!(techniques_by_attacker))
+        .routes(routes!(techniques_by_identity))
+        .routes(routes!(techniques_by_campaign))
+        .routes(routes!(rules))
 }
 
 /// DECNET's `IdentityTechniqueRow`: a technique (or a sub-technique under its technique).
@@ -90,9 +95,75 @@ pub async fn techniques_by_attacker(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Vec<TechniqueRow>>> {
     let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
-    let commands = state.db.attacker_commands(uuid, None, COMMANDS_READ, 0).await?.rows;
-    let filter = CredentialFilter { attacker_ip: Some(profile.ip), ..CredentialFilter::default() };
-    let credentials = state.db.credentials(&filter, COMMANDS_READ, 0).await?.rows;
+    techniques_of(&state, &[(uuid, profile.ip)]).await.map(Json)
+}
+
+/// The techniques the commands of an identity's attackers show, in technique order.
+#[utoipa::path(
+    get,
+    path = "/ttp/by-identity/{uuid}",
+    tag = "identities",
+    security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The identity")),
+    responses(
+        (status = 200, description = "One row per technique its attackers' commands show", body = Vec<TechniqueRow>),
+        (status = 404, description = "Identity not found"),
+        (status = 422, description = "Not a uuid"),
+        ViewerOnly,
+    )
+)]
+pub async fn techniques_by_identity(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidPath(uuid): ValidPath<Uuid>,
+) -> Result<Json<Vec<TechniqueRow>>> {
+    let snapshot = state.identities.snapshot(&state.db).await?;
+    let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found("Identity not found"))?;
+    let attackers: Vec<(Uuid, String)> = identity.members.iter().map(|m| (m.uuid, m.ip.clone())).collect();
+    techniques_of(&state, &attackers).await.map(Json)
+}
+
+/// The techniques the commands of a campaign's attackers show, in technique order.
+#[utoipa::path(
+    get,
+    path = "/ttp/by-campaign/{uuid}",
+    tag = "identities",
+    security(("bearer" = [])),
+    params(("uuid" = Uuid, Path, description = "The campaign")),
+    responses(
+        (status = 200, description = "One row per technique its attackers' commands show", body = Vec<TechniqueRow>),
+        (status = 404, description = "Campaign not found"),
+        (status = 422, description = "Not a uuid"),
+        ViewerOnly,
+    )
+)]
+pub async fn techniques_by_campaign(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    ValidPath(uuid): ValidPath<Uuid>,
+) -> Result<Json<Vec<TechniqueRow>>> {
+    let snapshot = state.identities.snapshot(&state.db).await?;
+    let campaign = snapshot.campaign(uuid).ok_or_else(|| ApiError::not_found("Campaign not found"))?;
+    let attackers: Vec<(Uuid, String)> = campaign
+        .identities
+        .iter()
+        .filter_map(|identity| snapshot.identity(*identity))
+        .flat_map(|identity| identity.members.iter().map(|m| (m.uuid, m.ip.clone())))
+        .collect();
+    techniques_of(&state, &attackers).await.map(Json)
+}
+
+/// The attackers of one identity or campaign read at most (the oldest first): each costs two reads.
+const ATTACKERS_READ: usize = 500;
+
+/// The rows over everything these attackers (uuid and address) typed and tried.
+async fn techniques_of(state: &AppState, attackers: &[(Uuid, String)]) -> Result<Vec<TechniqueRow>> {
+    let (mut commands, mut credentials) = (Vec::new(), Vec::new());
+    for (uuid, ip) in attackers.iter().take(ATTACKERS_READ) {
+        commands.extend(state.db.attacker_commands(*uuid, None, COMMANDS_READ, 0).await?.rows);
+        let filter = CredentialFilter { attacker_ip: Some(ip.clone()), ..CredentialFilter::default() };
+        credentials.extend(state.db.credentials(&filter, COMMANDS_READ, 0).await?.rows);
+    }
     let logins: Vec<Login<'_>> = credentials
         .iter()
         .map(|c| Login {
@@ -102,7 +173,7 @@ pub async fn techniques_by_attacker(
             last: c.last_seen,
         })
         .collect();
-    Ok(Json(seen_in(&commands, &logins).into_iter().map(TechniqueRow::from).collect()))
+    Ok(seen_in(&commands, &logins).into_iter().map(TechniqueRow::from).collect())
 }
 
 /// DECNET's `RuleCatalogueRow`: a rule and its operational state.
