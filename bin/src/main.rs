@@ -94,6 +94,14 @@ enum Command {
     ///
     /// Needs no configuration, database or bus: this is what runs inside a decky's container.
     Decky(decky::DeckyArgs),
+    /// Inside a decky's container, for a file drop: `check` whether PATH may be written (no
+    /// symlink above it, not a directory) or `remove` it. Exits 3 when the path is refused.
+    #[command(hide = true)]
+    DeckyFile {
+        #[arg(value_parser = ["check", "remove"])]
+        action: String,
+        path: String,
+    },
     /// Install svc as systemd units.
     #[command(subcommand)]
     Systemd(systemd::SystemdCommand),
@@ -105,11 +113,34 @@ enum Command {
     Config(config::ConfigArgs),
 }
 
+/// `svc decky-file check|remove PATH`: exit 0 done, 3 refused, 1 failed.
+fn decky_file(action: &str, path: &str) -> ExitCode {
+    use svc::fleet::file_drop::{REFUSED_EXIT, check_in_place, remove_in_place};
+    let parsed = match check_in_place(path) {
+        Ok(parsed) => parsed,
+        Err(why) => {
+            eprintln!("svc: {why}");
+            return ExitCode::from(REFUSED_EXIT as u8);
+        }
+    };
+    if action == "remove"
+        && let Err(err) = remove_in_place(&parsed)
+    {
+        eprintln!("svc: {}: {err}", parsed.full());
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Checking records needs no configuration, database or secrets.
     if let Command::Observation(observation::ObservationCommand::Validate { file }) = &cli.command {
         return observation::validate(file);
+    }
+    // A decky's file-drop helper needs nothing either: it runs in the decky's container.
+    if let Command::DeckyFile { action, path } = &cli.command {
+        return decky_file(action, path);
     }
     let reading = Config::read_env();
     let checked = match &cli.command {
@@ -117,7 +148,7 @@ fn main() -> ExitCode {
         // found with them.
         Command::Api => Ok(()),
         // A decky needs nothing of the configuration: it runs alone in its container.
-        Command::Decky(_) => Ok(()),
+        Command::Decky(_) | Command::DeckyFile { .. } => Ok(()),
         // Listing or checking the configuration must work when it is bad.
         Command::Config(_) => Ok(()),
         // The supervisor checks the API's configuration up front rather than restart a child that
@@ -157,6 +188,7 @@ fn main() -> ExitCode {
             Command::Supervise(args) => supervisor::run(args, reading.config).await,
             Command::Systemd(command) => systemd::run(command),
             Command::Decky(args) => decky::run(args).await,
+            Command::DeckyFile { .. } => unreachable!("handled before the configuration"),
             Command::Config(args) => return Ok(config::run(args)),
         };
         done.map(|()| ExitCode::SUCCESS)

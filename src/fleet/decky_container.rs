@@ -125,14 +125,19 @@ fn decky_sysctls(forwards: bool) -> BTreeMap<String, String> {
 
 /// A decky's hardened profile: not root, no capability at all (the tarpit and the sniffer act on
 /// its namespace from the host, the collector reads its output through the engine: none of them
-/// needs anything inside), a read-only root with a small `/tmp`, no privilege gained by any
+/// needs anything inside), a read-only root with a small `/tmp` and the directories files are
+/// dropped in (`file_drop::drop_mounts`, in memory), no privilege gained by any
 /// program it runs, bounded memory, processes and engine log.
 pub fn decky_confinement() -> Confinement {
     Confinement {
         user: Some(DECKY_USER.to_string()),
         capabilities: Vec::new(),
         read_only_root: true,
-        tmpfs: BTreeMap::from([("/tmp".to_string(), "rw,noexec,nosuid,nodev,size=16m".to_string())]),
+        tmpfs: {
+            let mut tmpfs = super::file_drop::drop_mounts();
+            tmpfs.insert("/tmp".to_string(), "rw,noexec,nosuid,nodev,size=16m".to_string());
+            tmpfs
+        },
         binds: BTreeMap::new(),
         no_new_privileges: true,
         memory_bytes: DECKY_MEMORY_BYTES,

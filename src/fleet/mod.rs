@@ -16,6 +16,7 @@ mod containers;
 pub mod decky_container;
 mod deploy;
 mod events;
+pub mod file_drop;
 pub mod host_isolation;
 mod host_routes;
 mod image;
@@ -34,7 +35,7 @@ use crate::bus::Bus;
 use crate::db::Db;
 use crate::db::{DbError, DeckyConfig};
 use crate::recent::Recent;
-use crate::runtime::{Engine, Runtime, RuntimeError};
+use crate::runtime::{ContainerInfo, Engine, Runtime, RuntimeError};
 pub use config::FleetConfig;
 pub(crate) use containers::by_decky;
 pub use decky_container::{ContainerOwner, DECKY_LABEL, DEPLOYMENT_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
@@ -194,6 +195,23 @@ impl Fleet {
     /// How this host's deckies keep captured files.
     pub fn artifacts(&self) -> &artifacts::ArtifactsPolicy {
         &self.settings.artifacts
+    }
+
+    /// The container of decky `name` of this deployment's flat fleet (`topology` `None`) or of
+    /// `topology`, as the engine lists it; `None` when there is none.
+    pub async fn decky_container(
+        &self,
+        topology: Option<Uuid>,
+        name: &str,
+    ) -> Result<Option<ContainerInfo>, FleetError> {
+        let owner = self.owner().await?;
+        let topology = topology.map(|id| id.to_string());
+        let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
+        Ok(containers.into_iter().find(|c| {
+            c.labels.get(DECKY_LABEL).map(String::as_str) == Some(name)
+                && c.labels.get(TOPOLOGY_LABEL) == topology.as_ref()
+                && !owner.made_by_another(&c.labels)
+        }))
     }
 
     fn container_name(&self, decky: &str) -> String {

@@ -2,11 +2,12 @@
 //! `GET /deckies/lifecycle` (polling those deploys), `GET /deckies` (the fleet with each
 //! container's state, and with the swarm on the deckies its hosts report, each with its host),
 //! `DELETE /deckies/{name}` and `POST /deckies/{name}/mutate` (a decky a swarm host runs is acted
-//! on there, through `swarm::remote`). Shapes are DECNET's; the engine's own words never reach the
-//! client.
+//! on there, through `swarm::remote`), and `POST`/`DELETE /deckies/files` (a file dropped into or
+//! removed from a running decky of this host, `fleet::file_drop`). Shapes are DECNET's; the
+//! engine's own words never reach the client.
 
 use axum::Json;
-use axum::extract::{RawQuery, State};
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{StatusCode, Uri};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -14,12 +15,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::extract::{FieldError, ValidJson, ValidPath, Validate, reject};
+use super::extract::{FieldError, Integer, ValidJson, ValidPath, Validate, reject};
 use super::guard::{Admin, Viewer};
 use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
+use crate::fleet::file_drop::{self, DropError, DropPath, MAX_FILE_BYTES, MAX_MODE};
 use crate::fleet::ini::{Ini, IniSyntaxError};
 use crate::fleet::mutate::{INTERVAL_PATTERN, interval_minutes};
 use crate::fleet::plan::is_decky_section;
@@ -37,6 +39,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(teardown))
         .routes(routes!(mutate))
         .routes(routes!(mutate_interval))
+        .merge(
+            OpenApiRouter::new().routes(routes!(drop_file, remove_file)).layer(DefaultBodyLimit::max(FILES_BODY_LIMIT)),
+        )
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -399,6 +404,200 @@ pub async fn mutate_interval(
     let minutes = request.mutate_interval.as_deref().and_then(interval_minutes);
     state.fleet.set_mutate_interval(&name, minutes).await.map_err(fleet_error)?;
     Ok(Json(super::Message::new("Mutation interval updated")))
+}
+
+/// The longest `content_b64`: the base64 of [`MAX_FILE_BYTES`].
+const MAX_CONTENT_B64: usize = MAX_FILE_BYTES.div_ceil(3) * 4;
+/// The body limit of `/deckies/files`: a file's base64 and the rest of the body.
+const FILES_BODY_LIMIT: usize = MAX_CONTENT_B64 + 64 * 1024;
+/// The most `mtime_offset` may move a file's time, either way: a hundred years.
+const MAX_MTIME_OFFSET: i64 = 100 * 365 * 86_400;
+/// What a client is told when the engine fails or refuses a drop (its words go to the log).
+const DROP_FAILED: &str = "File operation on the decky failed";
+
+fn default_mode() -> Integer {
+    Integer(0o644)
+}
+
+/// A file to write into a running decky.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileDropRequest {
+    /// The decky's name.
+    #[schema(min_length = 1)]
+    pub decky_name: String,
+    /// The topology the decky belongs to; `null` or absent for the fleet's.
+    #[serde(default)]
+    pub topology_id: Option<String>,
+    /// Where the file goes: absolute, no `..` segment, no control character, a file's name, under
+    /// `/home`, `/root`, `/opt`, `/srv` or `/var/www` (the rest of a decky is read-only).
+    #[schema(pattern = "^/", max_length = 4096)]
+    pub path: String,
+    /// The file's content, base64 (at most 1 MiB decoded).
+    #[schema(max_length = 1398104)]
+    pub content_b64: String,
+    /// Its permission bits, 0 to 511 (0o777; default 420, 0o644).
+    #[serde(default = "default_mode")]
+    #[schema(value_type = i64, minimum = 0, maximum = 511, default = 420)]
+    pub mode: Integer,
+    /// Seconds added to now for its modification time (negative: in the past), within 100 years.
+    #[serde(default)]
+    #[schema(value_type = i64, minimum = -3153600000i64, maximum = 3153600000i64, default = 0)]
+    pub mtime_offset: Option<Integer>,
+}
+
+impl Validate for FileDropRequest {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_decky_name(&self.decky_name, errors);
+        if self.content_b64.len() > MAX_CONTENT_B64 {
+            errors.push(FieldError::new(
+                "string_too_long",
+                &["body", "content_b64"],
+                format!("String should have at most {MAX_CONTENT_B64} characters"),
+            ));
+        }
+        if !(0..=MAX_MODE).contains(&self.mode.0) {
+            errors.push(FieldError::new("less_than_equal", &["body", "mode"], "Input should be 0 to 511"));
+        }
+        if self.mtime_offset.is_some_and(|o| !(-MAX_MTIME_OFFSET..=MAX_MTIME_OFFSET).contains(&o.0)) {
+            errors.push(FieldError::new(
+                "less_than_equal",
+                &["body", "mtime_offset"],
+                format!("Input should be within ±{MAX_MTIME_OFFSET}"),
+            ));
+        }
+    }
+}
+
+/// A file to remove from a running decky.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileRemoveRequest {
+    /// The decky's name.
+    #[schema(min_length = 1)]
+    pub decky_name: String,
+    /// The topology the decky belongs to; `null` or absent for the fleet's.
+    #[serde(default)]
+    pub topology_id: Option<String>,
+    /// The file: the same rules as a drop's path.
+    #[schema(pattern = "^/", max_length = 4096)]
+    pub path: String,
+}
+
+impl Validate for FileRemoveRequest {
+    fn validate(&self, errors: &mut Vec<FieldError>) {
+        check_decky_name(&self.decky_name, errors);
+    }
+}
+
+fn check_decky_name(name: &str, errors: &mut Vec<FieldError>) {
+    if name.is_empty() {
+        errors.push(FieldError::new(
+            "string_too_short",
+            &["body", "decky_name"],
+            "String should have at least 1 character",
+        ));
+    }
+}
+
+/// The running container of the decky a drop names, and the path checked: 404 for a topology
+/// that does not exist, 422 for a path refused or a decky this host does not run, 409 for one not
+/// running.
+async fn drop_target(state: &AppState, name: &str, topology: Option<&str>, path: &str) -> Result<(String, DropPath)> {
+    let path = DropPath::parse(path).map_err(|e| ApiError::Unprocessable(e.to_string().into()))?;
+    let topology = match topology {
+        None => None,
+        Some(id) => {
+            let id = Uuid::parse_str(id).map_err(|_| ApiError::NotFound("Topology not found".into()))?;
+            match state.db.topology(id).await {
+                Ok(_) => Some(id),
+                Err(crate::db::DbError::NotFound) => return Err(ApiError::NotFound("Topology not found".into())),
+                Err(err) => return Err(err.into()),
+            }
+        }
+    };
+    let container = state.fleet.decky_container(topology, name).await.map_err(fleet_error)?;
+    let container = container.ok_or_else(|| ApiError::Unprocessable(format!("Decky '{name}' not found").into()))?;
+    if !container.is_running() {
+        return Err(ApiError::Conflict(DROP_FAILED.into()));
+    }
+    Ok((container.id, path))
+}
+
+fn drop_error(err: DropError) -> ApiError {
+    match err {
+        DropError::Refused => ApiError::Unprocessable("path is under a symlink or names a directory".into()),
+        DropError::Runtime => ApiError::Conflict(DROP_FAILED.into()),
+    }
+}
+
+/// Writes a file into a running decky of this host (the fleet's, or a topology's), owned by the
+/// decky's user, through the engine's archive API. Files go under `/home`, `/root`, `/opt`,
+/// `/srv` or `/var/www`, in-memory directories of the decky: a restart of its container loses
+/// them.
+#[utoipa::path(
+    post,
+    path = "/deckies/files",
+    tag = "fleet",
+    request_body = FileDropRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Written", body = super::Message),
+        (status = 400, description = "Malformed body, or content_b64 is not valid base64"),
+        (status = 404, description = "Topology not found"),
+        (status = 409, description = "The decky's container is not running, or the engine refused the write"),
+        (status = 413, description = "Body over the limit (the file over 1 MiB)"),
+        (status = 422, description = "Path invalid, outside the drop directories or under a symlink; no such decky on this host; mode, mtime_offset or the file's size out of range"),
+        AdminOnly,
+    )
+)]
+pub async fn drop_file(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ValidJson(request): ValidJson<FileDropRequest>,
+) -> Result<(StatusCode, Json<super::Message>)> {
+    use base64::Engine as _;
+    let content = base64::engine::general_purpose::STANDARD
+        .decode(request.content_b64.as_bytes())
+        .map_err(|_| ApiError::BadRequest("content_b64 is not valid base64".into()))?;
+    if content.len() > MAX_FILE_BYTES {
+        return Err(ApiError::Unprocessable("The file is larger than 1 MiB".into()));
+    }
+    let (container, path) =
+        drop_target(&state, &request.decky_name, request.topology_id.as_deref(), &request.path).await?;
+    let offset = request.mtime_offset.map_or(0, |o| o.0);
+    let mtime = u64::try_from(chrono::Utc::now().timestamp().saturating_add(offset)).unwrap_or(0);
+    let mode = u32::try_from(request.mode.0).unwrap_or(0o644);
+    file_drop::put(state.fleet.runtime(), &container, &path, &content, mode, mtime).await.map_err(drop_error)?;
+    Ok((StatusCode::CREATED, Json(super::Message::new("ok"))))
+}
+
+/// Removes a file from a running decky of this host; a path with nothing there is already
+/// removed, a symlink there is removed itself.
+#[utoipa::path(
+    delete,
+    path = "/deckies/files",
+    tag = "fleet",
+    request_body = FileRemoveRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Removed", body = super::Message),
+        (status = 400, description = "Malformed body"),
+        (status = 404, description = "Topology not found"),
+        (status = 409, description = "The decky's container is not running, or the engine refused the removal"),
+        (status = 422, description = "Path invalid, outside the drop directories or under a symlink; no such decky on this host"),
+        AdminOnly,
+    )
+)]
+pub async fn remove_file(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ValidJson(request): ValidJson<FileRemoveRequest>,
+) -> Result<Json<super::Message>> {
+    let (container, path) =
+        drop_target(&state, &request.decky_name, request.topology_id.as_deref(), &request.path).await?;
+    file_drop::remove(state.fleet.runtime(), &container, &path).await.map_err(drop_error)?;
+    Ok(Json(super::Message::new("ok")))
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ const INI_CONFLICTS: [(&str, &str); 3] = [
     ("at least one section", "Invalid INI config structure: No decky sections found."),
 ];
 
-/// Routes that take multipart uploads, not JSON.
+/// Routes DECNET exempts from the JSON-only rule: uploads, and `/deckies/files`, whose bodies are
+/// JSON all the same (read as JSON whatever the declared type).
 const NON_JSON_PREFIXES: [&str; 2] = ["/api/v1/deckies/files", "/api/v1/canary/blobs"];
 
 /// One problem with one input field, named like the validation errors DECNET's dashboard knows.

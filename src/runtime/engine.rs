@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use bollard::Docker;
 use bollard::container::{
     Config, CreateContainerOptions, ListContainersOptions, LogOutput, LogsOptions, NetworkingConfig,
-    RemoveContainerOptions, StartContainerOptions,
+    RemoveContainerOptions, StartContainerOptions, UploadToContainerOptions,
 };
 use bollard::errors::Error as BollardError;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::image::{ImportImageOptions, ListImagesOptions};
 use bollard::models::{
     EndpointIpamConfig, EndpointSettings, HostConfig, HostConfigLogConfig, Ipam, IpamConfig, RestartPolicy,
@@ -28,6 +29,9 @@ use super::{
 
 /// Seconds any one engine request may take (streams excepted).
 const REQUEST_TIMEOUT_SECS: u64 = 120;
+
+/// Seconds an exec's program may take to be reported ended once its output has.
+const EXEC_EXIT_WAIT_SECS: u64 = 10;
 
 /// A client of the engine at one address, connected on first use and again after a failed
 /// connection, so an engine that starts after svc (or restarts) is found without restarting svc.
@@ -300,6 +304,46 @@ impl ContainerRuntime for Engine {
         let state = inspected.state.unwrap_or_default();
         let pid = state.pid.and_then(|pid| u32::try_from(pid).ok()).filter(|pid| *pid > 0);
         Ok(if state.running == Some(true) { pid } else { None })
+    }
+
+    async fn put_archive(&self, container: &str, dir: &str, archive: Bytes) -> RuntimeResult<()> {
+        let options = UploadToContainerOptions { path: dir.to_string(), ..Default::default() };
+        self.docker()?.upload_to_container(container, Some(options), archive).await.map_err(classify)
+    }
+
+    async fn exec(&self, container: &str, user: &str, argv: &[String]) -> RuntimeResult<i64> {
+        let docker = self.docker()?;
+        let options = CreateExecOptions::<String> {
+            cmd: Some(argv.to_vec()),
+            user: Some(user.to_string()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let created = docker.create_exec(container, options).await.map_err(classify)?;
+        let options = StartExecOptions { detach: false, ..Default::default() };
+        // The output is read to its end (the program has then exited) and logged, never returned.
+        if let StartExecResults::Attached { mut output, .. } =
+            docker.start_exec(&created.id, Some(options)).await.map_err(classify)?
+        {
+            while let Some(frame) = output.next().await {
+                if let LogOutput::StdErr { message } = frame.map_err(classify)? {
+                    tracing::debug!(container, output = %String::from_utf8_lossy(&message), "exec wrote to stderr");
+                }
+            }
+        }
+        // podman may say the program runs (exit code 0) a moment after its output ended.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(EXEC_EXIT_WAIT_SECS);
+        loop {
+            let inspected = docker.inspect_exec(&created.id).await.map_err(classify)?;
+            match (inspected.running, inspected.exit_code) {
+                (Some(false), Some(code)) => return Ok(code),
+                _ if tokio::time::Instant::now() >= deadline => {
+                    return Err(RuntimeError::Engine("exec did not report its end".into()));
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            }
+        }
     }
 
     async fn list(&self, key: &str, value: &str) -> RuntimeResult<Vec<ContainerInfo>> {

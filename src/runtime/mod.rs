@@ -174,6 +174,16 @@ pub trait ContainerRuntime: Send + Sync {
     /// (The tarpit reaches the container's network namespace through it.)
     async fn pid(&self, name_or_id: &str) -> RuntimeResult<Option<u32>>;
 
+    /// Unpacks `archive` (a tar stream) into directory `dir` of a running container, through the
+    /// engine's archive API (`PUT /containers/{id}/archive`): each entry lands with the name,
+    /// mode, owner and time its header carries. The engine resolves `dir` in the container's
+    /// view, following its symlinks; a read-only filesystem is refused.
+    async fn put_archive(&self, container: &str, dir: &str, archive: Bytes) -> RuntimeResult<()>;
+
+    /// Runs `argv` in a running container as `user` (`uid:gid`), through the engine's exec API,
+    /// with no shell: each element is one argument as given. Returns the program's exit code.
+    async fn exec(&self, container: &str, user: &str, argv: &[String]) -> RuntimeResult<i64>;
+
     /// Every container, running or not, carrying label `key=value`.
     async fn list(&self, key: &str, value: &str) -> RuntimeResult<Vec<ContainerInfo>>;
 
