@@ -83,6 +83,11 @@ pub fn topology_mutation(topology: uuid::Uuid, state: &str) -> Result<String, Ba
     Ok(format!("topology.{topology}.mutation.{}", token(state)?))
 }
 
+/// `canary.<token uuid>.triggered`: a canary token's callback was requested (DECNET's subject).
+pub fn canary_triggered(token: uuid::Uuid) -> String {
+    format!("canary.{token}.triggered")
+}
+
 /// `topology.<id>.status`: the topology's status changed.
 pub fn topology_status(topology: uuid::Uuid) -> String {
     format!("topology.{topology}.status")

@@ -3,15 +3,20 @@
 //! it must reach and a seed, [`generate`] returns the bytes, path, mode and type of the files to plant.
 //! It does no I/O and reads no configuration, so the API, the baseline seeding at deploy time and a
 //! later re-check all get byte-identical files from the same inputs (DECNET's generators promise the
-//! same, and its planter relies on it to be idempotent). Storing tokens, planting and listening for
-//! the callbacks live elsewhere.
+//! same, and its planter relies on it to be idempotent). `trigger` says what a callback becomes (a
+//! log line, a bus event), also without I/O. Storing tokens (`db::canary`), the routes and the
+//! callback listener (`http::canary`) live elsewhere; planting is not written yet.
 
+mod blob;
 mod callback;
 mod draw;
 mod generate;
+mod trigger;
 
+pub use blob::sniff_content_type;
 pub use callback::{Callback, CallbackError, CallbackToken};
 pub use generate::generate;
+pub use trigger::{EVENT_TYPE, SERVICE, Trigger};
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The repository: one folder per area (`users`, `sessions`, `lifecycle`, `fleet`, `ingest`,
-//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`, `limits`, `retention`, `realism`), each with its trait of domain verbs and its types in `mod.rs`,
+//! `logs`, `attackers`, `observations`, `webhooks`, `topology`, `tarpit`, `swarm`, `limits`, `retention`, `realism`, `canary`), each with its trait of domain verbs and its types in `mod.rs`,
 //! its SQL written once for both backends in `sql.rs`, and, where the dialects differ, the
 //! difference in `sqlite.rs` / `mysql.rs` side by side (`dialect.rs` says how and which servers
 //! are supported). Here: the [`Db`] handle, chosen once from the configuration by [`connect`],
@@ -9,6 +9,7 @@
 //! Supported servers: sqlite (bundled), MySQL 8.0 and MariaDB 10.11.
 
 pub mod attackers;
+pub mod canary;
 mod codec;
 mod config;
 mod dialect;
@@ -42,6 +43,7 @@ pub use attackers::{
     AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore, AttackerWindow,
     ChangePosition, MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
+pub use canary::{CanaryBlob, CanaryStore, CanaryToken, CanaryTokenFilter, CanaryTrigger, NewCanaryBlob};
 pub use codec::Page;
 pub use config::DatabaseConfig;
 pub use fault::faults_seen as store_faults_seen;
@@ -161,6 +163,7 @@ pub trait Database:
     + LimitStore
     + RetentionStore
     + RealismStore
+    + CanaryStore
     + Send
     + Sync
     + 'static

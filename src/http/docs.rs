@@ -36,6 +36,7 @@ use super::extract::TIME_FILTER_PATTERN;
         (name = "topologies", description = "Topologies (multi-LAN decoy networks): generate, edit while pending, deploy, tear down, the mutation queue and its live events"),
         (name = "swarm", description = "Worker hosts: enrollment bundles, hosts and their deckies, teardown, decommission"),
         (name = "realism", description = "What makes deckies look lived in: the planner's weights, the global persona pool, the synthetic files, the LLM provider"),
+        (name = "canary", description = "Canary tokens: bait planted in deckies that calls home, the blobs they are made from, and their triggers"),
     )
 )]
 pub struct ApiDoc;

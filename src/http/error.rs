@@ -57,6 +57,9 @@ pub enum ApiError {
     /// 415 in plain text: a write under `/api/` whose body is not declared JSON.
     #[error("unsupported media type")]
     UnsupportedMediaType,
+    /// 413 with `{"detail": …}`: an upload over its route's limit.
+    #[error("{0}")]
+    PayloadTooLarge(Cow<'static, str>),
     /// A request body that could not be read: 413 when over the body limit, otherwise the status
     /// axum gives the failure (400).
     #[error("unreadable request body")]
@@ -174,6 +177,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(text) => detail(StatusCode::NOT_FOUND, &text),
             ApiError::Forbidden(text) => detail(StatusCode::FORBIDDEN, &text),
             ApiError::Conflict(text) => detail(StatusCode::CONFLICT, &text),
+            ApiError::PayloadTooLarge(text) => detail(StatusCode::PAYLOAD_TOO_LARGE, &text),
             ApiError::Unauthorized(text) => detail(StatusCode::UNAUTHORIZED, &text),
             ApiError::Unauthenticated(text) => {
                 let mut response = detail(StatusCode::UNAUTHORIZED, text);

@@ -10,6 +10,7 @@ pub mod attackers;
 pub mod auth;
 pub mod bounty;
 pub mod campaigns;
+pub mod canary;
 pub mod credentials;
 pub mod deckies;
 pub mod docs;
@@ -109,6 +110,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(topologies::router())
         .merge(swarm::router())
         .merge(realism::router())
+        .merge(canary::router())
 }
 
 /// The API's routes and the OpenAPI document they describe.
@@ -129,7 +131,9 @@ pub fn router(state: AppState) -> Router {
     let (app, document) = routes_and_document();
     let app = app.merge(taxii::router()).merge(metrics::router());
     let app = if state.config.api.developer { app.merge(docs::router(document)) } else { app };
-    with_layers(app, state)
+    // The canary callback answers like any web server, so none of the API's layers (JSON errors,
+    // security headers, CORS, metrics) wrap it.
+    with_layers(app, state.clone()).merge(canary::callback_router(state))
 }
 
 /// Adds the shared layers (security headers, CORS, error reporting, panic recovery, timeouts, body limit, the 404
