@@ -242,12 +242,15 @@ pub struct CreateTokenRequest {
     #[serde(default)]
     #[schema(max_length = 1024)]
     pub placement_path: Option<String>,
-    /// The MazeNET topology the decky belongs to; absent for a fleet decky.
+    /// The MazeNET topology the decky belongs to; absent for a fleet decky. (The uuid fields'
+    /// patterns say what their `format` alone does not keep generated clients from: `""`.)
     #[serde(default)]
+    #[schema(pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     pub topology_id: Option<Uuid>,
     #[serde(default)]
     pub generator: Option<CanaryKind>,
     #[serde(default)]
+    #[schema(pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     pub blob_uuid: Option<Uuid>,
 }
 
