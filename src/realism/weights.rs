@@ -173,12 +173,14 @@ fn repr(value: &Value) -> String {
     }
 }
 
-/// A weight as JSON Schema counts an integer (`30`, also `30.0`), not negative.
+/// A weight as JSON Schema counts an integer (`30`, also `30.0`), not negative, and at most the
+/// document's maximum (i64's; schemathesis sent 2^63).
 fn weight_of(value: Option<&Value>) -> Option<u64> {
     let value = value?;
-    value
+    let weight = value
         .as_u64()
-        .or_else(|| value.as_f64().filter(|w| w.fract() == 0.0 && (0.0..9.0e18).contains(w)).map(|w| w as u64))
+        .or_else(|| value.as_f64().filter(|w| w.fract() == 0.0 && (0.0..9.0e18).contains(w)).map(|w| w as u64))?;
+    (weight <= i64::MAX as u64).then_some(weight)
 }
 
 fn parse_list(
