@@ -29,6 +29,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 const CAMPAIGN_NOT_FOUND: &str = "Campaign not found";
 
+/// The campaign `uuid` of `snapshot`, or DECNET's 404.
+pub(super) fn campaign_or_404(snapshot: &Snapshot, uuid: Uuid) -> Result<&Campaign> {
+    snapshot.campaign(uuid).ok_or_else(|| ApiError::not_found(CAMPAIGN_NOT_FOUND))
+}
+
 /// One campaign, DECNET's row with its links. The lists of values are JSON texts, as DECNET's.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CampaignRow {
@@ -122,7 +127,7 @@ pub async fn campaign_detail(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<CampaignRow>> {
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let campaign = snapshot.campaign(uuid).ok_or_else(|| ApiError::not_found(CAMPAIGN_NOT_FOUND))?;
+    let campaign = campaign_or_404(&snapshot, uuid)?;
     Ok(Json(CampaignRow::of(campaign, &snapshot)))
 }
 
@@ -145,7 +150,7 @@ pub async fn campaign_identities(
 ) -> Result<Json<IdentitiesResponse>> {
     let paging = Paging::of(query.limit, query.offset);
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let campaign = snapshot.campaign(uuid).ok_or_else(|| ApiError::not_found(CAMPAIGN_NOT_FOUND))?;
+    let campaign = campaign_or_404(&snapshot, uuid)?;
     let data = window(&campaign.identities, paging)
         .iter()
         .filter_map(|&i| snapshot.identity(i))

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_datetime, given};
 use super::guard::{INSUFFICIENT_PERMISSIONS, Viewer};
+use super::identities::identity_or_404;
 use super::responses::{NotAUuid, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::db::{AttackerWindow, ChangePosition, Db, DbError, Role};
@@ -230,7 +231,7 @@ pub async fn export_identity_navigator(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Response> {
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found("Identity not found"))?;
+    let identity = identity_or_404(&snapshot, uuid)?;
     let ips: Vec<String> = identity.members.iter().map(|m| m.ip.clone()).collect();
     let profiles = state.db.attackers_by_ip(&ips).await?;
     let mut tally = TechniqueTally::default();

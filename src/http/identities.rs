@@ -20,7 +20,7 @@ use super::guard::Viewer;
 use super::paging::{Listed, MAX_LIMIT, Page, Paging};
 use super::responses::{AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{ApiError, AppState, Result};
-use crate::identity::{self, Identity, Link, Member, Primitive};
+use crate::identity::{self, Identity, Link, Member, Primitive, Snapshot};
 use crate::time::format_utc;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -32,6 +32,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 const IDENTITY_NOT_FOUND: &str = "Identity not found";
+
+/// The identity `uuid` of `snapshot`, or DECNET's 404.
+pub(super) fn identity_or_404(snapshot: &Snapshot, uuid: Uuid) -> Result<&Identity> {
+    snapshot.identity(uuid).ok_or_else(|| ApiError::not_found(IDENTITY_NOT_FOUND))
+}
 
 /// An attacker of an identity.
 #[derive(Debug, Serialize, ToSchema)]
@@ -183,7 +188,7 @@ pub async fn identity_detail(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<IdentityRow>> {
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found(IDENTITY_NOT_FOUND))?;
+    let identity = identity_or_404(&snapshot, uuid)?;
     Ok(Json(identity.into()))
 }
 
@@ -206,7 +211,7 @@ pub async fn identity_observations(
 ) -> Result<Json<ObservationsResponse>> {
     let paging = Paging::of(query.limit, query.offset);
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found(IDENTITY_NOT_FOUND))?;
+    let identity = identity_or_404(&snapshot, uuid)?;
     let members = window(&identity.members, paging);
     let ips: Vec<String> = members.iter().map(|m| m.ip.clone()).collect();
     let mut profiles: std::collections::HashMap<Uuid, _> =

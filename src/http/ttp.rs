@@ -15,10 +15,12 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::attackers::attacker_not_found;
+use super::campaigns::campaign_or_404;
 use super::extract::ValidPath;
 use super::guard::Viewer;
+use super::identities::identity_or_404;
 use super::responses::{AttackerNotFound, ViewerOnly};
-use super::{ApiError, AppState, Result};
+use super::{AppState, Result};
 use crate::db::CredentialFilter;
 use crate::export::techniques::{Login, RULES, Rule, Seen, seen_in};
 use crate::time::format_utc;
@@ -118,7 +120,7 @@ pub async fn techniques_by_identity(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Vec<TechniqueRow>>> {
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let identity = snapshot.identity(uuid).ok_or_else(|| ApiError::not_found("Identity not found"))?;
+    let identity = identity_or_404(&snapshot, uuid)?;
     let attackers: Vec<(Uuid, String)> = identity.members.iter().map(|m| (m.uuid, m.ip.clone())).collect();
     techniques_of(&state, &attackers).await.map(Json)
 }
@@ -143,7 +145,7 @@ pub async fn techniques_by_campaign(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Vec<TechniqueRow>>> {
     let snapshot = state.identities.snapshot(&state.db).await?;
-    let campaign = snapshot.campaign(uuid).ok_or_else(|| ApiError::not_found("Campaign not found"))?;
+    let campaign = campaign_or_404(&snapshot, uuid)?;
     let attackers: Vec<(Uuid, String)> = campaign
         .identities
         .iter()
