@@ -58,20 +58,10 @@ fn host(name: &str, address: &str) -> SwarmHost {
 
 fn config(name: &str) -> DeckyConfig {
     DeckyConfig {
-        name: name.into(),
-        ip: "10.0.0.7".into(),
-        services: vec!["ssh".into()],
-        distro: "debian".into(),
-        base_image: "svc-decky".into(),
-        build_base: "debian:bookworm-slim".into(),
         hostname: format!("{name}.corp"),
         archetype: Some("linux-server".into()),
-        service_config: Default::default(),
-        nmap_os: "linux".into(),
         mutate_interval: Some(30),
-        last_mutated: 0.0,
-        last_login_attempt: 0.0,
-        host_uuid: None,
+        ..common::decky_config(name, "10.0.0.7")
     }
 }
 

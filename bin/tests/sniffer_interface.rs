@@ -88,26 +88,6 @@ impl Drop for DummyInterface {
     }
 }
 
-/// A decky as a deploy stores it.
-fn stored_decky(name: &str, ip: &str) -> svc::db::DeckyConfig {
-    svc::db::DeckyConfig {
-        name: name.into(),
-        ip: ip.into(),
-        services: vec!["ssh".into()],
-        distro: "debian".into(),
-        base_image: "svc-decky".into(),
-        build_base: "svc-decky".into(),
-        hostname: name.into(),
-        archetype: None,
-        service_config: Default::default(),
-        nmap_os: "linux".into(),
-        mutate_interval: None,
-        last_mutated: 0.0,
-        last_login_attempt: 0.0,
-        host_uuid: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_decky_map_follows_deploys_and_teardowns_in_the_fleet_store() {
     use std::sync::Arc;
@@ -126,7 +106,7 @@ async fn the_decky_map_follows_deploys_and_teardowns_in_the_fleet_store() {
                 repo.commit_deployment(deployment).await.unwrap();
             }
         };
-        deploy(vec![stored_decky("web-1", "10.9.0.5")]).await;
+        deploy(vec![store::decky_config("web-1", "10.9.0.5")]).await;
         let (maps_tx, maps) = tokio::sync::watch::channel(Arc::new(DeckyMap::default()));
         let cancel = tokio_util::sync::CancellationToken::new();
         let follower = tokio::spawn(deckies::follow(
@@ -138,7 +118,7 @@ async fn the_decky_map_follows_deploys_and_teardowns_in_the_fleet_store() {
         ));
         let decky_of = |ip: &str| maps.borrow().decky(&ip.parse().unwrap()).map(str::to_string);
         eventually("the first decky is mapped", || async { decky_of("10.9.0.5").as_deref() == Some("web-1") }).await;
-        deploy(vec![stored_decky("db-1", "10.9.0.6")]).await;
+        deploy(vec![store::decky_config("db-1", "10.9.0.6")]).await;
         eventually("a deployed decky is mapped", || async { decky_of("10.9.0.6").as_deref() == Some("db-1") }).await;
         assert!(repo.remove_decky("web-1").await.unwrap());
         eventually("a torn down decky is no longer mapped", || async { decky_of("10.9.0.5").is_none() }).await;
@@ -249,7 +229,7 @@ async fn a_separate_sniffer_follows_the_fleet_network_in_the_store_and_says_what
 
     let network =
         svc::db::FleetNetwork { subnet: "10.213.212.0/24".into(), gateway: "10.213.212.1".into(), interface: None };
-    let deckies = [stored_decky("web-1", "10.213.212.2")];
+    let deckies = [store::decky_config("web-1", "10.213.212.2")];
     let at = chrono::Utc::now();
     let deployment = svc::db::Deployment { network: &network, deckies: &deckies, replace: false, lifecycles: &[], at };
     repo.commit_deployment(deployment).await.unwrap();
