@@ -106,12 +106,29 @@ impl Proc {
     pub fn wait(&mut self) -> ExitStatus {
         let deadline = Instant::now() + DEADLINE;
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.exit_status(deadline) {
                 return status;
             }
-            assert!(Instant::now() < deadline, "process did not exit; it said:\n{}", self.output());
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// `wait` for a test whose own servers must go on answering the process while it stops (a
+    /// webhook receiver, say): it yields to the test's runtime instead of blocking it.
+    pub async fn exited(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.exit_status(deadline) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn exit_status(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        let status = self.child.try_wait().unwrap();
+        assert!(status.is_some() || Instant::now() < deadline, "process did not exit; it said:\n{}", self.output());
+        status
     }
 }
 
