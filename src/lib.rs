@@ -25,6 +25,7 @@ pub mod logline;
 pub mod metrics;
 pub mod netns;
 pub mod observation;
+pub mod planting;
 pub mod realism;
 pub mod recent;
 pub mod retention;

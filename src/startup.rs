@@ -21,6 +21,7 @@ use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, DbError, NewUser, Role};
 use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, HotReads, LogTail, RateLimits, SseSlots};
+use crate::planting::{CallbackHome, Planter};
 use crate::swarm::listener::SwarmListener;
 use crate::swarm::record::StoredHeartbeats;
 use crate::systemd::UnitListing;
@@ -83,6 +84,7 @@ impl Lifespan {
                 db_health: Arc::new(DatabaseHealth::default()),
                 workers: Arc::new(WorkerRegistry::new(config.bus.worker_stale_after)),
                 tarpit: Tarpit::new(db.clone(), fleet.clone(), config.ingest.log_file.clone()),
+                planter: Arc::new(Planter::new(db.clone(), fleet.clone(), canary_home(&config))),
                 fleet,
                 topologies,
                 units: Arc::new(UnitListing::new(
@@ -114,6 +116,7 @@ impl Lifespan {
         lifespan.start_worker_registry().await;
         lifespan.start_log_tail();
         lifespan.start_fleet_reconciler();
+        lifespan.start_canary_planter();
         lifespan.start_swarm_listener().await?;
         lifespan.start_swarm_sweep();
         lifespan.start_limit_pruning();
@@ -336,6 +339,16 @@ impl Lifespan {
         });
     }
 
+    /// Plants the canary tokens' bait in this host's deckies and keeps it there (`planting`). Not
+    /// in contract-test mode, where nothing may touch the host.
+    fn start_canary_planter(&self) {
+        if self.state.config.api.contract_test {
+            return;
+        }
+        let (planter, cancel) = (self.state.planter.clone(), self.cancel.clone());
+        self.tasks.spawn(async move { planter.run(cancel).await });
+    }
+
     /// With `SVC_SWARM_ENABLED`: the heartbeat listener agents report to, over mutual TLS (the
     /// CA and the master's certificate are made on first use). A listener that cannot start
     /// stops the API: the operator asked for a swarm.
@@ -389,6 +402,11 @@ impl Lifespan {
 }
 
 /// Step 1: a warning only; startup goes on.
+/// Where the canary tokens' baits call home, from the API's settings.
+fn canary_home(config: &Config) -> CallbackHome {
+    CallbackHome { http_base: config.api.canary_callback_base(), dns_zone: None }
+}
+
 fn warn_on_low_open_file_limit() {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     if let Some(current) = limit.current

@@ -6,7 +6,6 @@
 
 use svc_test_support::processes as common;
 
-use std::io::Read;
 use std::process::Command;
 use std::time::Duration;
 
@@ -17,29 +16,10 @@ use serde_json::{Value, json};
 
 const DEPLOY_DEADLINE: Duration = Duration::from_secs(180);
 
-/// The file at `path` in `container`, as the engine's archive API reads it there: (mode, uid,
-/// gid, mtime, content); `None` when there is none.
+/// The file at `path` in `container`: (mode, uid, gid, mtime, content); `None` when there is none.
 fn read_back(podman: &Podman, container: &str, path: &str) -> Option<(u32, u64, u64, u64, Vec<u8>)> {
-    let output = Command::new("curl")
-        .args(["-sf", "--unix-socket", &podman.socket().display().to_string()])
-        .arg(format!("http://d/v1.41/containers/{container}/archive?path={path}"))
-        .output()
-        .unwrap();
-    if !output.status.success() {
-        return None;
-    }
-    let mut archive = tar::Archive::new(output.stdout.as_slice());
-    let mut entry = archive.entries().unwrap().next().unwrap().unwrap();
-    let header = entry.header().clone();
-    let mut content = Vec::new();
-    entry.read_to_end(&mut content).unwrap();
-    Some((
-        header.mode().unwrap() & 0o7777,
-        header.uid().unwrap(),
-        header.gid().unwrap(),
-        header.mtime().unwrap(),
-        content,
-    ))
+    let file = podman.read_file(container, path)?;
+    Some((file.mode, file.uid, file.gid, file.mtime, file.content))
 }
 
 /// Plants a symlink `name` → `target` in `dir` of `container`, through the engine's archive API

@@ -46,7 +46,7 @@ pub struct ApiConfig {
     pub limiter_enabled: bool,
     /// `SVC_CONTRACT_TEST`: the API starts no background worker.
     pub contract_test: bool,
-    /// `SVC_CANARY_HTTP_BASE`; only the public-binding rule reads it so far.
+    /// `SVC_CANARY_HTTP_BASE`: where baits call home; see [`ApiConfig::canary_callback_base`].
     pub canary_http_base: Option<String>,
     /// `SVC_PROFILE_REQUESTS`: one flamegraph page per request, written to `profile_dir`.
     pub profile_requests: bool,
@@ -73,6 +73,21 @@ pub struct ApiConfig {
 }
 
 impl ApiConfig {
+    /// Where baits call home: `SVC_CANARY_HTTP_BASE`, else this API's own address (a wildcard
+    /// binding named by loopback).
+    pub fn canary_callback_base(&self) -> String {
+        if let Some(base) = &self.canary_http_base {
+            return base.clone();
+        }
+        let host = match self.host.as_str() {
+            "0.0.0.0" | "" => "127.0.0.1".to_string(),
+            "::" => "[::1]".to_string(),
+            host if host.contains(':') => format!("[{host}]"),
+            host => host.to_string(),
+        };
+        format!("http://{host}:{}", self.port)
+    }
+
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> ApiConfig {
         // The dashboard's port matters only as the default CORS origin.
         let web_port = env.port("SVC_WEB_PORT", 8080);

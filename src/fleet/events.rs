@@ -156,6 +156,7 @@ impl Fleet {
         let listing = self.runtime.list(FLEET_LABEL, name).await.map_err(|e| e.to_string())?;
         let mut events = self.runtime.events(FLEET_LABEL, name, Some(since));
         self.observed.follow(listing);
+        let _ = self.starts.send(super::ContainerStart::Unknown);
         self.hold_host_route().await;
         self.observed.want_reconcile();
         tracing::info!(fleet = %name, "Following the engine's events");
@@ -173,8 +174,9 @@ impl Fleet {
                 event = events.next() => match event {
                     Some(Ok(event)) => {
                         tracing::debug!(?event, "Engine event");
-                        if let ContainerEvent::Started { attributes, .. } = &event {
+                        if let ContainerEvent::Started { id, attributes } = &event {
                             self.started(attributes).await;
+                            let _ = self.starts.send(super::ContainerStart::Container(id.clone()));
                         }
                         if self.observed.apply(event) {
                             self.observed.want_reconcile();

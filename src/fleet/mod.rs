@@ -41,6 +41,9 @@ pub(crate) use containers::by_decky;
 pub use decky_container::{ContainerOwner, DECKY_LABEL, DEPLOYMENT_LABEL, DeckyContainer, FLEET_LABEL, TOPOLOGY_LABEL};
 use image::CachedImage;
 
+/// The container starts a [`Fleet::container_starts`] receiver may fall behind by.
+const STARTS_KEPT: usize = 256;
+
 /// `base_image` of a decky that runs the default image, built locally from the svc binary.
 pub const DEFAULT_IMAGE: &str = crate::runtime::image::REPOSITORY;
 
@@ -151,6 +154,17 @@ pub struct Fleet {
     observed: Arc<events::Observed>,
     /// What reconcile leaves alone and when it retries: see `reconcile`.
     convergence: Arc<reconcile::Convergence>,
+    /// Each start of one of the fleet's containers the engine's events report: see
+    /// [`Fleet::container_starts`].
+    starts: tokio::sync::broadcast::Sender<ContainerStart>,
+}
+
+/// A start the engine's events report: one container's id, or `Unknown` when the events were
+/// (re)joined and any container may have started unseen meanwhile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContainerStart {
+    Container(String),
+    Unknown,
 }
 
 impl Fleet {
@@ -171,7 +185,15 @@ impl Fleet {
             others: Arc::default(),
             observed: Arc::default(),
             convergence: Arc::default(),
+            starts: tokio::sync::broadcast::channel(STARTS_KEPT).0,
         }
+    }
+
+    /// The starts of the fleet's containers from now on, while the engine's events are followed
+    /// (`follow_engine`): a restarted decky has lost what its in-memory directories held (a
+    /// planted bait). A receiver that lagged has missed some: it should take that as `Unknown`.
+    pub fn container_starts(&self) -> tokio::sync::broadcast::Receiver<ContainerStart> {
+        self.starts.subscribe()
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -204,14 +226,28 @@ impl Fleet {
         topology: Option<Uuid>,
         name: &str,
     ) -> Result<Option<ContainerInfo>, FleetError> {
+        let key = (topology.map(|id| id.to_string()), name.to_string());
+        Ok(self.decky_containers().await?.remove(&key))
+    }
+
+    /// Every decky container of this deployment, keyed by its topology (`None` for the flat
+    /// fleet's) and decky name.
+    pub async fn decky_containers(
+        &self,
+    ) -> Result<std::collections::HashMap<(Option<String>, String), ContainerInfo>, FleetError> {
         let owner = self.owner().await?;
-        let topology = topology.map(|id| id.to_string());
         let containers = self.runtime.list(FLEET_LABEL, &self.settings.name).await?;
-        Ok(containers.into_iter().find(|c| {
-            c.labels.get(DECKY_LABEL).map(String::as_str) == Some(name)
-                && c.labels.get(TOPOLOGY_LABEL) == topology.as_ref()
-                && !owner.made_by_another(&c.labels)
-        }))
+        let mut deckies = std::collections::HashMap::new();
+        for container in containers.into_iter().filter(|c| !owner.made_by_another(&c.labels)) {
+            let Some(name) = container.labels.get(DECKY_LABEL) else { continue };
+            let key = (container.labels.get(TOPOLOGY_LABEL).cloned(), name.clone());
+            // Of two of one decky (one being replaced), the running one.
+            let keep = deckies.get(&key).is_none_or(|kept: &ContainerInfo| !kept.is_running());
+            if keep {
+                deckies.insert(key, container);
+            }
+        }
+        Ok(deckies)
     }
 
     fn container_name(&self, decky: &str) -> String {

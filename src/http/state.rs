@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::metrics::RequestMetrics;
+use crate::planting::Planter;
 use crate::systemd::UnitListing;
 use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
@@ -59,6 +60,8 @@ pub struct State {
     pub topologies: Topologies,
     /// The deckies' tarpit rules, over the same fleet.
     pub tarpit: Tarpit,
+    /// The canary tokens' bait, planted in the same fleet's deckies.
+    pub planter: Arc<Planter>,
     pub units: Arc<UnitListing>,
     /// The newest committed log id, which log streams wait on.
     pub log_tail: LogTail,

@@ -41,8 +41,10 @@ use super::guard::{Admin, Viewer};
 use super::paging::Paging;
 use super::responses::{AdminOnly, NotAUuid, NotJson, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
-use crate::canary::{self, BaitRequest, Callback, CallbackToken, CanaryKind, Persona, PersonaOs};
+use crate::canary::{self, CallbackToken, CanaryKind};
 use crate::db::{CanaryBlob, CanaryToken, CanaryTokenFilter, CanaryTrigger, DbError, NewCanaryBlob};
+use crate::fleet::file_drop::DropPath;
+use crate::planting::{self, PlantError};
 use crate::time::format_utc;
 
 mod callback;
@@ -53,9 +55,6 @@ pub const BLOB_LIMIT: usize = 8 * 1024 * 1024;
 const BLOB_FRAMING: usize = 64 * 1024;
 /// The most triggers a page holds (DECNET's).
 const MAX_TRIGGERS_LIMIT: i64 = 500;
-/// What a new token's state is until placement says otherwise.
-pub const PENDING: &str = "pending";
-pub const REVOKED: &str = "revoked";
 const TOKEN_NOT_FOUND: &str = "token not found";
 const BLOB_NOT_FOUND: &str = "blob not found";
 const BLOB_IN_USE: &str = "blob is still referenced by one or more tokens";
@@ -333,30 +332,6 @@ fn token_not_found(err: DbError) -> ApiError {
     }
 }
 
-/// The callback base: `SVC_CANARY_HTTP_BASE`, else this API's own address.
-fn http_base(state: &AppState) -> String {
-    if let Some(base) = &state.config.api.canary_http_base {
-        return base.clone();
-    }
-    let host = match state.config.api.host.as_str() {
-        "0.0.0.0" | "" => "127.0.0.1".to_string(),
-        "::" => "[::1]".to_string(),
-        host if host.contains(':') => format!("[{host}]"),
-        host => host.to_string(),
-    };
-    format!("http://{host}:{}", state.config.api.port)
-}
-
-/// The bait a generator token stands for (what placement plants, and what preview shows).
-fn bait(state: &AppState, generator: CanaryKind, token: &CallbackToken, path: Option<&str>) -> Result<canary::Bait> {
-    let callback = Callback::new(&http_base(state), None, token.clone())
-        .map_err(|err| ApiError::Internal(anyhow::anyhow!("canary callback: {err}")))?;
-    let persona = Persona::for_os(PersonaOs::Linux);
-    let request =
-        BaitRequest { kind: generator, callback: &callback, persona: &persona, seed: token.as_str().as_bytes(), path };
-    canary::generate(&request).map_err(|err| ApiError::bad_request(err.to_string()))
-}
-
 /// Every token the filters select, newest first.
 #[utoipa::path(
     get, path = "/canary/tokens", tag = "canary", security(("bearer" = [])),
@@ -413,7 +388,14 @@ pub async fn create_token(
     }
     let callback_token = CallbackToken::random().map_err(|err| ApiError::Internal(err.into()))?;
     let placement_path = match (body.generator, &body.blob_uuid) {
-        (Some(generator), _) => bait(&state, generator, &callback_token, body.placement_path.as_deref())?.file.path,
+        (Some(generator), _) => {
+            state
+                .planter
+                .generate(generator, &callback_token, body.placement_path.as_deref())
+                .map_err(refused)?
+                .file
+                .path
+        }
         (None, Some(blob)) => {
             state.db.canary_blob(*blob).await.map_err(|err| match err {
                 DbError::NotFound => ApiError::not_found(BLOB_NOT_FOUND),
@@ -440,20 +422,31 @@ pub async fn create_token(
         trigger_count: 0,
         created_by: admin.user.uuid.to_string(),
         created_at: Utc::now(),
-        state: PENDING.to_string(),
+        state: planting::PENDING.to_string(),
         last_error: None,
     };
     state.db.add_canary_token(&token).await?;
+    state.planter.wake();
     tracing::info!(uuid = %token.uuid, decky = %token.decky_name, by = %admin.user.username, "Canary token created");
     Ok((StatusCode::CREATED, Json(token.into())))
 }
 
-/// An upload's placement: absolute, no `..`, no control characters (the generators' rule).
+/// An upload's placement: absolute, no `..`, no control characters or quotes (the generators'
+/// rule), under a directory a decky takes files in.
 fn check_placement(path: &str) -> Result<()> {
-    let fine = path.starts_with('/')
-        && !path.split('/').any(|part| part == "..")
-        && !path.chars().any(|c| c.is_control() || c == '"' || c == '\'');
-    if fine { Ok(()) } else { Err(ApiError::bad_request(canary::GenerateError::BadPath(path.to_string()).to_string())) }
+    let quoted = path.chars().any(|c| c == '"' || c == '\'');
+    if quoted {
+        return Err(ApiError::bad_request(canary::GenerateError::BadPath(path.to_string()).to_string()));
+    }
+    DropPath::parse(path).map(drop).map_err(|err| ApiError::bad_request(err.to_string()))
+}
+
+/// A bait that cannot be made as asked: the reason is the client's.
+fn refused(err: PlantError) -> ApiError {
+    match err {
+        PlantError::Bait(reason) => ApiError::bad_request(reason),
+        other => ApiError::Internal(other.into()),
+    }
 }
 
 #[utoipa::path(
@@ -488,7 +481,7 @@ pub async fn revoke_token(
     Admin(admin): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Message>> {
-    state.db.set_canary_token_state(uuid, REVOKED, None, None).await.map_err(token_not_found)?;
+    state.planter.revoke(uuid).await.map_err(token_not_found)?;
     tracing::info!(%uuid, by = %admin.user.username, "Canary token revoked");
     Ok(Json(Message::new("ok")))
 }
@@ -544,7 +537,7 @@ pub async fn preview_token(
     let (Some(generator), Some(callback)) = (generator, callback) else {
         return Err(ApiError::conflict(NO_PREVIEW));
     };
-    let bait = bait(&state, generator, &callback, Some(&token.placement_path))?;
+    let bait = state.planter.generate(generator, &callback, Some(&token.placement_path)).map_err(refused)?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bait.file.content).into_response())
 }
 

@@ -31,6 +31,17 @@ fn install() {
     assert!(status.success(), "podman could not be installed");
 }
 
+/// A file in a container, as the engine's archive API gives it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FileInContainer {
+    pub mode: u32,
+    pub uid: u64,
+    pub gid: u64,
+    /// Epoch seconds.
+    pub mtime: u64,
+    pub content: Vec<u8>,
+}
+
 impl Podman {
     /// A running service for a fleet called `name`, on subnet `10.213.<octet>.0/24`.
     pub fn start(name: &str, octet: u8) -> Podman {
@@ -124,6 +135,31 @@ impl Podman {
         let output = self.podman().arg("stop").args(options).arg(name).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success() || stderr.contains("state improper"), "podman stop {name}: {stderr}");
+    }
+
+    /// The file at `path` in `container`, as the engine's archive API reads it there; `None` when
+    /// there is none.
+    pub fn read_file(&self, container: &str, path: &str) -> Option<FileInContainer> {
+        let output = Command::new("curl")
+            .args(["-sf", "--unix-socket", &self.socket().display().to_string()])
+            .arg(format!("http://d/v1.41/containers/{container}/archive?path={path}"))
+            .output()
+            .unwrap();
+        if !output.status.success() {
+            return None;
+        }
+        let mut archive = tar::Archive::new(output.stdout.as_slice());
+        let mut entry = archive.entries().unwrap().next().unwrap().unwrap();
+        let header = entry.header().clone();
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut content).unwrap();
+        Some(FileInContainer {
+            mode: header.mode().unwrap() & 0o7777,
+            uid: header.uid().unwrap(),
+            gid: header.gid().unwrap(),
+            mtime: header.mtime().unwrap(),
+            content,
+        })
     }
 
     /// When the container `name` last started (the engine's own words), to tell a restart.

@@ -1,0 +1,178 @@
+//! Canary tokens end to end, on a real engine (podman's Docker-compatible service) and a real
+//! attacker host (a network namespace): each token's bait is planted in a running decky, read back
+//! there with its callback in it, planted again after the decky's container restarts (its drop
+//! directories are in memory), and removed when the token is revoked; an attacker in the namespace
+//! fetching a bait's callback with curl is a trigger on the token, a `canary_triggered` line in
+//! `/logs`, an attacker profile of the namespace's address and a webhook delivery.
+
+use svc_test_support::processes as common;
+
+use std::time::Duration;
+
+use common::netns::NetnsHost;
+use common::podman::Podman;
+use common::{Nats, admin_token, api_call, api_command, deploy_and_wait, eventually, start_api};
+use reqwest::Method;
+use serde_json::{Value, json};
+use svc_test_support::in_process::receiver::Receiver;
+
+const DEPLOY_DEADLINE: Duration = Duration::from_secs(180);
+
+/// The first `http://…/c/{callback}…` URL in `text`, to the next quote, space or bracket.
+fn callback_url(text: &str, callback: &str) -> Option<String> {
+    let at = text.find(&format!("/c/{callback}"))?;
+    let start = text[..at].rfind("http://")?;
+    let end = text[at..].find(['"', '\'', ' ', '\n', '<', ')', ']']).map_or(text.len(), |e| at + e);
+    Some(text[start..end].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_and_a_webhook() {
+    let podman = Podman::start("canary", 237);
+    let attacker = NetnsHost::create(237);
+    let nats = Nats::start();
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut command, port) = api_command(dir.path(), Some(&nats));
+    podman.configure(&mut command, &dir.path().join("ingest.log"));
+    // Bound to every address so the attacker's namespace reaches the callback over its link (a
+    // test's relaxation of the public-binding rules, which want an https:// callback base).
+    let base = format!("http://{}:{port}", attacker.master_side);
+    command
+        .env("SVC_TESTING", "1")
+        .env("SVC_API_HOST", "0.0.0.0")
+        .env("SVC_CANARY_HTTP_BASE", &base)
+        .env("SVC_EMBED_PROFILER", "true")
+        .env("SVC_EMBED_WEBHOOK", "true")
+        .env("SVC_WEBHOOK_ALLOW_PRIVATE", "true");
+    let api = start_api(command, port).await;
+    let token = admin_token(port).await;
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let token = token.clone();
+        async move { api_call(port, &token, method, &path, body).await }
+    };
+    let gateway = podman.subnet.replace(".0/24", ".1");
+    let ini = format!("[general]\nnet = {}\ngw = {gateway}\n[bait]\nservices = http\n", podman.subnet);
+    let rows = deploy_and_wait(port, &token, &ini, DEPLOY_DEADLINE).await;
+    assert_eq!(rows[0]["status"], "succeeded", "{rows:?}\n{}", api.output());
+    let container = format!("{}-bait", podman.fleet);
+    let hook = json!({"name": "siem", "url": receiver.url("/in"), "topic_patterns": ["canary.>"]});
+    let (status, body) = call(Method::POST, "/webhooks/".into(), Some(hook)).await;
+    assert_eq!(status, 201, "{body}");
+
+    // Each kind planted where its token says, with its callback in it.
+    let mut tokens = Vec::new();
+    for generator in ["env_file", "git_config", "aws_creds", "honeydoc", "fingerprint_svg"] {
+        let body = json!({"decky_name": "bait", "generator": generator});
+        let (status, created) = call(Method::POST, "/canary/tokens".into(), Some(body)).await;
+        assert_eq!(status, 201, "{generator}: {created}");
+        tokens.push(created);
+    }
+    let planted = |uuid: String| async move {
+        let (_, token) = call(Method::GET, format!("/canary/tokens/{uuid}"), None).await;
+        token["state"] == "planted" && token["placed_at"].is_string()
+    };
+    for token in &tokens {
+        let uuid = token["uuid"].as_str().unwrap().to_string();
+        eventually("the bait is planted", || planted(uuid.clone())).await;
+        let path = token["placement_path"].as_str().unwrap();
+        let file = podman.read_file(&container, path).unwrap_or_else(|| panic!("{path} is in the decky"));
+        let text = String::from_utf8_lossy(&file.content);
+        let callback = token["callback_token"].as_str().unwrap();
+        assert!(text.contains(callback), "{path} carries its callback token:\n{text}");
+        assert_eq!((file.uid, file.gid), (65534, 65534), "{path} is the decky user's");
+    }
+    let env = &tokens[0];
+    let env_path = env["placement_path"].as_str().unwrap().to_string();
+    let env_callback = env["callback_token"].as_str().unwrap().to_string();
+    let env_uuid = env["uuid"].as_str().unwrap().to_string();
+
+    // The decky restarts: its in-memory directories come back empty, and the bait is planted again.
+    let placed_at = |uuid: String| async move {
+        call(Method::GET, format!("/canary/tokens/{uuid}"), None).await.1["placed_at"].clone()
+    };
+    let first_placed = placed_at(env_uuid.clone()).await;
+    let before = podman.started_at(&container);
+    podman.restart_container(&[], &container);
+    assert_ne!(podman.started_at(&container), before, "the container restarted");
+    eventually("the bait is planted again after the restart", || async {
+        placed_at(env_uuid.clone()).await != first_placed && podman.read_file(&container, &env_path).is_some()
+    })
+    .await;
+
+    // The attacker reads the .env and calls its URL with curl, from its own host.
+    let file = podman.read_file(&container, &env_path).unwrap();
+    let url = callback_url(&String::from_utf8_lossy(&file.content), &env_callback).expect("a callback URL in the .env");
+    assert!(url.starts_with(&base), "{url} is under {base}");
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-A", "curl/8.5.0 attacker", &url]);
+    let output = attacker.wrap(&curl).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "200", "{}", String::from_utf8_lossy(&output.stderr));
+    let ip = attacker.address.to_string();
+
+    // On the token: the trigger, who and what.
+    let (status, triggers) = call(Method::GET, format!("/canary/tokens/{env_uuid}/triggers"), None).await;
+    assert_eq!(status, 200);
+    let trigger = &triggers["triggers"][0];
+    assert_eq!(
+        (trigger["src_ip"].as_str(), trigger["user_agent"].as_str()),
+        (Some(ip.as_str()), Some("curl/8.5.0 attacker"))
+    );
+    let (_, token) = call(Method::GET, format!("/canary/tokens/{env_uuid}"), None).await;
+    assert_eq!(token["trigger_count"], 1);
+    // In the logs, as the decky's canary event.
+    eventually("the trigger is in /logs", || async {
+        let (_, logs) = call(Method::GET, "/logs?limit=100".into(), None).await;
+        logs["data"].as_array().is_some_and(|rows| {
+            rows.iter().any(|r| {
+                r["attacker_ip"] == ip.as_str()
+                    && r["decky"] == "bait"
+                    && r["service"] == "canary"
+                    && r["event_type"] == "canary_triggered"
+            })
+        })
+    })
+    .await;
+    // On the attacker's profile.
+    eventually("the attacker has a profile with the canary", || async {
+        let (_, rows) = call(Method::GET, "/attackers".into(), None).await;
+        rows["data"].as_array().is_some_and(|rows| {
+            rows.iter().any(|r| {
+                r["ip"] == ip.as_str() && r["services"].as_array().is_some_and(|s| s.contains(&json!("canary")))
+            })
+        })
+    })
+    .await;
+    // At the webhook, once, naming the token and the caller.
+    eventually("the webhook has the trigger", || async {
+        receiver.hits().iter().any(|h| h.json()["topic"] == format!("canary.{env_uuid}.triggered"))
+    })
+    .await;
+    let delivered: Vec<Value> = receiver.hits().iter().map(|h| h.json()).filter(|e| e["type"] == "triggered").collect();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(
+        (delivered[0]["payload"]["token_id"].as_str(), delivered[0]["payload"]["src_ip"].as_str()),
+        (Some(env_uuid.as_str()), Some(ip.as_str()))
+    );
+
+    // Revoked: the bait leaves the decky; the token and its trigger stay.
+    let (status, _) = call(Method::DELETE, format!("/canary/tokens/{env_uuid}"), None).await;
+    assert_eq!(status, 200);
+    assert!(podman.read_file(&container, &env_path).is_none(), "the revoked bait is gone");
+    let (_, token) = call(Method::GET, format!("/canary/tokens/{env_uuid}"), None).await;
+    assert_eq!((token["state"].as_str(), &token["trigger_count"]), (Some("revoked"), &json!(1)));
+    let git_path = tokens[1]["placement_path"].as_str().unwrap();
+    assert!(podman.read_file(&container, git_path).is_some(), "the others stay");
+
+    // A token for a decky this host does not run fails, and says why.
+    let (status, lost) =
+        call(Method::POST, "/canary/tokens".into(), Some(json!({"decky_name": "nowhere", "generator": "env_file"})))
+            .await;
+    assert_eq!(status, 201);
+    let uuid = lost["uuid"].as_str().unwrap().to_string();
+    eventually("the token for a missing decky failed", || async {
+        let (_, token) = call(Method::GET, format!("/canary/tokens/{uuid}"), None).await;
+        token["state"] == "failed" && token["last_error"] == "decky nowhere is not running on this host"
+    })
+    .await;
+}
