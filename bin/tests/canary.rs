@@ -17,6 +17,25 @@ use serde_json::{Value, json};
 use svc_test_support::in_process::receiver::Receiver;
 
 const DEPLOY_DEADLINE: Duration = Duration::from_secs(180);
+/// Every generator that calls home over HTTP.
+const HTTP_KINDS: [&str; 8] = [
+    "env_file",
+    "git_config",
+    "aws_creds",
+    "honeydoc",
+    "honeydoc_docx",
+    "honeydoc_pdf",
+    "fingerprint_html",
+    "fingerprint_svg",
+];
+
+/// A token's preview: the bait's bytes as its generator makes them.
+async fn preview(port: u16, admin: &str, uuid: &str) -> Vec<u8> {
+    let url = format!("http://127.0.0.1:{port}/api/v1/canary/tokens/{uuid}/preview");
+    let response = reqwest::Client::new().get(url).bearer_auth(admin).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap().to_vec()
+}
 
 /// The first `http://…/c/{callback}…` URL in `text`, to the next quote, space or bracket.
 fn callback_url(text: &str, callback: &str) -> Option<String> {
@@ -46,23 +65,24 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
         .env("SVC_EMBED_WEBHOOK", "true")
         .env("SVC_WEBHOOK_ALLOW_PRIVATE", "true");
     let api = start_api(command, port).await;
-    let token = admin_token(port).await;
+    let admin = admin_token(port).await;
     let call = |method: Method, path: String, body: Option<Value>| {
-        let token = token.clone();
+        let token = admin.clone();
         async move { api_call(port, &token, method, &path, body).await }
     };
     let gateway = podman.subnet.replace(".0/24", ".1");
     let ini = format!("[general]\nnet = {}\ngw = {gateway}\n[bait]\nservices = http\n", podman.subnet);
-    let rows = deploy_and_wait(port, &token, &ini, DEPLOY_DEADLINE).await;
+    let rows = deploy_and_wait(port, &admin, &ini, DEPLOY_DEADLINE).await;
     assert_eq!(rows[0]["status"], "succeeded", "{rows:?}\n{}", api.output());
     let container = format!("{}-bait", podman.fleet);
     let hook = json!({"name": "siem", "url": receiver.url("/in"), "topic_patterns": ["canary.>"]});
     let (status, body) = call(Method::POST, "/webhooks/".into(), Some(hook)).await;
     assert_eq!(status, 201, "{body}");
 
-    // Each kind planted where its token says, with its callback in it.
+    // Each kind planted where its token says, byte for byte what its preview shows, the text ones
+    // with their callback in sight.
     let mut tokens = Vec::new();
-    for generator in ["env_file", "git_config", "aws_creds", "honeydoc", "fingerprint_svg"] {
+    for generator in HTTP_KINDS {
         let body = json!({"decky_name": "bait", "generator": generator});
         let (status, created) = call(Method::POST, "/canary/tokens".into(), Some(body)).await;
         assert_eq!(status, 201, "{generator}: {created}");
@@ -77,10 +97,11 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
         eventually("the bait is planted", || planted(uuid.clone())).await;
         let path = token["placement_path"].as_str().unwrap();
         let file = podman.read_file(&container, path).unwrap_or_else(|| panic!("{path} is in the decky"));
-        let text = String::from_utf8_lossy(&file.content);
-        let callback = token["callback_token"].as_str().unwrap();
-        assert!(text.contains(callback), "{path} carries its callback token:\n{text}");
+        assert_eq!(file.content, preview(port, &admin, &uuid).await, "{path} is its preview");
         assert_eq!((file.uid, file.gid), (65534, 65534), "{path} is the decky user's");
+        let compressed = ["honeydoc_docx", "honeydoc_pdf"].contains(&token["generator"].as_str().unwrap());
+        let callback = token["callback_token"].as_str().unwrap();
+        assert!(compressed || String::from_utf8_lossy(&file.content).contains(callback), "{path} carries its callback");
     }
     let env = &tokens[0];
     let env_path = env["placement_path"].as_str().unwrap().to_string();
