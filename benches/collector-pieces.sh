@@ -25,12 +25,8 @@ svc_env=(env -i PATH="$PATH" RUST_LOG=warn SVC_DATA_DIR="$work/data" SVC_DOCKER_
 engine() { CONTAINERS_CONF="$work/engine/containers.conf" podman "$@"; }
 cleanup() {
     [ -n "${collector:-}" ] && kill "$collector" 2>/dev/null && wait "$collector" 2>/dev/null
-    for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
-    engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
-    ip route del unreachable "$subnet" metric 4242 2>/dev/null || true
-    remove_svc_chains "$subnet"
-    # The API service this run started, if it started one (by its pid, nothing else of that name).
-    if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
+    remove_bench_fleet "$work/engine" "$fleet"
+    release_bench_engine "$work/engine" "$subnet"
     rm -rf "$work"
 }
 trap cleanup EXIT

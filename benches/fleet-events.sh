@@ -23,15 +23,11 @@ svc_env=(env -i PATH="$PATH" RUST_LOG=warn SVC_DATA_DIR="$work/data" SVC_DOCKER_
     SVC_FLEET_NAME="$fleet" SVC_DECKY_BINARY="$SVC_BIN" SVC_DEPLOYMENT_LIMIT=200
     SVC_JWT_SECRET=0123456789abcdef0123456789abcdef SVC_ADMIN_PASSWORD="bench admin password"
     SVC_API_PORT="$port" SVC_INGEST_LOG_FILE="$work/ingest.log")
-engine() { CONTAINERS_CONF="$work/engine/containers.conf" podman "$@"; }
 cleanup() {
     [ -n "${api:-}" ] && kill "$api" 2>/dev/null && wait "$api" 2>/dev/null
-    for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
-    engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
+    remove_bench_fleet "$work/engine" "$fleet"
     # The route svc held for the fleet's subnet (the API was stopped, not torn down).
-    ip route del unreachable "$subnet" metric 4040 2>/dev/null || true
-    remove_svc_chains "$subnet"
-    if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
+    release_bench_engine "$work/engine" "$subnet"
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -23,17 +23,12 @@ ensure_container_engine "$work/engine"
 fleet="bench$$"
 svc_env=(env -i PATH="$PATH" RUST_LOG=warn SVC_DATA_DIR="$work/data" SVC_DOCKER_HOST="$SVC_DOCKER_HOST"
     SVC_FLEET_NAME="$fleet" SVC_INGEST_LOG_FILE="$work/ingest.log" SVC_DEPLOYMENT_LIMIT=20)
-engine() { CONTAINERS_CONF="$work/engine/containers.conf" podman "$@"; }
 cleanup() {
     [ -n "${collector:-}" ] && kill "$collector" 2>/dev/null && wait "$collector" 2>/dev/null
     [ -n "${api:-}" ] && kill "$api" 2>/dev/null && wait "$api" 2>/dev/null
-    for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
-    engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
+    remove_bench_fleet "$work/engine" "$fleet"
     # The route svc holds for the fleet's subnet (`fleet::host_routes`); the fleet was not torn down.
-    ip route del unreachable 10.214.0.0/24 metric 4040 2>/dev/null || true
-    remove_svc_chains 10.214.0.0/24
-    # The API service this run started, if it started one (by its pid, nothing else of that name).
-    if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
+    release_bench_engine "$work/engine" 10.214.0.0/24
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -72,8 +67,7 @@ PY
 
 if kill "$collector" 2>/dev/null; then wait "$collector" 2>/dev/null || true; fi
 collector=
-for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
-engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
+remove_bench_fleet "$work/engine" "$fleet"
 
 # Deploy and teardown through the API, as the dashboard does them.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -41,17 +41,11 @@ teardown() {
     sampler='' second='' collector='' api=''
     if [ -n "${bridge:-}" ]; then ip addr del "$second_ip/32" dev "$bridge" 2>/dev/null || true; fi
     bridge=''
-    if [ -n "${fleet:-}" ]; then
-        for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
-        engine network rm -f "$fleet-fleet" >/dev/null 2>&1 || true
-    fi
+    if [ -n "${fleet:-}" ]; then remove_bench_fleet "$work/engine" "$fleet"; fi
 }
 cleanup() {
     teardown
-    ip route del unreachable "$subnet" metric 4242 2>/dev/null || true
-    remove_svc_chains "$subnet"
-    # The API service this run started, if it started one (by its pid, nothing else of that name).
-    if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
+    release_bench_engine "$work/engine" "$subnet"
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -20,13 +20,10 @@ svc_env=(env -i PATH="$PATH" RUST_LOG=warn SVC_DATA_DIR="$work/data" SVC_DOCKER_
     SVC_FLEET_NAME="$fleet" SVC_DECKY_BINARY="$SVC_BIN" SVC_TOPOLOGY_SUBNET_POOL=10.214.192.0/20
     SVC_JWT_SECRET=0123456789abcdef0123456789abcdef SVC_ADMIN_PASSWORD="bench admin password"
     SVC_API_PORT="$port" SVC_MUTATOR_POLL_S=1)
-engine() { CONTAINERS_CONF="$work/engine/containers.conf" podman "$@"; }
 cleanup() {
     for pid in ${api:-} ${mutator:-}; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
-    for id in $(engine ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine rm -f "$id" >/dev/null 2>&1; done
-    for net in $(engine network ls -q --filter "label=svc.fleet=$fleet" 2>/dev/null); do engine network rm -f "$net" >/dev/null 2>&1; done
-    # The API service this run started, if it started one (by its pid, nothing else of that name).
-    if [ -f "$work/engine/podman.pid" ]; then kill "$(cat "$work/engine/podman.pid")" 2>/dev/null || true; fi
+    remove_bench_fleet "$work/engine" "$fleet"
+    release_bench_engine "$work/engine"
     rm -rf "$work"
 }
 trap cleanup EXIT

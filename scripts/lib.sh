@@ -260,3 +260,30 @@ remove_svc_chains() {
         done
     done
 }
+
+# Removes fleet FLEET's containers and networks (its topologies' too) from the engine
+# ensure_container_engine set up in DIR: a benchmark's teardown.
+remove_bench_fleet() {
+    local dir=$1 fleet=$2 id net
+    local -a engine=(env CONTAINERS_CONF="$dir/containers.conf" podman)
+    for id in $("${engine[@]}" ps -aq --filter "label=svc.fleet=$fleet" 2>/dev/null); do
+        "${engine[@]}" rm -f "$id" >/dev/null 2>&1
+    done
+    for net in $("${engine[@]}" network ls -q --filter "label=svc.fleet=$fleet" 2>/dev/null) "$fleet-fleet"; do
+        "${engine[@]}" network rm -f "$net" >/dev/null 2>&1 || true
+    done
+}
+
+# The rest of a benchmark's cleanup after remove_bench_fleet: when SUBNET is given, every
+# unreachable route for it (the run's own, and the one svc holds while a fleet exists) and svc's
+# host chains naming it; then the API service ensure_container_engine started in DIR, if it
+# started one (by its pid, nothing else of that name).
+#   release_bench_engine DIR [SUBNET]
+release_bench_engine() {
+    local dir=$1 subnet=${2:-}
+    if [ -n "$subnet" ]; then
+        while ip route del unreachable "$subnet" 2>/dev/null; do :; done
+        remove_svc_chains "$subnet"
+    fi
+    if [ -f "$dir/podman.pid" ]; then kill "$(cat "$dir/podman.pid")" 2>/dev/null || true; fi
+}
