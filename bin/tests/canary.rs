@@ -176,6 +176,56 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
         (Some(env_uuid.as_str()), Some(ip.as_str()))
     );
 
+    // Every other bait calls home too: the planted git configuration through git's own client, the
+    // rest through the URL they name (a document's, compressed, is its token's callback).
+    for token in &tokens[1..] {
+        let path = token["placement_path"].as_str().unwrap();
+        let callback = token["callback_token"].as_str().unwrap();
+        let content = podman.read_file(&container, path).unwrap().content;
+        let repo = tempfile::tempdir_in(dir.path()).unwrap();
+        let fetch = if token["generator"] == "git_config" {
+            assert!(
+                std::process::Command::new("git")
+                    .args(["init", "-q"])
+                    .current_dir(repo.path())
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+            std::fs::write(repo.path().join(".git/config"), &content).unwrap();
+            let mut git = std::process::Command::new("git");
+            git.args(["ls-remote", "origin"]).current_dir(repo.path()).env("GIT_TERMINAL_PROMPT", "0");
+            git
+        } else {
+            let url = callback_url(&String::from_utf8_lossy(&content), callback)
+                .unwrap_or_else(|| format!("{base}/c/{callback}"));
+            let mut curl = std::process::Command::new("curl");
+            curl.args(["-s", "-o", "/dev/null", &url]);
+            curl
+        };
+        let output = attacker.wrap(&fetch).output().unwrap();
+        let said = format!("{} said: {}", token["generator"], String::from_utf8_lossy(&output.stderr));
+        let uuid = token["uuid"].as_str().unwrap().to_string();
+        eventually(&format!("the bait's callback is a trigger; {said}"), || async {
+            call(Method::GET, format!("/canary/tokens/{uuid}"), None).await.1["trigger_count"].as_u64() >= Some(1)
+        })
+        .await;
+    }
+    let (_, triggers) =
+        call(Method::GET, format!("/canary/tokens/{}/triggers", tokens[1]["uuid"].as_str().unwrap()), None).await;
+    assert!(triggers["triggers"][0]["user_agent"].as_str().unwrap().starts_with("git/"), "{triggers}");
+    // (git asks twice: for the smart protocol's refs, then, dumb, for HEAD.)
+    let mut triggered = 0;
+    for token in &tokens {
+        let uuid = token["uuid"].as_str().unwrap();
+        triggered +=
+            call(Method::GET, format!("/canary/tokens/{uuid}"), None).await.1["trigger_count"].as_u64().unwrap();
+    }
+    eventually("every trigger reached the webhook", || async {
+        receiver.hits().iter().filter(|h| h.json()["type"] == "triggered").count() as u64 == triggered
+    })
+    .await;
+
     // Revoked: the bait leaves the decky; the token and its trigger stay.
     let (status, _) = call(Method::DELETE, format!("/canary/tokens/{env_uuid}"), None).await;
     assert_eq!(status, 200);
