@@ -120,6 +120,17 @@ async fn addresses_sharing_a_ja3_and_an_ssh_client_are_one_identity_and_a_ja3_al
     let (_, paged) =
         api_call(port, &token, Method::GET, &format!("/identities/{uuid}/observations?limit=1&offset=1"), None).await;
     assert_eq!(paged["data"][0]["ip"], "198.51.100.20");
+    // The attacker list and detail name the identity too, as the linking found it.
+    let (_, attackers) = api_call(port, &token, Method::GET, "/attackers?limit=100", None).await;
+    let named: Vec<(&str, &Value)> =
+        attackers["data"].as_array().unwrap().iter().map(|r| (r["ip"].as_str().unwrap(), &r["identity_id"])).collect();
+    let linked = rows.iter().map(|r| r["ip"].as_str().unwrap()).collect::<Vec<_>>();
+    for (ip, identity) in &named {
+        assert_eq!(linked.contains(ip), *identity == uuid, "{ip}: {identity}");
+    }
+    let member = rows[0]["uuid"].as_str().unwrap();
+    let (_, detail) = api_call(port, &token, Method::GET, &format!("/attackers/{member}"), None).await;
+    assert_eq!(detail["identity_id"], uuid);
 
     // The techniques of the identity's attackers (the identity page's TTPs), not of the third's.
     let techniques = |path: String| {

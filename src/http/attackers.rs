@@ -117,6 +117,8 @@ impl Validate for CommandsQuery {
 pub struct AttackerSummary {
     pub uuid: Uuid,
     pub ip: String,
+    /// The identity it is linked into, as the last linking (an identity route, attribution) found
+    /// it; null before one ran, or when it is linked to no one.
     pub identity_id: Option<String>,
     /// RFC 3339, UTC, milliseconds.
     pub first_seen: String,
@@ -331,15 +333,25 @@ pub async fn list_attackers(
     let page = state.db.attackers(&filter, paging.limit, paging.offset).await?;
     let uuids: Vec<Uuid> = page.rows.iter().filter(|row| row.command_count > 0).map(|row| row.uuid).collect();
     let mut commands = state.db.recent_commands(&uuids, ROW_COMMANDS, ROW_COMMAND_CHARS).await?;
+    let identities = state.identities.cached();
     let data = page
         .rows
         .into_iter()
         .map(|profile| {
             let recent = commands.remove(&profile.uuid).unwrap_or_default();
-            AttackerSummary { commands: recent.into_iter().map(CommandEntry::from).collect(), ..profile.into() }
+            AttackerSummary {
+                identity_id: identity_of(identities.as_deref(), profile.uuid),
+                commands: recent.into_iter().map(CommandEntry::from).collect(),
+                ..profile.into()
+            }
         })
         .collect();
     Ok(Json(paging.page_of(page.total, data)))
+}
+
+/// The identity `attacker` belongs to, as the last linking found it (it may be a little behind).
+fn identity_of(identities: Option<&crate::identity::Snapshot>, attacker: Uuid) -> Option<String> {
+    identities?.of_attacker(attacker).map(|identity| identity.uuid.to_string())
 }
 
 /// One attacker: the profile, its newest commands and observations, and where it interacted.
@@ -371,8 +383,9 @@ pub async fn attacker_detail(
     let observations = db.attacker_observations(uuid, DETAIL_OBSERVATIONS).await?;
     // Newest first from the page; DECNET's list runs oldest first.
     let commands = commands.rows.into_iter().rev().map(CommandEntry::from).collect();
+    let identity_id = identity_of(state.identities.cached().as_deref(), uuid);
     Ok(Json(AttackerDetail {
-        attacker: AttackerSummary { commands, ..profile.into() },
+        attacker: AttackerSummary { identity_id, commands, ..profile.into() },
         service_activity: activity,
         ip_leaks: leaks.rows.into_iter().map(|leak| decoded(leak.payload)).collect(),
         ip_leaks_total: leaks.total,

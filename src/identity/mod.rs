@@ -103,6 +103,8 @@ impl Snapshot {
 #[derive(Default)]
 pub struct Identities {
     last: Mutex<Option<Computed>>,
+    /// The newest snapshot, for reads that must never wait on a computation ([`Identities::cached`]).
+    latest: std::sync::Mutex<Option<Arc<Snapshot>>>,
 }
 
 struct Computed {
@@ -130,7 +132,15 @@ impl Identities {
         let took = started.elapsed();
         tracing::debug!(identities = snapshot.identities.len(), took_ms = took.as_millis() as u64, "Identities linked");
         *last = Some(Computed { at: Instant::now(), took, newest, snapshot: snapshot.clone() });
+        *self.latest.lock().expect("never poisoned") = Some(snapshot.clone());
         Ok(snapshot)
+    }
+
+    /// The last snapshot computed, however old, without computing one: for the attacker rows'
+    /// `identity_id`, which must not make a list wait on linking every attacker. `None` until the
+    /// identity routes or attribution computed one.
+    pub fn cached(&self) -> Option<Arc<Snapshot>> {
+        self.latest.lock().expect("never poisoned").clone()
     }
 }
 
