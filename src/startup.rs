@@ -98,6 +98,9 @@ impl Lifespan {
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
                 identities: Arc::default(),
+                canary_limit: Arc::new(std::sync::Mutex::new(crate::canary::TriggerLimit::new(
+                    config.api.canary_triggers_per_minute,
+                ))),
                 requests: Arc::default(),
                 closing: cancel.child_token(),
                 db,
@@ -115,6 +118,7 @@ impl Lifespan {
         lifespan.start_log_tail();
         lifespan.start_fleet_reconciler();
         lifespan.start_swarm_listener().await?;
+        lifespan.start_canary_dns().await?;
         lifespan.start_swarm_sweep();
         lifespan.start_limit_pruning();
         lifespan.start_retention();
@@ -347,6 +351,15 @@ impl Lifespan {
         let listener = SwarmListener::bind(config).await.context("starting the swarm listener")?;
         let store = Arc::new(StoredHeartbeats(self.state.topologies.clone()));
         self.tasks.spawn(listener.run(store, self.cancel.clone()));
+        Ok(())
+    }
+
+    /// With `SVC_CANARY_DNS_ZONE`: the canary's DNS listener, in contract-test mode too (it is a
+    /// listener, not a worker). One that cannot bind stops the API: baits name the zone.
+    async fn start_canary_dns(&self) -> anyhow::Result<()> {
+        let Some(config) = &self.state.config.api.canary_dns else { return Ok(()) };
+        let listener = http::canary::DnsListener::bind(config).await?;
+        self.tasks.spawn(listener.run(self.state.clone(), self.cancel.clone()));
         Ok(())
     }
 
