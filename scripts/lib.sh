@@ -142,9 +142,10 @@ ensure_observability_test_tools() {
 
 # The readers the canary baits are opened with in their tests: poppler's pdftotext and pdfinfo, the
 # OpenSSH client (ssh-keygen, ssh -G), git, and python-docx (PyPI, into the project-local virtualenv
-# put on PATH; Python's own INI, XML and HTML parsers read the rest).
+# put on PATH; Python's own INI, XML and HTML parsers read the rest); and dig (dnsutils), which asks
+# the canary DNS listener.
 ensure_canary_test_tools() {
-    apt_install_missing poppler-utils openssh-client git python3 python3-venv
+    apt_install_missing poppler-utils openssh-client git python3 python3-venv dnsutils
     local venv=.svc/venv
     [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
     if ! "$venv/bin/python" -c 'import docx' 2>/dev/null; then

@@ -100,6 +100,9 @@ impl Lifespan {
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
                 identities: Arc::default(),
+                canary_limit: Arc::new(std::sync::Mutex::new(crate::canary::TriggerLimit::new(
+                    config.api.canary_triggers_per_minute,
+                ))),
                 requests: Arc::default(),
                 closing: cancel.child_token(),
                 db,
@@ -118,6 +121,7 @@ impl Lifespan {
         lifespan.start_fleet_reconciler();
         lifespan.start_canary_planter();
         lifespan.start_swarm_listener().await?;
+        lifespan.start_canary_dns().await?;
         lifespan.start_swarm_sweep();
         lifespan.start_limit_pruning();
         lifespan.start_retention();
@@ -363,6 +367,15 @@ impl Lifespan {
         Ok(())
     }
 
+    /// With `SVC_CANARY_DNS_ZONE`: the canary's DNS listener, in contract-test mode too (it is a
+    /// listener, not a worker). One that cannot bind stops the API: baits name the zone.
+    async fn start_canary_dns(&self) -> anyhow::Result<()> {
+        let Some(config) = &self.state.config.api.canary_dns else { return Ok(()) };
+        let listener = http::canary::DnsListener::bind(config).await?;
+        self.tasks.spawn(listener.run(self.state.clone(), self.cancel.clone()));
+        Ok(())
+    }
+
     /// On a master, swarm or not (a host enrolled while the listener is off cannot be heard, and is
     /// shown so): a host silent for three heartbeat intervals becomes `unreachable`. Not in
     /// contract-test mode, where nothing runs in the background.
@@ -404,7 +417,8 @@ impl Lifespan {
 /// Step 1: a warning only; startup goes on.
 /// Where the canary tokens' baits call home, from the API's settings.
 fn canary_home(config: &Config) -> CallbackHome {
-    CallbackHome { http_base: config.api.canary_callback_base(), dns_zone: None }
+    let dns_zone = config.api.canary_dns.as_ref().map(|dns| dns.zone.as_str().to_string());
+    CallbackHome { http_base: config.api.canary_callback_base(), dns_zone }
 }
 
 fn warn_on_low_open_file_limit() {

@@ -87,7 +87,7 @@ impl Callback {
     }
 }
 
-fn is_dns_label(text: &str) -> bool {
+pub(super) fn is_dns_label(text: &str) -> bool {
     (1..=63).contains(&text.len())
         && text.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
         && !text.starts_with('-')

@@ -4,18 +4,23 @@
 //! It does no I/O and reads no configuration, so the API, the baseline seeding at deploy time and a
 //! later re-check all get byte-identical files from the same inputs (DECNET's generators promise the
 //! same, and its planter relies on it to be idempotent). `trigger` says what a callback becomes (a
-//! log line, a bus event), also without I/O. Storing tokens (`db::canary`), the routes and the
-//! callback listener (`http::canary`) live elsewhere; planting is not written yet.
+//! log line, a bus event) and `limit` how many a token may make a minute, `dns` reads and answers
+//! the canary zone's queries, all without I/O. Storing tokens (`db::canary`), the routes and the
+//! callback listeners (`http::canary`) live elsewhere; planting is not written yet.
 
 mod blob;
 mod callback;
+pub mod dns;
 mod draw;
 mod generate;
+mod limit;
 mod trigger;
 
 pub use blob::sniff_content_type;
 pub use callback::{Callback, CallbackError, CallbackToken};
+pub use dns::DnsZone;
 pub use generate::generate;
+pub use limit::{Admission, TriggerLimit};
 pub use trigger::{EVENT_TYPE, SERVICE, Trigger};
 
 use std::time::Duration;

@@ -27,11 +27,13 @@ pub struct Trigger {
     pub generator: Option<String>,
     pub placement_path: String,
     pub src_ip: String,
-    /// `GET`, `HEAD`, `POST`.
+    /// `GET`, `HEAD`, `POST`, or `DNS` for a lookup.
     pub method: String,
-    /// The requested path and query, as sent.
-    pub path: String,
+    /// The requested path and query, as sent; `None` for a lookup.
+    pub path: Option<String>,
     pub user_agent: Option<String>,
+    /// The name looked up, lowercased; `None` for an HTTP callback.
+    pub dns_qname: Option<String>,
 }
 
 impl Trigger {
@@ -45,8 +47,13 @@ impl Trigger {
             ("kind".to_string(), self.kind.clone()),
             ("placement_path".to_string(), cut(&self.placement_path)),
             ("method".to_string(), self.method.clone()),
-            ("path".to_string(), cut(&self.path)),
         ];
+        if let Some(path) = &self.path {
+            fields.push(("path".to_string(), cut(path)));
+        }
+        if let Some(name) = &self.dns_qname {
+            fields.push(("dns_qname".to_string(), cut(name)));
+        }
         if let Some(generator) = &self.generator {
             fields.push(("generator".to_string(), generator.clone()));
         }
@@ -74,7 +81,7 @@ impl Trigger {
             "src_ip": self.src_ip,
             "user_agent": self.user_agent,
             "request_path": self.path,
-            "dns_qname": null,
+            "dns_qname": self.dns_qname,
         })
     }
 }
@@ -83,9 +90,8 @@ impl Trigger {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_line_reads_back_as_a_canary_event_of_the_caller() {
-        let trigger = Trigger {
+    fn git_fetch() -> Trigger {
+        Trigger {
             token_uuid: uuid::Uuid::nil(),
             trigger_uuid: uuid::Uuid::max(),
             decky: "web-01".into(),
@@ -94,9 +100,15 @@ mod tests {
             placement_path: "/home/admin/app/.git/config".into(),
             src_ip: "203.0.113.9".into(),
             method: "GET".into(),
-            path: "/c/abc/info/refs?service=git-upload-pack".into(),
+            path: Some("/c/abc/info/refs?service=git-upload-pack".into()),
             user_agent: Some("git/2.43.0 \"quoted\"]".into()),
-        };
+            dns_qname: None,
+        }
+    }
+
+    #[test]
+    fn the_line_reads_back_as_a_canary_event_of_the_caller() {
+        let trigger = git_fetch();
         let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let parsed = crate::logline::parse(&trigger.line(at)).unwrap();
         assert_eq!((parsed.decky.as_str(), parsed.service.as_str()), ("web-01", SERVICE));
@@ -106,5 +118,23 @@ mod tests {
         assert_eq!(parsed.field("path"), Some("/c/abc/info/refs?service=git-upload-pack"));
         assert_eq!(parsed.field("generator"), Some("git_config"));
         assert_eq!(trigger.event_payload()["decky_name"], "web-01");
+        assert_eq!(parsed.field("dns_qname"), None);
+    }
+
+    #[test]
+    fn a_lookup_carries_its_name_and_no_path() {
+        let trigger = Trigger {
+            method: "DNS".into(),
+            path: None,
+            user_agent: None,
+            dns_qname: Some("abc.trap.example.net".into()),
+            ..git_fetch()
+        };
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let parsed = crate::logline::parse(&trigger.line(at)).unwrap();
+        assert_eq!(parsed.field("dns_qname"), Some("abc.trap.example.net"));
+        assert_eq!((parsed.field("path"), parsed.field("method")), (None, Some("DNS")));
+        let payload = trigger.event_payload();
+        assert_eq!((&payload["dns_qname"], &payload["request_path"]), (&json!("abc.trap.example.net"), &Value::Null));
     }
 }

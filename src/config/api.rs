@@ -2,11 +2,13 @@
 //! browser, how it signs tokens, the first admin, its limits and developer aids, which workers it
 //! embeds. The rules it must satisfy before it starts are `rules::for_api`.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::env::Env;
 use super::rules;
+use crate::canary::DnsZone;
 use crate::secret::Secret;
 
 /// How long a session token lasts.
@@ -48,6 +50,10 @@ pub struct ApiConfig {
     pub contract_test: bool,
     /// `SVC_CANARY_HTTP_BASE`: where baits call home; see [`ApiConfig::canary_callback_base`].
     pub canary_http_base: Option<String>,
+    /// `SVC_CANARY_DNS_ZONE` and its listener; `None` without a zone (no DNS listener then).
+    pub canary_dns: Option<CanaryDns>,
+    /// `SVC_CANARY_TRIGGERS_PER_MINUTE`: the triggers one token records a minute at most.
+    pub canary_triggers_per_minute: u32,
     /// `SVC_PROFILE_REQUESTS`: one flamegraph page per request, written to `profile_dir`.
     pub profile_requests: bool,
     /// `SVC_PROFILE_DIR`.
@@ -117,6 +123,8 @@ impl ApiConfig {
             limiter_enabled: env.flag("SVC_LIMITER_ENABLED", true),
             contract_test: env.flag("SVC_CONTRACT_TEST", false),
             canary_http_base: env.non_empty("SVC_CANARY_HTTP_BASE"),
+            canary_dns: canary_dns(env),
+            canary_triggers_per_minute: env.count("SVC_CANARY_TRIGGERS_PER_MINUTE", 60, 1..=1_000_000) as u32,
             profile_requests: env.flag("SVC_PROFILE_REQUESTS", false),
             profile_dir: PathBuf::from(env.get_or("SVC_PROFILE_DIR", &data_dir.join("profiles").to_string_lossy())),
             unit_cache: env.seconds("SVC_UNIT_CACHE_SECS", 30.0),
@@ -135,6 +143,31 @@ impl ApiConfig {
     pub fn binds_loopback(&self) -> bool {
         rules::is_loopback_host(&self.host)
     }
+}
+
+/// The canary's DNS zone, where it listens and what it answers (`SVC_CANARY_DNS_*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CanaryDns {
+    pub zone: DnsZone,
+    pub listen: SocketAddr,
+    /// The A record answered for names under the zone; `None`: no data.
+    pub answer: Option<Ipv4Addr>,
+}
+
+/// `SVC_CANARY_DNS_ZONE`, `SVC_CANARY_DNS_LISTEN` and `SVC_CANARY_DNS_ANSWER`, each read (so each is
+/// listed) and judged whether or not the zone is set.
+fn canary_dns(env: &mut Env) -> Option<CanaryDns> {
+    let zone = env.non_empty("SVC_CANARY_DNS_ZONE");
+    let listen = env.non_empty_or("SVC_CANARY_DNS_LISTEN", "0.0.0.0:53");
+    let answer = env.non_empty("SVC_CANARY_DNS_ANSWER");
+    let listen = listen.parse::<SocketAddr>().map_err(|_| {
+        env.report("SVC_CANARY_DNS_LISTEN", format!("{listen:?} is not an address and port such as 0.0.0.0:53"));
+    });
+    let answer = answer.map(|text| text.parse::<Ipv4Addr>()).transpose().map_err(|_| {
+        env.report("SVC_CANARY_DNS_ANSWER", "must be an IPv4 address");
+    });
+    let zone = DnsZone::parse(&zone?).map_err(|problem| env.report("SVC_CANARY_DNS_ZONE", problem));
+    Some(CanaryDns { zone: zone.ok()?, listen: listen.ok()?, answer: answer.ok()? })
 }
 
 /// `SVC_SSE_RECHECK_SECS`: a revocation must reach open streams within about 10 seconds.

@@ -89,6 +89,19 @@ const MEANINGS: &[(&str, &str)] = &[
     ("SVC_LIMITER_ENABLED", "rate limiting; off on a public binding logs a critical warning"),
     ("SVC_CONTRACT_TEST", "the API starts no background worker"),
     ("SVC_CANARY_HTTP_BASE", "canary base URL; must be `https://` (or loopback) when the API is public"),
+    (
+        "SVC_CANARY_DNS_ZONE",
+        "the DNS zone canary baits look `{token}.{zone}` up under (delegate its NS to this host); unset: no DNS listener, `ssh_key` and `mysql_dump` refused",
+    ),
+    ("SVC_CANARY_DNS_LISTEN", "UDP address and port the canary DNS listener binds, when a zone is set"),
+    (
+        "SVC_CANARY_DNS_ANSWER",
+        "IPv4 address answered (A, TTL 0) for names under the zone, so the client goes on to connect; unset: no data",
+    ),
+    (
+        "SVC_CANARY_TRIGGERS_PER_MINUTE",
+        "triggers one canary token records a minute at most; past it the callback answers as ever but nothing is recorded",
+    ),
     ("SVC_PROFILE_REQUESTS", "writes one HTML flamegraph per request to `SVC_PROFILE_DIR`"),
     ("SVC_PROFILE_DIR", "where per-request flamegraphs go"),
     ("SVC_UNIT_CACHE_SECS", "seconds the installed-unit listing behind `/workers` is reused"),

@@ -377,3 +377,24 @@ fn the_prober_section_is_off_and_private_free_by_default_and_names_bad_ports() {
     let vars: Vec<&str> = for_api(env).unwrap_err().0.iter().map(|p| p.var).collect();
     assert_eq!(vars, ["SVC_PROBER_MAX_PPS", "SVC_PROBER_TCPFP_PORTS"]);
 }
+
+#[test]
+fn the_canary_dns_listener_needs_a_zone_and_judges_its_settings() {
+    let config = for_api(vars(&[])).unwrap();
+    assert_eq!((config.api.canary_dns, config.api.canary_triggers_per_minute), (None, 60));
+    let config =
+        for_api(vars(&[("SVC_CANARY_DNS_ZONE", "Trap.Example.NET."), ("SVC_CANARY_DNS_ANSWER", "192.0.2.7")])).unwrap();
+    let dns = config.api.canary_dns.unwrap();
+    assert_eq!((dns.zone.as_str(), dns.listen.to_string()), ("trap.example.net", "0.0.0.0:53".to_string()));
+    assert_eq!(dns.answer, Some("192.0.2.7".parse().unwrap()));
+    for (var, value) in [
+        ("SVC_CANARY_DNS_ZONE", "trap_example.net"),
+        ("SVC_CANARY_DNS_ZONE", "a..b"),
+        ("SVC_CANARY_DNS_LISTEN", "localhost"),
+        ("SVC_CANARY_DNS_ANSWER", "::1"),
+        ("SVC_CANARY_TRIGGERS_PER_MINUTE", "0"),
+    ] {
+        let problems = api_problems(&[("SVC_CANARY_DNS_ZONE", "trap.example.net"), (var, value)]);
+        assert_eq!(vars_named(&problems), vec![var], "{var}={value}");
+    }
+}

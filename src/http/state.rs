@@ -73,6 +73,8 @@ pub struct State {
     pub requests: Arc<RequestMetrics>,
     /// The statistics log streams share.
     pub summaries: Arc<Summaries>,
+    /// The canary triggers each token made this minute (`SVC_CANARY_TRIGGERS_PER_MINUTE`).
+    pub canary_limit: Arc<std::sync::Mutex<crate::canary::TriggerLimit>>,
     /// The attackers linked into identities, recomputed now and then.
     pub identities: Arc<crate::identity::Identities>,
     /// Cancelled when the server starts shutting down: event streams end, so draining does not

@@ -1,6 +1,7 @@
 //! Canary tokens, in DECNET's shapes: `/canary/tokens` (viewers list and read a token and its
 //! triggers; admins create, preview and revoke) and `/canary/blobs` (admins only: list, upload as
-//! multipart/form-data, delete), plus the callback listener baits call home to, [`callback_router`].
+//! multipart/form-data, delete), plus the callback listeners baits call home to: HTTP,
+//! [`callback_router`], and DNS under `SVC_CANARY_DNS_ZONE`, [`DnsListener`] (`dns`).
 //!
 //! A token is stored `pending` with no `placed_at`: planting the bait in the decky is placement's
 //! work, which reports through `CanaryStore::set_canary_token_state`. Delete revokes, as DECNET
@@ -10,7 +11,8 @@
 //! answers like an ordinary web server: a 1×1 GIF for a known token, a plain 404 page for anything
 //! else, no JSON and nothing naming svc. It is served at the root, outside `/api/v1` and outside the
 //! API's layers, so `SVC_CANARY_HTTP_BASE` can name the API host (or a reverse proxy mapping a
-//! public host to it). A known token's callback is a trigger:
+//! public host to it). A known token's callback, HTTP or DNS, is a trigger (`trigger`, one path for
+//! both, at most `SVC_CANARY_TRIGGERS_PER_MINUTE` a token; past it the callback answers as ever):
 //!
 //! 1. the trigger row, its token's `trigger_count` and `last_triggered_at`, in one transaction;
 //! 2. an RFC 5424 line (`canary`/`canary_triggered`, the caller as `src_ip`) appended to the ingest
@@ -48,6 +50,8 @@ use crate::planting::{self, PlantError};
 use crate::time::format_utc;
 
 mod callback;
+mod dns;
+mod trigger;
 
 /// The largest blob an upload may carry.
 pub const BLOB_LIMIT: usize = 8 * 1024 * 1024;
@@ -78,6 +82,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 pub use callback::callback_router;
+pub use dns::DnsListener;
 
 // ---- shapes ----
 
@@ -140,7 +145,7 @@ pub struct TriggerEntry {
     pub occurred_at: String,
     pub src_ip: String,
     pub user_agent: Option<String>,
-    /// `GET`, `HEAD` or `POST` (svc's addition: DECNET keeps no method).
+    /// `GET`, `HEAD` or `POST`, or `DNS` for a lookup (svc's addition: DECNET keeps no method).
     pub method: String,
     pub request_path: Option<String>,
     pub dns_qname: Option<String>,
