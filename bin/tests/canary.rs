@@ -1,9 +1,11 @@
 //! Canary tokens end to end, on a real engine (podman's Docker-compatible service) and a real
-//! attacker host (a network namespace): each token's bait is planted in a running decky, read back
-//! there with its callback in it, planted again after the decky's container restarts (its drop
-//! directories are in memory), and removed when the token is revoked; an attacker in the namespace
-//! fetching a bait's callback with curl is a trigger on the token, a `canary_triggered` line in
-//! `/logs`, an attacker profile of the namespace's address and a webhook delivery.
+//! attacker host (a network namespace): every kind's bait is planted in a running decky, read back
+//! there as its preview's bytes, planted again after the decky's container restarts (its drop
+//! directories are in memory), and removed when the token is revoked. From the namespace each
+//! calls home with a real client: curl on the URL a bait names, git on the planted repository
+//! configuration, dig against the canary's DNS listener for the name an SSH key or a dump makes
+//! its client look up. Each is a trigger on its token and at a webhook; the first is followed to
+//! a `canary_triggered` line in `/logs` and the namespace's attacker profile.
 
 use svc_test_support::processes as common;
 
@@ -28,6 +30,10 @@ const HTTP_KINDS: [&str; 8] = [
     "fingerprint_html",
     "fingerprint_svg",
 ];
+
+/// Every generator that calls home by a DNS lookup.
+const DNS_KINDS: [&str; 2] = ["ssh_key", "mysql_dump"];
+const ZONE: &str = "cdn-telemetry.example";
 
 /// A token's preview: the bait's bytes as its generator makes them.
 async fn preview(port: u16, admin: &str, uuid: &str) -> Vec<u8> {
@@ -57,13 +63,18 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
     // Bound to every address so the attacker's namespace reaches the callback over its link (a
     // test's relaxation of the public-binding rules, which want an https:// callback base).
     let base = format!("http://{}:{port}", attacker.master_side);
+    let dns_port = common::free_port().to_string();
+    let dns = format!("{}:{dns_port}", attacker.master_side);
     command
         .env("SVC_TESTING", "1")
         .env("SVC_API_HOST", "0.0.0.0")
         .env("SVC_CANARY_HTTP_BASE", &base)
         .env("SVC_EMBED_PROFILER", "true")
         .env("SVC_EMBED_WEBHOOK", "true")
-        .env("SVC_WEBHOOK_ALLOW_PRIVATE", "true");
+        .env("SVC_WEBHOOK_ALLOW_PRIVATE", "true")
+        .env("SVC_CANARY_DNS_ZONE", ZONE)
+        .env("SVC_CANARY_DNS_LISTEN", &dns)
+        .env("SVC_CANARY_DNS_ANSWER", attacker.master_side.to_string());
     let api = start_api(command, port).await;
     let admin = admin_token(port).await;
     let call = |method: Method, path: String, body: Option<Value>| {
@@ -82,7 +93,7 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
     // Each kind planted where its token says, byte for byte what its preview shows, the text ones
     // with their callback in sight.
     let mut tokens = Vec::new();
-    for generator in HTTP_KINDS {
+    for generator in HTTP_KINDS.into_iter().chain(DNS_KINDS) {
         let body = json!({"decky_name": "bait", "generator": generator});
         let (status, created) = call(Method::POST, "/canary/tokens".into(), Some(body)).await;
         assert_eq!(status, 201, "{generator}: {created}");
@@ -99,9 +110,10 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
         let file = podman.read_file(&container, path).unwrap_or_else(|| panic!("{path} is in the decky"));
         assert_eq!(file.content, preview(port, &admin, &uuid).await, "{path} is its preview");
         assert_eq!((file.uid, file.gid), (65534, 65534), "{path} is the decky user's");
-        let compressed = ["honeydoc_docx", "honeydoc_pdf"].contains(&token["generator"].as_str().unwrap());
+        // (The documents are compressed; an SSH key names its host in the configuration beside it.)
+        let opaque = ["honeydoc_docx", "honeydoc_pdf", "ssh_key"].contains(&token["generator"].as_str().unwrap());
         let callback = token["callback_token"].as_str().unwrap();
-        assert!(compressed || String::from_utf8_lossy(&file.content).contains(callback), "{path} carries its callback");
+        assert!(opaque || String::from_utf8_lossy(&file.content).contains(callback), "{path} carries its callback");
     }
     let env = &tokens[0];
     let env_path = env["placement_path"].as_str().unwrap().to_string();
@@ -177,13 +189,26 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
     );
 
     // Every other bait calls home too: the planted git configuration through git's own client, the
-    // rest through the URL they name (a document's, compressed, is its token's callback).
+    // SSH key and the dump by the name they make their client look up, the rest through the URL
+    // they name (a document's, compressed, is its token's callback).
     for token in &tokens[1..] {
         let path = token["placement_path"].as_str().unwrap();
         let callback = token["callback_token"].as_str().unwrap();
         let content = podman.read_file(&container, path).unwrap().content;
         let repo = tempfile::tempdir_in(dir.path()).unwrap();
-        let fetch = if token["generator"] == "git_config" {
+        let fetch = if DNS_KINDS.contains(&token["generator"].as_str().unwrap()) {
+            // The name the bait makes its client look up (the SSH configuration's host; the dump
+            // wraps its replication source in base64), asked of the canary's DNS listener as a
+            // resolver would.
+            let name = format!("{callback}.{ZONE}");
+            if token["generator"] == "ssh_key" {
+                let config = podman.read_file(&container, &path.replace("id_ed25519", "config")).unwrap().content;
+                assert!(String::from_utf8_lossy(&config).contains(&format!("HostName {name}")), "{path}'s host");
+            }
+            let mut dig = std::process::Command::new("dig");
+            dig.args([&format!("@{}", attacker.master_side), "-p", &dns_port, "+short", "+tries=1", &name, "A"]);
+            dig
+        } else if token["generator"] == "git_config" {
             assert!(
                 std::process::Command::new("git")
                     .args(["init", "-q"])
@@ -205,6 +230,10 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
         };
         let output = attacker.wrap(&fetch).output().unwrap();
         let said = format!("{} said: {}", token["generator"], String::from_utf8_lossy(&output.stderr));
+        if fetch.get_program() == "dig" {
+            let answer = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(answer.trim(), attacker.master_side.to_string(), "the listener's answer; {said}");
+        }
         let uuid = token["uuid"].as_str().unwrap().to_string();
         eventually(&format!("the bait's callback is a trigger; {said}"), || async {
             call(Method::GET, format!("/canary/tokens/{uuid}"), None).await.1["trigger_count"].as_u64() >= Some(1)
@@ -214,6 +243,14 @@ async fn planted_bait_calls_home_from_an_attacker_host_to_the_logs_the_attacker_
     let (_, triggers) =
         call(Method::GET, format!("/canary/tokens/{}/triggers", tokens[1]["uuid"].as_str().unwrap()), None).await;
     assert!(triggers["triggers"][0]["user_agent"].as_str().unwrap().starts_with("git/"), "{triggers}");
+    let ssh = tokens.iter().find(|t| t["generator"] == "ssh_key").unwrap()["uuid"].as_str().unwrap();
+    let (_, triggers) = call(Method::GET, format!("/canary/tokens/{ssh}/triggers"), None).await;
+    let trigger = &triggers["triggers"][0];
+    assert_eq!(
+        (trigger["method"].as_str(), trigger["src_ip"].as_str()),
+        (Some("DNS"), Some(attacker.address.to_string().as_str()))
+    );
+    assert!(trigger["dns_qname"].as_str().unwrap().ends_with(ZONE), "{trigger}");
     // (git asks twice: for the smart protocol's refs, then, dumb, for HEAD.)
     let mut triggered = 0;
     for token in &tokens {
