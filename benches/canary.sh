@@ -41,8 +41,8 @@ trap cleanup EXIT
 export SVC_DATA_DIR="$data" SVC_LIMITER_ENABLED=false RUST_LOG=warn
 export SVC_JWT_SECRET; SVC_JWT_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 export SVC_ADMIN_PASSWORD="load test admin password"
-# Someone may add a per-token limit on stored triggers (over it the callback answers but stores
-# nothing): out of reach here, so what is measured is a full trigger per callback.
+# The per-token limit on stored triggers (over it the callback answers but stores nothing) is out
+# of reach here, so what is measured is a full trigger per callback.
 export SVC_CANARY_TRIGGERS_PER_MINUTE=100000000
 export SVC_EMBED_WEBHOOK=true SVC_WEBHOOK_ALLOW_PRIVATE=true
 
