@@ -43,7 +43,7 @@ export SVC_JWT_SECRET; SVC_JWT_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d '
 export SVC_ADMIN_PASSWORD="load test admin password"
 # The per-token limit on stored triggers (over it the callback answers but stores nothing) is out
 # of reach here, so what is measured is a full trigger per callback.
-export SVC_CANARY_TRIGGERS_PER_MINUTE=100000000
+export SVC_CANARY_TRIGGERS_PER_MINUTE=1000000
 export SVC_EMBED_WEBHOOK=true SVC_WEBHOOK_ALLOW_PRIVATE=true
 
 echo "==> binary: $SVC_BIN; seeding $rows log lines"
