@@ -150,7 +150,10 @@ impl Planter {
         if tokens.iter().all(|token| token.state == REVOKED) {
             return;
         }
-        // The engine away is not the tokens' failure: they are tried again later.
+        // The engine away is not the tokens' failure (nor an error each pass): they wait for it.
+        if !self.fleet.ping().await {
+            return tracing::debug!("Canary planting waits for the container engine");
+        }
         let containers = match self.fleet.decky_containers().await {
             Ok(containers) => containers,
             Err(err) => return tracing::debug!(error = %err, "Canary planting skipped"),
