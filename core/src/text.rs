@@ -1,6 +1,7 @@
 //! Untrusted text bounded and shown safely, by the same rules wherever it is done: cut to a number
 //! of characters or of bytes without splitting a character, and secret bytes written as printable
-//! ASCII (the emitters' rule, which the ingester applies too); and text escaped for HTML and XML.
+//! ASCII (the emitters' rule, which the ingester applies too), bytes as hex; and text escaped for
+//! HTML and XML.
 
 /// The first `max_chars` characters of `text` (a column of that width holds them).
 pub fn prefix_chars(text: &str, max_chars: usize) -> &str {
@@ -11,6 +12,11 @@ pub fn prefix_chars(text: &str, max_chars: usize) -> &str {
         Some((end, _)) => &text[..end],
         None => text,
     }
+}
+
+/// `bytes` as lowercase hex, two digits each (how digests, keys and tokens are written).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// At most `max_bytes` bytes of `text`, ending on a character boundary.

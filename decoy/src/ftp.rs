@@ -7,6 +7,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use svc_core::text::hex;
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -400,8 +401,4 @@ impl Ftp {
 /// The entries of the made-up directory at `path`, if it is one.
 fn directory(path: &str) -> Option<&'static [Entry]> {
     TREE.iter().find(|(dir, _)| *dir == path).map(|(_, entries)| *entries)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

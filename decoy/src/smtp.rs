@@ -263,7 +263,7 @@ impl Smtp {
 
         let sha256 = Sha256::digest(&message);
         let queue_id = queue_id(&sha256, session);
-        let sha256: String = sha256.iter().map(|b| format!("{b:02x}")).collect();
+        let sha256: String = svc_core::text::hex(&sha256);
         let stored_as = format!("{sha256}.eml");
         let mut fields = vec![
             ("mail_from", conn.mail_from.clone().unwrap_or_default()),

@@ -15,7 +15,7 @@ pub fn new_ticket() -> String {
 
 /// What the database stores and looks tickets up by.
 pub fn ticket_hash(ticket: &str) -> String {
-    Sha256::digest(ticket.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&Sha256::digest(ticket.as_bytes()))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ impl CallbackToken {
     pub fn random() -> std::io::Result<Self> {
         let mut bytes = [0u8; 16];
         SystemRandom::new().fill(&mut bytes).map_err(|_| std::io::Error::other("no randomness for a canary token"))?;
-        Ok(CallbackToken(bytes.iter().map(|byte| format!("{byte:02x}")).collect()))
+        Ok(CallbackToken(crate::text::hex(&bytes)))
     }
 
     pub fn parse(text: &str) -> Result<Self, CallbackError> {

@@ -54,7 +54,7 @@ impl Seal {
         self.key()?
             .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut sealed)
             .map_err(|_| DbError::Other(anyhow::anyhow!("sealing a secret failed")))?;
-        let hex: String = nonce.iter().chain(&sealed).map(|b| format!("{b:02x}")).collect();
+        let hex: String = crate::text::hex(&[nonce.as_slice(), &sealed].concat());
         Ok(format!("{SEALED}{hex}"))
     }
 
@@ -93,7 +93,7 @@ fn load_or_make_key(path: &Path) -> std::io::Result<Vec<u8>> {
     if !path.exists() {
         let mut key = [0u8; KEY_BYTES];
         SystemRandom::new().fill(&mut key).map_err(|_| std::io::Error::other("no randomness for a key"))?;
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = crate::text::hex(&key);
         if let Some(dir) = path.parent() {
             crate::file_modes::create_private_dirs(dir)?;
         }

@@ -35,7 +35,7 @@ impl Fleet {
     /// engine and name, so two fleets on one host never share one.
     pub fn isolation_chain(&self) -> String {
         let digest = Sha256::digest(format!("{}\n{}", self.settings.docker_host, self.settings.name));
-        let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let hex: String = crate::text::hex(&digest[..8]);
         format!("SVC-F{hex}")
     }
 

@@ -262,7 +262,7 @@ fn entry(file: &SyntheticFile, body: &str) -> SyntheticFileEntry {
         created_at: format_utc(file.created_at),
         last_modified: format_utc(file.last_modified),
         edit_count: file.edit_count,
-        content_hash: Sha256::digest(body.as_bytes()).iter().map(|b| format!("{b:02x}")).collect(),
+        content_hash: crate::text::hex(&Sha256::digest(body.as_bytes())),
     }
 }
 

@@ -41,7 +41,7 @@ impl DeckyImage {
             }
             hasher.update(&buffer[..read]);
         }
-        let digest: String = hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect();
+        let digest: String = crate::text::hex(&hasher.finalize()[..6]);
         let reference = format!("{REPOSITORY}:{}-{digest}", env!("CARGO_PKG_VERSION"));
         Ok(DeckyImage { binary: binary.to_path_buf(), reference })
     }
@@ -81,7 +81,7 @@ impl DeckyImage {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&Sha256::digest(bytes))
 }
 
 /// The image archive: `manifest.json`, the image's configuration, and `rootfs` as its one layer.

@@ -38,7 +38,7 @@ pub fn updater_cn(agent_name: &str) -> String {
 
 /// Lowercase hex SHA-256 of a certificate's DER bytes: what the master stores and pins.
 pub fn fingerprint(der: &[u8]) -> String {
-    Sha256::digest(der).iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::text::hex(&Sha256::digest(der))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -588,7 +588,7 @@ pub async fn upload_blob(
     let (filename, bytes) = read_upload(request, &state).await?;
     let blob = NewCanaryBlob {
         uuid: Uuid::new_v4(),
-        sha256: Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
+        sha256: crate::text::hex(&Sha256::digest(&bytes)),
         content_type: canary::sniff_content_type(&filename, &bytes).to_string(),
         filename,
         uploaded_by: admin.user.uuid.to_string(),

@@ -132,7 +132,7 @@ fn is_base64_text(text: &str) -> bool {
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    svc::text::hex(&Sha256::digest(bytes))
 }
 
 /// The vault's view of a credential: who, what kind, the printable form and the hash, and the same

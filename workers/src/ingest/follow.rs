@@ -58,7 +58,7 @@ fn fingerprint(file: &File, offset: u64) -> io::Result<Option<String>> {
             Err(err) => return Err(err),
         }
     }
-    Ok(Some(hasher.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()))
+    Ok(Some(svc::text::hex(&hasher.finalize()[..16])))
 }
 
 /// Whether `file` still holds, before `cursor`'s offset, what the cursor saw there (a cursor

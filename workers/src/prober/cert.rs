@@ -80,6 +80,6 @@ pub async fn fetch(addr: SocketAddr, timeout: Duration) -> Option<Leaf> {
     .await;
     let der = keeper.0.lock().expect("leaf lock").take()?;
     let fields = certificate_from_der(&der)?;
-    let sha256 = Sha256::digest(&der).iter().map(|b| format!("{b:02x}")).collect();
+    let sha256 = svc::text::hex(&Sha256::digest(&der));
     Some(Leaf { fields, sha256 })
 }

@@ -34,7 +34,7 @@ impl ServerKex {
     }
 
     pub fn hassh_server(&self) -> String {
-        Md5::digest(self.hassh_server_raw().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+        svc::text::hex(&Md5::digest(self.hassh_server_raw().as_bytes()))
     }
 }
 

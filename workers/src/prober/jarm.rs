@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::time::Duration;
+use svc::text::hex;
 
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -298,10 +299,6 @@ fn extensions(format: &Format, host: &str) -> Vec<u8> {
 fn slice(bytes: &[u8], from: usize, to: usize) -> &[u8] {
     let end = to.min(bytes.len());
     if from >= end { &[] } else { &bytes[from..end] }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn be(bytes: &[u8]) -> usize {

@@ -52,7 +52,7 @@ impl SynAck {
 
     /// The first 32 hex of the raw text's SHA-256 (DECNET's `tcpfp_hash`).
     pub fn hash(&self) -> String {
-        Sha256::digest(self.raw().as_bytes()).iter().take(16).map(|b| format!("{b:02x}")).collect()
+        svc::text::hex(&Sha256::digest(self.raw().as_bytes())[..16])
     }
 
     /// The initial TTL the sender most likely used, and the hops since.

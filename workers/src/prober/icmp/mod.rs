@@ -89,7 +89,7 @@ impl Elicited {
             .map(|code| if code == 0 { -1 } else { code })
             .collect();
         let raw = format!("{}:{}:{}", self.matrix(), tuple(lens), tuple(codes));
-        Sha256::digest(raw.as_bytes()).iter().take(16).map(|b| format!("{b:02x}")).collect()
+        svc::text::hex(&Sha256::digest(raw.as_bytes())[..16])
     }
 
     pub fn any_sent(&self) -> bool {
