@@ -35,9 +35,9 @@ pub(super) fn count(n: i64) -> u64 {
     n.max(0) as u64
 }
 
-/// An offset as a BIGINT bind.
-pub(super) fn offset(offset: u64) -> i64 {
-    i64::try_from(offset).unwrap_or(i64::MAX)
+/// An offset, count or size as a BIGINT bind (none reaches `i64::MAX`; one past it would be held there).
+pub(super) fn bigint(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// An update or delete that matched no row was aimed at something that does not exist.

@@ -13,7 +13,7 @@ use super::{
     ChangePosition, MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
 use crate::db::codec::{
-    MAX_IN_LIST, MAX_ROWS_PER_INSERT, contains_pattern, convert, count, json_text, millis, offset, parse_uuid,
+    MAX_IN_LIST, MAX_ROWS_PER_INSERT, bigint, contains_pattern, convert, count, json_text, millis, parse_uuid,
     row_sets, settle, time,
 };
 use crate::db::dialect::both_backends;
@@ -363,7 +363,7 @@ both_backends! {
                 AttackerSort::Traversals => " order by is_traversal desc, last_seen desc, uuid desc",
             });
             select.push(" limit ").push_bind(i64::from(limit));
-            select.push(" offset ").push_bind(offset(offset_rows));
+            select.push(" offset ").push_bind(bigint(offset_rows));
             let rows: Vec<AttackerRow> = select.build_query_as().fetch_all(&self.pool).await?;
 
             let mut count_query = QueryBuilder::<Sql>::new("select count(*) from attackers");
@@ -414,7 +414,7 @@ both_backends! {
                 QueryBuilder::<Sql>::new("select log_id, timestamp, service, decky, command from attacker_commands");
             filter(&mut select);
             select.push(" order by timestamp desc, log_id desc limit ").push_bind(i64::from(limit));
-            select.push(" offset ").push_bind(offset(offset_rows));
+            select.push(" offset ").push_bind(bigint(offset_rows));
             let rows: Vec<CommandRow> = select.build_query_as().fetch_all(&self.pool).await?;
 
             let total: Option<(i64,)> = if service.is_some() {

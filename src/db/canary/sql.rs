@@ -6,7 +6,7 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::{CanaryBlob, CanaryStore, CanaryToken, CanaryTokenFilter, CanaryTrigger, NewCanaryBlob};
-use crate::db::codec::{convert, count, found, millis, offset, parse_uuid, time};
+use crate::db::codec::{bigint, convert, count, found, millis, parse_uuid, time};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult};
 
@@ -144,7 +144,7 @@ both_backends! {
             .bind(&token.callback_token)
             .bind(token.placed_at.map(millis))
             .bind(token.last_triggered_at.map(millis))
-            .bind(i64::try_from(token.trigger_count).unwrap_or(i64::MAX))
+            .bind(bigint(token.trigger_count))
             .bind(&token.created_by)
             .bind(millis(token.created_at))
             .bind(&token.state)
@@ -240,7 +240,7 @@ both_backends! {
             ))
             .bind(token_uuid.to_string())
             .bind(i64::from(limit))
-            .bind(offset(skip))
+            .bind(bigint(skip))
             .fetch_all(&self.pool)
             .await?;
             convert(rows)
@@ -255,7 +255,7 @@ both_backends! {
             .bind(&blob.sha256)
             .bind(&blob.filename)
             .bind(&blob.content_type)
-            .bind(i64::try_from(blob.bytes.len()).unwrap_or(i64::MAX))
+            .bind(bigint(blob.bytes.len() as u64))
             .bind(&blob.uploaded_by)
             .bind(millis(blob.uploaded_at))
             .bind(&blob.bytes)

@@ -9,7 +9,7 @@ use super::{
     HistogramBucket, LogFilter, LogRecord, LogStats, LogStore, MAX_REUSE_ADDRESSES, MIN_REUSE_TARGETS,
     RECIPIENT_EVENTS, SearchTerm,
 };
-use crate::db::codec::{contains_pattern, convert, count, dedup_key, millis, offset, time};
+use crate::db::codec::{bigint, contains_pattern, convert, count, dedup_key, millis, time};
 use crate::db::dialect::both_backends;
 use crate::db::statement::Statement;
 use crate::db::{DbError, DbResult, Page};
@@ -221,7 +221,7 @@ both_backends! {
             let mut select = Statement::new(format!("select {LOG_COLUMNS} from logs{hint}"));
             push_log_filter(&mut select, filter, None);
             select.push(" order by timestamp desc, id desc limit ").bind(i64::from(limit));
-            select.push(" offset ").bind(offset(offset_rows));
+            select.push(" offset ").bind(bigint(offset_rows));
             let total = stored_total(filter).unwrap_or_else(|| {
                 let mut count_query = Statement::new("select count(*) from logs");
                 push_log_filter(&mut count_query, filter, None);
@@ -278,7 +278,7 @@ both_backends! {
             ));
             push_bounty_filter(&mut select, filter);
             select.push(" order by timestamp desc, id desc limit ").push_bind(i64::from(limit));
-            select.push(" offset ").push_bind(offset(offset_rows));
+            select.push(" offset ").push_bind(bigint(offset_rows));
             let rows: Vec<BountyRow> = select.build_query_as().fetch_all(&self.pool).await?;
 
             let mut count_query = QueryBuilder::<Sql>::new("select count(*) from bounty");
@@ -301,7 +301,7 @@ both_backends! {
             ));
             push_credential_filter(&mut select, filter);
             select.push(" order by last_seen desc, id desc limit ").push_bind(i64::from(limit));
-            select.push(" offset ").push_bind(offset(offset_rows));
+            select.push(" offset ").push_bind(bigint(offset_rows));
             let rows: Vec<CredentialRow> = select.build_query_as().fetch_all(&self.pool).await?;
 
             let mut count_query = QueryBuilder::<Sql>::new("select count(*) from credentials");
@@ -321,7 +321,7 @@ both_backends! {
             let mut select = QueryBuilder::<Sql>::new("");
             grouped(&mut select);
             select.push(" order by target_count desc, last_seen desc, secret_sha256, principal_key limit ");
-            select.push_bind(i64::from(limit)).push(" offset ").push_bind(offset(offset_rows));
+            select.push_bind(i64::from(limit)).push(" offset ").push_bind(bigint(offset_rows));
             let groups: Vec<ReuseRow> = select.build_query_as().fetch_all(&self.pool).await?;
 
             let mut count_query = QueryBuilder::<Sql>::new("select count(*) from (");

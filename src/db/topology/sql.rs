@@ -11,7 +11,7 @@ use super::{
     Claim, Edge, EditGuard, Lan, Mutation, MutationState, StatusEvent, Topology, TopologyDecky, TopologyDetail,
     TopologyEdit, TopologyStatus, TopologyStore,
 };
-use crate::db::codec::{convert, count, found, json_text, millis, offset, settle};
+use crate::db::codec::{bigint, convert, count, found, json_text, millis, settle};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult, Page};
 
@@ -294,7 +294,7 @@ both_backends! {
             ))
             .bind(status.map(TopologyStatus::as_str))
             .bind(i64::from(limit))
-            .bind(offset(skip))
+            .bind(bigint(skip))
             .fetch_all(&self.pool)
             .await?;
             Ok(Page { total: count(total), rows: convert(rows)? })
