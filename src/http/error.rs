@@ -165,6 +165,21 @@ impl From<DbError> for ApiError {
     }
 }
 
+/// A store lookup whose `NotFound` the route answers 404 with its own words; every other store
+/// error maps as [`From<DbError>`] says.
+pub trait OrNotFound<T> {
+    fn or_not_found(self, detail: &'static str) -> Result<T>;
+}
+
+impl<T> OrNotFound<T> for std::result::Result<T, DbError> {
+    fn or_not_found(self, detail: &'static str) -> Result<T> {
+        self.map_err(|err| match err {
+            DbError::NotFound => ApiError::not_found(detail),
+            other => other.into(),
+        })
+    }
+}
+
 fn detail(status: StatusCode, detail: &str) -> Response {
     (status, Json(json!({"detail": detail}))).into_response()
 }
