@@ -108,7 +108,8 @@ fn every_docs_page_is_linked() {
     let missing = docs_pages()
         .into_iter()
         .filter(|page| {
-            !overview.readme.contains(&format!("](docs/{page})")) && !overview.architecture.contains(&format!("]({page})"))
+            !overview.readme.contains(&format!("](docs/{page})"))
+                && !overview.architecture.contains(&format!("]({page})"))
         })
         .collect();
     assert_all_named("pages of docs/ (as a link)", missing);

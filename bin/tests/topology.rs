@@ -32,6 +32,7 @@ struct Topo {
 }
 
 async fn api_on(podman: &Podman, nats: Option<&Nats>, pool: &str) -> Topo {
+    podman.owns_pool(pool);
     let dir = tempfile::tempdir().unwrap();
     let (mut command, port) = api_command(dir.path(), nats);
     command

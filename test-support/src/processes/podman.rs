@@ -16,6 +16,8 @@ pub struct Podman {
     pub fleet: String,
     /// A /24 of the test's own.
     pub subnet: String,
+    /// Ranges the test's topologies take their LANs from ([`Podman::owns_pool`]).
+    pools: std::sync::Mutex<Vec<String>>,
 }
 
 fn install() {
@@ -53,10 +55,18 @@ impl Podman {
         )
         .unwrap();
         let fleet = format!("t{}-{name}", std::process::id() % 100_000);
-        let mut podman = Podman { dir, service: None, fleet, subnet: format!("10.213.{octet}.0/24") };
+        let subnet = format!("10.213.{octet}.0/24");
+        let mut podman = Podman { dir, service: None, fleet, subnet, pools: Default::default() };
         podman.remove_all();
         podman.restart();
         podman
+    }
+
+    /// The test's topologies take their LANs from `pool` (`SVC_TOPOLOGY_SUBNET_POOL`): the host
+    /// chains naming a subnet inside it are removed at the end too, even once the LAN's network is
+    /// gone (a chain set again after its topology's teardown would otherwise outlive the test).
+    pub fn owns_pool(&self, pool: &str) {
+        self.pools.lock().unwrap().push(pool.to_string());
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -200,8 +210,9 @@ impl Podman {
         let _ = Command::new("ip").args(["route", "del", "unreachable", &self.subnet, "metric", "4040"]).output();
         // And the host chains of the fleet and its topologies (isolation, a topology's NAT
         // exemption), left the same way.
+        let pools = self.pools.lock().unwrap().clone();
         for (table, hook) in [("filter", "INPUT"), ("nat", "POSTROUTING")] {
-            for chain in chains_naming(table, &subnets) {
+            for chain in chains_naming(table, &subnets, &pools) {
                 remove_chain(table, hook, &chain);
             }
         }
@@ -218,7 +229,7 @@ impl Podman {
     /// svc's chains in the host's `filter` table (a fleet's `SVC-F…`, a topology's `SVC-T…`) holding
     /// a rule for this test's subnet.
     pub fn isolation_chains(&self) -> Vec<String> {
-        chains_naming("filter", std::slice::from_ref(&self.subnet))
+        chains_naming("filter", std::slice::from_ref(&self.subnet), &[])
     }
 
     /// The names of the networks labelled with this fleet.
@@ -233,18 +244,33 @@ impl Podman {
 }
 
 /// svc's chains (`SVC-…`) in the host's `table` holding a rule from one of `subnets`.
-fn chains_naming(table: &str, subnets: &[String]) -> Vec<String> {
+fn chains_naming(table: &str, subnets: &[String], pools: &[String]) -> Vec<String> {
     let listing =
         Command::new("iptables").args(["-w", "-t", table, "-S"]).output().map(|o| o.stdout).unwrap_or_default();
+    let names = |source: &str| subnets.iter().any(|s| s == source) || pools.iter().any(|pool| within(source, pool));
     let mut chains: Vec<String> = String::from_utf8_lossy(&listing)
         .lines()
-        .filter(|line| subnets.iter().any(|subnet| line.contains(&format!(" -s {subnet} "))))
+        .filter(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words.windows(2).any(|pair| pair[0] == "-s" && names(pair[1]))
+        })
         .filter_map(|line| line.strip_prefix("-A ")?.split_whitespace().next())
         .filter(|chain| chain.starts_with("SVC-"))
         .map(str::to_string)
         .collect();
     chains.dedup();
     chains
+}
+
+/// Whether IPv4 subnet `inner` (`a.b.c.d/n`) lies inside `outer`.
+fn within(inner: &str, outer: &str) -> bool {
+    let parse = |cidr: &str| -> Option<(u32, u32)> {
+        let (addr, len) = cidr.split_once('/')?;
+        Some((u32::from(addr.parse::<std::net::Ipv4Addr>().ok()?), len.parse().ok()?))
+    };
+    let (Some((inner, inner_len)), Some((outer, outer_len))) = (parse(inner), parse(outer)) else { return false };
+    let mask = u32::MAX.checked_shl(32 - outer_len).unwrap_or(0);
+    inner_len >= outer_len && inner & mask == outer & mask
 }
 
 /// Removes `chain` from the host's `table` with its jump from `hook`.
