@@ -68,10 +68,8 @@ impl Topologies {
     async fn heal(&self, id: Uuid) {
         // A deploy or teardown at work here: the next round looks again.
         let Ok(_engine) = self.engine.try_lock() else { return };
-        for state in [MutationState::Pending, MutationState::Applying] {
-            if !self.db.mutations(id, Some(state)).await.is_ok_and(|m| m.is_empty()) {
-                return;
-            }
+        if self.mutation_at_work(id).await {
+            return;
         }
         let Ok(detail) = self.db.topology_detail(id).await else { return };
         if !detail.topology.status.is_live() {
@@ -94,7 +92,9 @@ impl Topologies {
         let nat_pairs = nat::exemptions(&detail);
         // Where iptables cannot be asked, the deploy already said so; a heal could not do better.
         let nat_wrong = !nat::is_current(&nat::chain(id), &nat_pairs).await.unwrap_or(true);
-        if wrong.is_empty() && !nat_wrong {
+        // The mutator runs in a process of its own: one that took a mutation while this round
+        // looked (a container being replaced reads as gone or unrouted) is left to converge it.
+        if (wrong.is_empty() && !nat_wrong) || self.mutation_at_work(id).await {
             return;
         }
         let mut found: Vec<String> = wrong.iter().map(|(name, w)| format!("'{name}': {}", w.found())).collect();
@@ -123,6 +123,16 @@ impl Topologies {
             format!("restored {}", restored.join("; "))
         };
         let _ = self.move_status(id, Some(&[TopologyStatus::Degraded]), TopologyStatus::Active, Some(&reason)).await;
+    }
+
+    /// Whether a mutation of topology `id` is queued or being applied (or the queue cannot be read).
+    async fn mutation_at_work(&self, id: Uuid) -> bool {
+        for state in [MutationState::Pending, MutationState::Applying] {
+            if !self.db.mutations(id, Some(state)).await.is_ok_and(|m| m.is_empty()) {
+                return true;
+            }
+        }
+        false
     }
 
     /// The deckies that ran and are not as deployed: their container stopped or gone, or their
