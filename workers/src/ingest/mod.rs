@@ -20,6 +20,7 @@ use svc::bus::logs::{self as log_notices, BatchCommitted};
 use svc::bus::{Event, topics};
 use svc::db::{DbError, IngestBatch, IngestCursor, LogTrace, NewCredential, NewLog};
 use svc::disk_watermark::DiskWatermark;
+use svc::roster::counters::ingest as counter;
 use svc::worker::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
@@ -248,13 +249,13 @@ pub(crate) async fn store(
         Err(err) => return Err(err),
     };
     let counters = &ctx.counters;
-    counters.add("lines_stored", committed.logs);
-    counters.add("lines_malformed", tally.malformed);
-    counters.add("lines_oversized", tally.oversized);
-    counters.add("lines_shed_disk_low", tally.shed);
-    counters.add("bounties_new", committed.new_bounties);
-    counters.add("credentials_new", committed.new_credentials);
-    counters.add("batches", 1);
+    counters.add(counter::LINES_STORED, committed.logs);
+    counters.add(counter::LINES_MALFORMED, tally.malformed);
+    counters.add(counter::LINES_OVERSIZED, tally.oversized);
+    counters.add(counter::LINES_SHED_DISK_LOW, tally.shed);
+    counters.add(counter::BOUNTIES_NEW, committed.new_bounties);
+    counters.add(counter::CREDENTIALS_NEW, committed.new_credentials);
+    counters.add(counter::BATCHES, 1);
     if tally.malformed > 0 {
         tracing::warn!(count = tally.malformed, first = sample.unwrap_or(""), "Skipped lines that are not RFC 5424");
     }
