@@ -67,7 +67,7 @@ pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
             anyhow::bail!(
                 "another ingester is reading {} (its lease lasts {} s after it stops)",
                 path.display(),
-                ingester.ctx.config.ingest.lease.as_secs_f64()
+                ingester.ctx.config.worker.lease.as_secs_f64()
             );
         }
         let (pending, progress) = ingester.collect(true).await?;
@@ -306,7 +306,7 @@ struct Ingester {
 impl Ingester {
     fn new(ctx: WorkerContext, path: &Path) -> Ingester {
         let source = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
-        let lease = Lease::new(source, ctx.config.ingest.lease);
+        let lease = Lease::new(source, ctx.config.worker.lease);
         Ingester { ctx, path: path.to_path_buf(), lease, follower: None, committed: None, read_ahead: None }
     }
 
@@ -355,7 +355,7 @@ impl Ingester {
     /// One batch, or a look at the lease; returns how long to wait before the next step.
     async fn step(&mut self) -> anyhow::Result<Option<Duration>> {
         if !self.hold_lease().await? {
-            return Ok(Some(self.ctx.config.ingest.lease / 3));
+            return Ok(Some(self.ctx.config.worker.lease / 3));
         }
         let (pending, _) = self.collect(false).await?;
         let moved = self.follower.as_ref().and_then(Follower::cursor) != self.committed;

@@ -81,7 +81,7 @@ struct Profiler {
 
 impl Profiler {
     fn new(ctx: WorkerContext, leading: Arc<AtomicBool>) -> Profiler {
-        let lease = Lease::new(PROFILER_LEASE_SOURCE, ctx.config.ingest.lease);
+        let lease = Lease::new(PROFILER_LEASE_SOURCE, ctx.config.worker.lease);
         Profiler { ctx, lease, cursor: None, caught_up: false, leading }
     }
 
@@ -98,7 +98,7 @@ impl Profiler {
             let wait = match step {
                 Ok(Step::More) => continue,
                 Ok(Step::CaughtUp) => self.ctx.config.profiler.poll,
-                Ok(Step::StandingBy) => self.ctx.config.ingest.lease / 3,
+                Ok(Step::StandingBy) => self.ctx.config.worker.lease / 3,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "Profiling failed; retrying");
                     self.cursor = None;

@@ -75,7 +75,7 @@ enum Round {
 
 impl Deliverer {
     fn new(ctx: WorkerContext, leading: Arc<AtomicBool>, accepted: Arc<Notify>) -> Deliverer {
-        let lease = Lease::new(NAME, ctx.config.ingest.lease);
+        let lease = Lease::new(NAME, ctx.config.worker.lease);
         Deliverer { ctx, lease, leading, accepted }
     }
 
@@ -87,7 +87,7 @@ impl Deliverer {
                 Ok(Round::Done(next)) => {
                     next.and_then(|at| (at - Utc::now()).to_std().ok()).map_or(IDLE_POLL, |until| until.min(IDLE_POLL))
                 }
-                Ok(Round::StandingBy) => self.ctx.config.ingest.lease / 3,
+                Ok(Round::StandingBy) => self.ctx.config.worker.lease / 3,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "Webhook delivery failed; retrying");
                     RETRY_PAUSE
