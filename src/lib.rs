@@ -4,7 +4,7 @@
 //!
 //! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
 //! `logline`, `observation`, `webhook`, `canary` and `systemd` never reach up into them, so a worker
-//! needs no API.
+//! needs no API. The `roster` of workers, facts alone, sits beneath them all.
 //! What the decoys share with everything else (the log line's grammar, text, time, the INI grammar,
 //! the service catalogue) is the small crate `svc-core` beneath this one.
 
@@ -29,6 +29,7 @@ pub mod planting;
 pub mod realism;
 pub mod recent;
 pub mod retention;
+pub mod roster;
 pub mod runtime;
 pub mod secret;
 pub mod signals;

@@ -247,3 +247,15 @@ fn no_file_is_over_700_lines() {
         .collect();
     assert!(long.is_empty(), "these files are over 700 lines; split them by job: {long:?}");
 }
+
+#[test]
+fn the_roster_sits_beneath_the_layers_that_read_it() {
+    // The roster is facts about the workers (names, units, health components, embedding, counters)
+    // that the bus's registry, the unit files, `/health`, `/metrics` and the workers read: it reads
+    // nothing of svc, so no layer reaches one above it through the roster. The bus, beneath the
+    // worker layer (which attends workers over it), reads the roster, never `worker` itself.
+    let found = offenders("src/roster", &["crate::", "super::super"], |_| false);
+    assert!(found.is_empty(), "these roster files import other modules of svc: {found:?}");
+    let found = offenders("src/bus", &["crate::worker"], |_| false);
+    assert!(found.is_empty(), "these bus files import the worker layer above them (read the roster): {found:?}");
+}

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use common::*;
 use rustix::process::Signal;
+use svc::roster::KNOWN_WORKERS;
 
 #[test]
 fn installed_units_pass_systemd_analyze_verify() {
@@ -18,20 +19,10 @@ fn installed_units_pass_systemd_analyze_verify() {
     let mut files: Vec<String> =
         std::fs::read_dir(&units).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     files.sort();
-    let expected = [
-        "svc-api.service",
-        "svc-collector.service",
-        "svc-forwarder.service",
-        "svc-ingest.service",
-        "svc-listener.service",
-        "svc-mutator.service",
-        "svc-prober.service",
-        "svc-profiler.service",
-        "svc-sniffer.service",
-        "svc-tarpit.service",
-        "svc-webhook.service",
-        "svc.target",
-    ];
+    // The API's unit, each worker's of the roster, and the target.
+    let mut expected: Vec<String> =
+        KNOWN_WORKERS.iter().map(|name| format!("svc-{name}.service")).chain(["svc.target".to_string()]).collect();
+    expected.sort();
     assert_eq!(files, expected);
     let api = std::fs::read_to_string(units.join("svc-api.service")).unwrap();
     let bin = std::fs::canonicalize(env!("CARGO_BIN_EXE_svc")).unwrap();

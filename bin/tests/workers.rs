@@ -7,6 +7,7 @@ use common::*;
 use reqwest::Method;
 use rustix::process::Signal;
 use std::time::{Duration, Instant};
+use svc::roster::{Embedding, KNOWN_WORKERS, WORKERS};
 
 fn worker(dir: &std::path::Path, name: &str, nats: &Nats) -> Proc {
     let mut command = svc(dir, &["worker", name]);
@@ -169,22 +170,7 @@ async fn without_a_bus_every_known_worker_is_unknown_and_installed_follows_unit_
     let body = list_workers(port).await;
     assert_eq!(body["bus_connected"], false);
     let names: Vec<&str> = body["workers"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "api",
-            "ingest",
-            "collector",
-            "profiler",
-            "sniffer",
-            "prober",
-            "tarpit",
-            "mutator",
-            "webhook",
-            "listener",
-            "forwarder"
-        ]
-    );
+    assert_eq!(names, KNOWN_WORKERS);
     assert!(body["workers"].as_array().unwrap().iter().all(|r| r["status"] == "unknown" && r["installed"] == false));
 
     let installed = |body: serde_json::Value| row(&body, "sniffer").unwrap()["installed"].as_bool().unwrap();
@@ -226,7 +212,9 @@ async fn starts_without_a_service_manager_say_why_in_decnet_shapes() {
     assert_eq!(body["already_running"], serde_json::json!(["api", "ingest", "tarpit"]), "the API and what it embeds");
     let failed = body["failed"].as_array().unwrap();
     let names: Vec<&str> = failed.iter().map(|f| f["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["collector", "profiler", "sniffer", "prober", "mutator", "webhook", "listener", "forwarder"]);
+    let not_embedded: Vec<&str> =
+        WORKERS.iter().filter(|w| w.embedding != Embedding::Always).map(|worker| worker.name).collect();
+    assert_eq!(names, not_embedded);
     assert_eq!(failed[0]["reason"], "unit file not installed: svc-collector.service");
     assert_eq!(
         failed[2]["reason"],

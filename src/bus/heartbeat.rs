@@ -12,24 +12,26 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::{Bus, Event, epoch_seconds, topics};
+use crate::roster::Counter;
 
 /// The message type of a heartbeat.
 pub const HEALTH_TYPE: &str = "health";
 /// The bus state is looked at this often between beats, to beat again right after a reconnect.
 const RECONNECT_POLL: Duration = Duration::from_millis(250);
 
-/// A worker's own counts (lines ingested, frames captured…), reported with every heartbeat.
+/// A worker's own counts (lines ingested, frames captured…), reported with every heartbeat; each
+/// counter is one the roster declares for its worker (`roster::counters`).
 #[derive(Clone, Debug, Default)]
 pub struct Counters(Arc<Mutex<BTreeMap<&'static str, u64>>>);
 
 impl Counters {
-    pub fn add(&self, name: &'static str, n: u64) {
-        *self.0.lock().expect("counters lock").entry(name).or_default() += n;
+    pub fn add(&self, counter: Counter, n: u64) {
+        *self.0.lock().expect("counters lock").entry(counter.name()).or_default() += n;
     }
 
     /// Sets a gauge (frames per second, flows open) rather than adding to a count.
-    pub fn set(&self, name: &'static str, value: u64) {
-        self.0.lock().expect("counters lock").insert(name, value);
+    pub fn set(&self, counter: Counter, value: u64) {
+        self.0.lock().expect("counters lock").insert(counter.name(), value);
     }
 
     pub fn snapshot(&self) -> BTreeMap<String, u64> {

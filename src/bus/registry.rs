@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use super::{Bus, Counters, Event, Fault, topics};
-use crate::worker::KNOWN_WORKERS;
+use crate::roster::KNOWN_WORKERS;
 
 /// The row `system.bus.health` fills: the bus itself, as every process connected to it sees it.
 pub const BUS_ROW: &str = "bus";
@@ -369,23 +369,8 @@ mod tests {
         assert!(!registry.is_known("reconciler"));
         beat(&registry, "reconciler", 1.0);
         let names: Vec<String> = registry.rows(true, 2.0).into_iter().map(|r| r.name).collect();
-        assert_eq!(
-            names,
-            [
-                "api",
-                "ingest",
-                "collector",
-                "profiler",
-                "sniffer",
-                "prober",
-                "tarpit",
-                "mutator",
-                "webhook",
-                "listener",
-                "forwarder",
-                "reconciler"
-            ]
-        );
+        let expected: Vec<&str> = KNOWN_WORKERS.into_iter().chain(["reconciler"]).collect();
+        assert_eq!(names, expected);
         assert!(registry.is_known("reconciler") && registry.is_known("tarpit"));
     }
 

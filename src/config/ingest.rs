@@ -1,6 +1,6 @@
 //! `IngestConfig`: what the ingest worker reads: the log file it tails, how it batches the lines into
-//! transactions, how long its lease on the file lasts, what it sheds when the disk runs low, and how
-//! long the rows it stores are kept.
+//! transactions, what it sheds when the disk runs low, and how long the rows it stores are kept (its
+//! lease on the file lasts as long as every worker's, `WorkerConfig::lease`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,10 +17,6 @@ pub struct IngestConfig {
     /// How long a started batch may wait for more lines while the file keeps growing
     /// (`SVC_INGEST_BATCH_MAX_WAIT_MS`).
     pub batch_wait: Duration,
-    /// How long an ingester's lease on its file lasts unless renewed (`SVC_INGEST_LEASE_SECS`):
-    /// the longest a standby waits after the holder died. The profiler's lease lasts as
-    /// long.
-    pub lease: Duration,
     /// `SVC_DISK_MIN_FREE_MB`, default 512 (0: off): below this much free space on the ingest
     /// file's or the database's filesystem, the collector and the ingester shed `low_value_events`.
     pub disk_min_free_bytes: u64,
@@ -47,7 +43,6 @@ impl IngestConfig {
             log_file,
             batch_size: env.count("SVC_INGEST_BATCH_SIZE", 20_000, 1..=100_000),
             batch_wait: env.millis("SVC_INGEST_BATCH_MAX_WAIT_MS", 250, 1..=60_000),
-            lease: env.seconds("SVC_INGEST_LEASE_SECS", 15.0),
             disk_min_free_bytes: env.count("SVC_DISK_MIN_FREE_MB", 512, 0..=16 << 20) as u64 * (1 << 20),
             low_value_events: super::fleet::list(env.get_or("SVC_DISK_LOW_VALUE_EVENTS", LOW_VALUE_EVENTS)),
             retention_days: env.count("SVC_RETENTION_DAYS", 0, 0..=36_500) as u64,

@@ -22,6 +22,7 @@ mod swarm;
 mod tarpit;
 mod telemetry;
 mod webhook;
+mod worker;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ pub use sniffer::{FLEET_INTERFACES, SnifferConfig};
 pub use tarpit::TarpitConfig;
 pub use telemetry::TelemetryConfig;
 pub use webhook::WebhookConfig;
+pub use worker::WorkerConfig;
 
 use crate::db::DatabaseConfig;
 use env::Env;
@@ -105,7 +107,8 @@ pub struct Config {
     pub api: ApiConfig,
     pub fleet: FleetConfig,
     pub telemetry: TelemetryConfig,
-    // One section per worker from here on.
+    /// What every worker reads alike; one section per worker from here on.
+    pub worker: WorkerConfig,
     pub ingest: IngestConfig,
     pub profiler: ProfilerConfig,
     pub collector: CollectorConfig,
@@ -209,6 +212,8 @@ impl Config {
         let fleet = FleetConfig::read(&mut env, &data_dir);
         env.begin_section("Observability (`/metrics`, traces)");
         let telemetry = TelemetryConfig::read(&mut env);
+        env.begin_section("Every worker");
+        let worker = WorkerConfig::read(&mut env);
         env.begin_section("Ingest worker");
         let ingest = IngestConfig::read(&mut env, &data_dir);
         env.begin_section("Profiler worker");
@@ -234,6 +239,7 @@ impl Config {
             api,
             fleet,
             telemetry,
+            worker,
             ingest,
             profiler,
             collector,

@@ -1,5 +1,5 @@
-//! `ProfilerConfig`: what the attacker-profiler worker reads (its lease is the ingester's,
-//! `IngestConfig::lease`).
+//! `ProfilerConfig`: what the attacker-profiler worker reads (its lease lasts as long as every
+//! worker's, `WorkerConfig::lease`).
 
 use std::time::Duration;
 

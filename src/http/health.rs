@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use super::{ApiError, AppState, Result};
 use crate::db::{Db, Enforcement, HostStatus};
 use crate::recent::Recent;
-use crate::worker::WORKERS;
+use crate::roster::WORKERS;
 
 /// A probe result is reused this long, so a flood of health calls costs one query a second.
 const PROBE_CACHE: Duration = Duration::from_secs(1);

@@ -20,6 +20,7 @@ use super::guard::MetricsReader;
 use crate::bus;
 use crate::db::{self, DeployState};
 use crate::metrics::{self, Exposition, Kind, UNMATCHED_ROUTE};
+use crate::roster::counters;
 
 /// At most this many worker names get series, known ones first: a bus client inventing names
 /// cannot grow a scrape without bound.
@@ -120,19 +121,23 @@ fn write_workers(state: &AppState, out: &mut Exposition, bus_connected: bool, no
         Kind::Counter,
         "Lines the ingester read, by outcome (stored, or refused and why).",
     );
-    for (outcome, counter) in
-        [("stored", "lines_stored"), ("malformed", "lines_malformed"), ("oversized", "lines_oversized")]
-    {
-        out.sample("svc_ingest_lines_total", &[("outcome", outcome)], ingest.get(counter).copied().unwrap_or(0) as f64);
+    for (outcome, counter) in [
+        ("stored", counters::ingest::LINES_STORED),
+        ("malformed", counters::ingest::LINES_MALFORMED),
+        ("oversized", counters::ingest::LINES_OVERSIZED),
+    ] {
+        let value = ingest.get(counter.name()).copied().unwrap_or(0);
+        out.sample("svc_ingest_lines_total", &[("outcome", outcome)], value as f64);
     }
     let webhook = state.workers.counters_of("webhook");
     out.family("svc_webhook_deliveries_total", Kind::Counter, "Webhook deliveries by outcome.");
-    for (outcome, counter) in [("ok", "deliveries_ok"), ("failed", "deliveries_failed"), ("lost", "deliveries_lost")] {
-        out.sample(
-            "svc_webhook_deliveries_total",
-            &[("outcome", outcome)],
-            webhook.get(counter).copied().unwrap_or(0) as f64,
-        );
+    for (outcome, counter) in [
+        ("ok", counters::webhook::DELIVERIES_OK),
+        ("failed", counters::webhook::DELIVERIES_FAILED),
+        ("lost", counters::webhook::DELIVERIES_LOST),
+    ] {
+        let value = webhook.get(counter.name()).copied().unwrap_or(0);
+        out.sample("svc_webhook_deliveries_total", &[("outcome", outcome)], value as f64);
     }
 }
 

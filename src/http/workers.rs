@@ -17,8 +17,8 @@ use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::bus::{self, BusError, ControlRequest, Tier, WorkerRow};
 use crate::db::HostStatus;
+use crate::roster::{API, KNOWN_WORKERS};
 use crate::systemd::StartError;
-use crate::worker::KNOWN_WORKERS;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -233,7 +233,7 @@ pub async fn start_all_workers(State(state): State<AppState>, Admin(admin): Admi
     let (bus_connected, now) = (state.bus.is_connected(), bus::epoch_seconds());
     let mut response = StartAllResponse { started: vec![], already_running: vec![], failed: vec![] };
     for name in KNOWN_WORKERS {
-        if name == "api" || state.workers.is_up(name, bus_connected, now) {
+        if name == API || state.workers.is_up(name, bus_connected, now) {
             response.already_running.push(name.to_string());
             continue;
         }

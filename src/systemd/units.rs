@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use crate::worker::WORKERS;
-use crate::worker::roster::API;
+use crate::roster::{API, WORKERS};
 
 /// Where a template names the svc binary.
 const BIN_PLACEHOLDER: &str = "@SVC_BIN@";

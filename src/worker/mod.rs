@@ -5,11 +5,14 @@
 //! the runner in `svc-workers`, and `svc ingest-replay` runs the ingester once; each builds the
 //! context with [`WorkerContext::new`]. Wherever it runs, a worker is attended the same way
 //! ([`Attendance`]): a heartbeat from its first moment and a listener for its stop intents. Which
-//! workers this project runs, and their facts, is written once in [`roster`].
+//! workers this project runs, and their facts, is written once in the [`roster`] (beneath `bus`,
+//! whose registry reads it; re-exported here, where workers have always found it); which of them
+//! `svc api` embeds under a configuration, in [`embedded_in_api`].
 
-pub mod roster;
+mod embedding;
 
-pub use roster::{KNOWN_WORKERS, KnownWorker, WORKERS};
+pub use crate::roster::{self, KNOWN_WORKERS, KnownWorker, WORKERS};
+pub use embedding::embedded_in_api;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -4,7 +4,11 @@
 
 use std::time::Duration;
 
+use svc::roster::Counter;
 use svc::worker::{WorkerBody, WorkerContext};
+
+/// Not a worker of the roster, so it declares its one counter itself.
+const IDLE_BATCHES: Counter = Counter::new("idle_batches");
 
 /// The names the fixture answers to: two, so tests can tell workers apart.
 pub fn bodies() -> Vec<WorkerBody> {
@@ -16,7 +20,7 @@ async fn idle(ctx: WorkerContext) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             () = ctx.cancel.cancelled() => return Ok(()),
-            () = tokio::time::sleep(Duration::from_millis(100)) => ctx.counters.add("idle_batches", 1),
+            () = tokio::time::sleep(Duration::from_millis(100)) => ctx.counters.add(IDLE_BATCHES, 1),
         }
     }
 }

@@ -27,6 +27,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use futures::StreamExt;
 use svc::fleet::FLEET_LABEL;
+use svc::roster::counters::collector as counter;
 use svc::runtime::{ContainerEvent, Engine, Runtime};
 use svc::worker::{WorkerBody, WorkerContext};
 use tokio::sync::mpsc;
@@ -235,14 +236,14 @@ async fn read_container(
             }
         };
         let joined = joiner.push(&frame);
-        counters.add("lines_unstamped", joined.unstamped);
+        counters.add(counter::LINES_UNSTAMPED, joined.unstamped);
         if joined.unstamped > 0 {
             // A piece the engine handed over without its stamp cannot be placed in a line.
             tracing::warn!(container = %id, pieces = joined.unstamped, "Collector: pieces of output without a stamp were dropped");
         }
         for line in joined.lines {
             if line.cut {
-                counters.add("lines_cut", 1);
+                counters.add(counter::LINES_CUT, 1);
                 tracing::warn!(container = %id, limit = MAX_LINE_BYTES, "Collector: a line over the length limit was cut");
             }
             let index = if last.ts_nanos == line.ts_nanos { last.at_ts } else { 0 };
@@ -363,10 +364,10 @@ async fn write_batches(
             tracing::info!(path = %ingest.display(), "Collector: writing works again");
         }
         positions.lock().expect("positions lock").extend(reached);
-        ctx.counters.add("lines_written", written);
-        ctx.counters.add("lines_repeated_skipped", skipped);
-        ctx.counters.add("lines_suppressed", suppressed);
-        ctx.counters.add("flood_sources_untracked", std::mem::take(&mut cap.untracked));
+        ctx.counters.add(counter::LINES_WRITTEN, written);
+        ctx.counters.add(counter::LINES_REPEATED_SKIPPED, skipped);
+        ctx.counters.add(counter::LINES_SUPPRESSED, suppressed);
+        ctx.counters.add(counter::FLOOD_SOURCES_UNTRACKED, std::mem::take(&mut cap.untracked));
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ use anyhow::Context;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use svc::db::IngestCursor;
+use svc::roster::counters::forwarder as counter;
 use svc::swarm::agent::AgentTls;
 use svc::swarm::shipping::{self, Control, MAX_FRAME_BYTES};
 use svc::swarm::tls::{PeerPin, client_config};
@@ -244,8 +245,8 @@ fn acknowledged(
 ) -> anyhow::Result<()> {
     let Some(oldest) = in_flight.pop_front() else { anyhow::bail!("an acknowledgement of nothing sent") };
     anyhow::ensure!(oldest.cursor == cursor, "the master acknowledged another position than the one sent");
-    ctx.counters.add("lines_shipped", oldest.lines);
-    ctx.counters.add("batches", 1);
+    ctx.counters.add(counter::LINES_SHIPPED, oldest.lines);
+    ctx.counters.add(counter::BATCHES, 1);
     *acked = Some(cursor);
     report_lag(ctx, path, acked.as_ref());
     Ok(())
@@ -258,7 +259,7 @@ fn report_lag(ctx: &WorkerContext, path: &Path, acked: Option<&IngestCursor>) {
     use std::os::unix::fs::MetadataExt;
     let same_file = acked.is_some_and(|c| c.file_id == format!("{}:{}", meta.dev(), meta.ino()));
     let lag = if same_file { meta.len().saturating_sub(acked.map_or(0, |c| c.offset)) } else { meta.len() };
-    ctx.counters.set("lag_bytes", lag);
+    ctx.counters.set(counter::LAG_BYTES, lag);
     if lag > FAR_BEHIND_BYTES {
         ctx.fault.set(format!("far behind: {} MiB not yet shipped", lag / (1024 * 1024)));
     } else if ctx.fault.get().is_some_and(|fault| fault.starts_with("far behind")) {
@@ -289,8 +290,8 @@ async fn read_batch(
             Line::Text(_) => skipped += 1,
             Line::Oversized(_) => oversized += 1,
         });
-        counters.add("lines_malformed", skipped);
-        counters.add("lines_oversized", oversized);
+        counters.add(counter::LINES_MALFORMED, skipped);
+        counters.add(counter::LINES_OVERSIZED, oversized);
         let cursor = reader.cursor();
         (reader, frames, progress.map(|progress| (lines, cursor, progress)))
     })

@@ -20,6 +20,7 @@ use svc::bus::logs::{self as log_notices, BatchCommitted};
 use svc::bus::{Event, topics};
 use svc::db::{DbError, IngestBatch, IngestCursor, LogTrace, NewCredential, NewLog};
 use svc::disk_watermark::DiskWatermark;
+use svc::roster::counters::ingest as counter;
 use svc::worker::{WorkerBody, WorkerContext};
 
 use follow::{Follower, Line, Progress};
@@ -66,7 +67,7 @@ pub async fn replay(ctx: WorkerContext, path: &Path) -> anyhow::Result<Tally> {
             anyhow::bail!(
                 "another ingester is reading {} (its lease lasts {} s after it stops)",
                 path.display(),
-                ingester.ctx.config.ingest.lease.as_secs_f64()
+                ingester.ctx.config.worker.lease.as_secs_f64()
             );
         }
         let (pending, progress) = ingester.collect(true).await?;
@@ -248,13 +249,13 @@ pub(crate) async fn store(
         Err(err) => return Err(err),
     };
     let counters = &ctx.counters;
-    counters.add("lines_stored", committed.logs);
-    counters.add("lines_malformed", tally.malformed);
-    counters.add("lines_oversized", tally.oversized);
-    counters.add("lines_shed_disk_low", tally.shed);
-    counters.add("bounties_new", committed.new_bounties);
-    counters.add("credentials_new", committed.new_credentials);
-    counters.add("batches", 1);
+    counters.add(counter::LINES_STORED, committed.logs);
+    counters.add(counter::LINES_MALFORMED, tally.malformed);
+    counters.add(counter::LINES_OVERSIZED, tally.oversized);
+    counters.add(counter::LINES_SHED_DISK_LOW, tally.shed);
+    counters.add(counter::BOUNTIES_NEW, committed.new_bounties);
+    counters.add(counter::CREDENTIALS_NEW, committed.new_credentials);
+    counters.add(counter::BATCHES, 1);
     if tally.malformed > 0 {
         tracing::warn!(count = tally.malformed, first = sample.unwrap_or(""), "Skipped lines that are not RFC 5424");
     }
@@ -305,7 +306,7 @@ struct Ingester {
 impl Ingester {
     fn new(ctx: WorkerContext, path: &Path) -> Ingester {
         let source = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
-        let lease = Lease::new(source, ctx.config.ingest.lease);
+        let lease = Lease::new(source, ctx.config.worker.lease);
         Ingester { ctx, path: path.to_path_buf(), lease, follower: None, committed: None, read_ahead: None }
     }
 
@@ -354,7 +355,7 @@ impl Ingester {
     /// One batch, or a look at the lease; returns how long to wait before the next step.
     async fn step(&mut self) -> anyhow::Result<Option<Duration>> {
         if !self.hold_lease().await? {
-            return Ok(Some(self.ctx.config.ingest.lease / 3));
+            return Ok(Some(self.ctx.config.worker.lease / 3));
         }
         let (pending, _) = self.collect(false).await?;
         let moved = self.follower.as_ref().and_then(Follower::cursor) != self.committed;

@@ -219,7 +219,7 @@ async fn store_batches(
         let Pending { mut batch, tally, sample, .. } = pending;
         let unchanged = tally.lines() == 0 && expected.as_ref() == Some(&cursor);
         if !unchanged {
-            if leased_at.elapsed() >= ctx.config.ingest.lease / 3 {
+            if leased_at.elapsed() >= ctx.config.worker.lease / 3 {
                 take_lease(&ctx, &source).await?;
                 leased_at = Instant::now();
             }
@@ -241,7 +241,7 @@ async fn store_batches(
 }
 
 async fn take_lease(ctx: &WorkerContext, source: &str) -> anyhow::Result<()> {
-    let held = ctx.db.acquire_worker_lease(source, HOLDER, Utc::now(), ctx.config.ingest.lease).await?;
+    let held = ctx.db.acquire_worker_lease(source, HOLDER, Utc::now(), ctx.config.worker.lease).await?;
     anyhow::ensure!(held, "the host's ingest lease is held by another holder");
     Ok(())
 }

@@ -14,6 +14,7 @@ use futures::StreamExt;
 use svc::bus::topics;
 use svc::db::{MutationState, TopologyStatus};
 use svc::fleet::Fleet;
+use svc::roster::counters::mutator as counter;
 use svc::topology::Topologies;
 use svc::worker::{WorkerBody, WorkerContext};
 use uuid::Uuid;
@@ -35,7 +36,7 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     loop {
         for decky in fleet.mutate_due(Utc::now(), ctx.config.ingest.log_file.clone()).await {
             tracing::debug!(%decky, "Scheduled mutation started");
-            ctx.counters.add("deckies_mutated", 1);
+            ctx.counters.add(counter::DECKIES_MUTATED, 1);
         }
         drain(&ctx, &topologies, &holder).await;
         tokio::select! {
@@ -71,7 +72,7 @@ async fn drain(ctx: &WorkerContext, topologies: &Topologies, holder: &str) {
         ctx.fault.worked(ctx.config.fleet.mutator_poll * 2 + APPLY_GRACE);
         for abandoned in &claim.abandoned {
             tracing::warn!(mutation = %abandoned.id, topology = %abandoned.topology_id, "Failed a mutation a stopped mutator left applying");
-            ctx.counters.add("mutations_abandoned", 1);
+            ctx.counters.add(counter::MUTATIONS_ABANDONED, 1);
             topologies.announce_mutation(abandoned, MutationState::Failed.as_str()).await;
             // What that mutator did to the engine is unknown: the topology needs a look.
             let _ = topologies
@@ -89,6 +90,9 @@ async fn drain(ctx: &WorkerContext, topologies: &Topologies, holder: &str) {
         {
             topologies.announce_service_changes(&before, &after).await;
         }
-        ctx.counters.add(if state == MutationState::Applied { "mutations_applied" } else { "mutations_failed" }, 1);
+        ctx.counters.add(
+            if state == MutationState::Applied { counter::MUTATIONS_APPLIED } else { counter::MUTATIONS_FAILED },
+            1,
+        );
     }
 }

@@ -35,6 +35,7 @@ use anyhow::Context;
 use svc::bus::Counters;
 use svc::config::ProberConfig;
 use svc::db::{AttackerWindow, ChangePosition, Db};
+use svc::roster::counters::prober as counter;
 use svc::worker::{WorkerBody, WorkerContext};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -108,7 +109,7 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     loop {
         if Instant::now() >= next_poll {
             poll(&ctx, &mut targets, &mut policy).await;
-            ctx.counters.set("targets_known", targets.due.len() as u64);
+            ctx.counters.set(counter::TARGETS_KNOWN, targets.due.len() as u64);
             next_poll = Instant::now() + probing.config.poll;
         }
         while running.len() < probing.config.concurrency {
@@ -136,7 +137,7 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
                 if let Ok(ip) = done {
                     targets.running.remove(&ip);
                     targets.schedule(ip, Instant::now() + probing.config.interval);
-                    ctx.counters.add("targets_probed", 1);
+                    ctx.counters.add(counter::TARGETS_PROBED, 1);
                 }
             }
         }
@@ -211,7 +212,7 @@ async fn poll(ctx: &WorkerContext, targets: &mut Targets, policy: &mut Policy) {
         for profile in &page {
             match profile.ip.parse::<IpAddr>() {
                 Ok(ip) => learned += u64::from(targets.learn(policy::canonical(ip))),
-                Err(_) => ctx.counters.add("skipped_unparsable", 1),
+                Err(_) => ctx.counters.add(counter::SKIPPED_UNPARSABLE, 1),
             }
         }
         if let Some(last) = page.last() {
@@ -262,7 +263,7 @@ async fn probe_target(probing: Arc<Probing>, ip: IpAddr) -> IpAddr {
         done = tokio::time::timeout(budget, probe_ports(&probing, ip)) => {
             if done.is_err() {
                 tracing::info!(target_ip = %ip, "Target's probe budget spent");
-                probing.counters.add("targets_over_budget", 1);
+                probing.counters.add(counter::TARGETS_OVER_BUDGET, 1);
             }
         }
     }
@@ -322,7 +323,7 @@ async fn probe_ports(probing: &Probing, ip: IpAddr) {
 async fn probe_icmp(probing: &Probing, ip: IpAddr) {
     let kind = if ip.is_ipv4() { "icmp_error" } else { "icmp6_error" };
     if !probing.raw {
-        probing.counters.add("icmp_skipped", 1);
+        probing.counters.add(counter::ICMP_SKIPPED, 1);
         return;
     }
     tracing::info!(target_ip = %ip, probe = kind, "Probing");
@@ -333,10 +334,10 @@ async fn probe_icmp(probing: &Probing, ip: IpAddr) {
         Ok((port, elicited)) if elicited.any_sent() => {
             report(probing, icmp_event(kind, SocketAddr::new(ip, port), &elicited)).await;
         }
-        Ok(_) => probing.counters.add("icmp_skipped", 1),
+        Ok(_) => probing.counters.add(counter::ICMP_SKIPPED, 1),
         Err(err) => {
             tracing::info!(target_ip = %ip, probe = kind, error = %err, "Probe skipped");
-            probing.counters.add("icmp_skipped", 1);
+            probing.counters.add(counter::ICMP_SKIPPED, 1);
         }
     }
 }
@@ -348,10 +349,10 @@ async fn connect(probing: &Probing, addr: SocketAddr) -> Option<TcpStream> {
     tracing::info!(target_ip = %addr.ip(), target_port = addr.port(), probe = "connect", "Probing");
     let capture = if wants_fp && probing.raw && addr.is_ipv4() { tcpfp::Capture::open().ok() } else { None };
     if wants_fp && capture.is_none() {
-        probing.counters.add("tcpfp_skipped", 1);
+        probing.counters.add(counter::TCPFP_SKIPPED, 1);
     }
     let stream = tokio::time::timeout(probing.config.timeout, TcpStream::connect(addr)).await.ok()?.ok()?;
-    probing.counters.add("connections", 1);
+    probing.counters.add(counter::CONNECTIONS, 1);
     if let Some(capture) = capture {
         let local = stream.local_addr().ok()?.port();
         if let Some(found) = capture.syn_ack(addr, local) {
@@ -439,12 +440,12 @@ async fn report(probing: &Probing, event: ProberEvent) {
         event.at.timestamp_micros(),
     );
     if !first {
-        probing.counters.add("duplicates", 1);
+        probing.counters.add(counter::DUPLICATES, 1);
         return;
     }
     let (ip, port) = (event.field("target_ip").unwrap_or(""), event.field("target_port").unwrap_or(""));
     tracing::info!(target_ip = ip, target_port = port, kind = event.kind, fingerprint = %event.identity, "Fingerprint");
-    probing.counters.add("fingerprints", 1);
+    probing.counters.add(counter::FINGERPRINTS, 1);
     let _ = probing.lines.send(event).await;
 }
 

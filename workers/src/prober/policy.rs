@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
+use svc::roster::Counter;
+use svc::roster::counters::prober as counter;
 use svc::webhook::destination::is_public;
 
 /// Why an address is not probed.
@@ -22,11 +24,11 @@ pub enum Refusal {
 
 impl Refusal {
     /// The heartbeat counter that counts it.
-    pub fn counter(self) -> &'static str {
+    pub fn counter(self) -> Counter {
         match self {
-            Refusal::Reserved => "skipped_reserved",
-            Refusal::Own => "skipped_own",
-            Refusal::Private => "skipped_private",
+            Refusal::Reserved => counter::SKIPPED_RESERVED,
+            Refusal::Own => counter::SKIPPED_OWN,
+            Refusal::Private => counter::SKIPPED_PRIVATE,
         }
     }
 }

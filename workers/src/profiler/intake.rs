@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, StreamExt};
 use svc::bus::{Event, topics};
 use svc::observation::{self, Observation};
+use svc::roster::counters::profiler as counter;
 use svc::worker::WorkerContext;
 
 use super::shell;
@@ -75,7 +76,7 @@ pub async fn run(ctx: WorkerContext, leading: Arc<AtomicBool>) {
                     Intake::Valid(observation) => batch.push(observation),
                     Intake::Own => {}
                     Intake::Rejected(reason) => {
-                        ctx.counters.add("observations_rejected", 1);
+                        ctx.counters.add(counter::OBSERVATIONS_REJECTED, 1);
                         rejections.note(&message.subject, &reason);
                     }
                 }
@@ -102,12 +103,12 @@ async fn store(ctx: &WorkerContext, batch: &mut Vec<Observation>) {
     }
     match ctx.db.add_observations(batch).await {
         Ok(stored) => {
-            ctx.counters.add("observations_stored", stored.stored);
-            ctx.counters.add("observations_duplicate", stored.duplicates);
+            ctx.counters.add(counter::OBSERVATIONS_STORED, stored.stored);
+            ctx.counters.add(counter::OBSERVATIONS_DUPLICATE, stored.duplicates);
         }
         Err(err) => {
             // The bus is best-effort: records lost to a database outage are counted, not retried.
-            ctx.counters.add("observations_failed", batch.len() as u64);
+            ctx.counters.add(counter::OBSERVATIONS_FAILED, batch.len() as u64);
             tracing::warn!(records = batch.len(), error = %err, "Could not store observations from the bus");
         }
     }

@@ -23,6 +23,7 @@ use futures::StreamExt;
 use svc::bus::logs::BatchCommitted;
 use svc::bus::{Event, topics};
 use svc::db::{AttackerEvidence, AttackerProfile, DbError, LogFilter, LogRecord, PROFILER_LEASE_SOURCE, ProfilerBatch};
+use svc::roster::counters::profiler as counter;
 use svc::worker::{WorkerBody, WorkerContext};
 
 use crate::lease::{Held, Lease};
@@ -80,7 +81,7 @@ struct Profiler {
 
 impl Profiler {
     fn new(ctx: WorkerContext, leading: Arc<AtomicBool>) -> Profiler {
-        let lease = Lease::new(PROFILER_LEASE_SOURCE, ctx.config.ingest.lease);
+        let lease = Lease::new(PROFILER_LEASE_SOURCE, ctx.config.worker.lease);
         Profiler { ctx, lease, cursor: None, caught_up: false, leading }
     }
 
@@ -97,7 +98,7 @@ impl Profiler {
             let wait = match step {
                 Ok(Step::More) => continue,
                 Ok(Step::CaughtUp) => self.ctx.config.profiler.poll,
-                Ok(Step::StandingBy) => self.ctx.config.ingest.lease / 3,
+                Ok(Step::StandingBy) => self.ctx.config.worker.lease / 3,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "Profiling failed; retrying");
                     self.cursor = None;
@@ -225,12 +226,12 @@ impl Profiler {
 
     fn count(&self, tally: &Tally) {
         let counters = &self.ctx.counters;
-        counters.add("rows_folded", tally.rows as u64);
-        counters.add("rows_skipped", tally.skipped as u64);
-        counters.add("profiles_updated", tally.profiles as u64);
-        counters.add("commands_found", tally.commands as u64);
-        counters.add("observations_derived", tally.observations as u64);
-        counters.add("batches", 1);
+        counters.add(counter::ROWS_FOLDED, tally.rows as u64);
+        counters.add(counter::ROWS_SKIPPED, tally.skipped as u64);
+        counters.add(counter::PROFILES_UPDATED, tally.profiles as u64);
+        counters.add(counter::COMMANDS_FOUND, tally.commands as u64);
+        counters.add(counter::OBSERVATIONS_DERIVED, tally.observations as u64);
+        counters.add(counter::BATCHES, 1);
     }
 
     /// Takes or renews the lease when due; false while another profiler holds it.

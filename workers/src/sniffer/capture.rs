@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use pcap::{Activated, Capture};
 use svc::bus::{Counters, Fault};
+use svc::roster::counters::sniffer as counter;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -220,14 +221,14 @@ impl Meter {
         let stats = sniffer.stats();
         let frames = stats.frames - self.reported.frames;
         let per_sec = frames as f64 / self.since.elapsed().as_secs_f64().max(1e-3);
-        self.counters.add("frames", frames);
-        self.counters.add("events", stats.events - self.reported.events);
-        self.counters.add("handshakes", stats.handshakes - self.reported.handshakes);
-        self.counters.add("flows_refused", stats.flows_refused - self.reported.flows_refused);
-        self.counters.set("frames_per_sec", per_sec.round() as u64);
-        self.counters.set("flows", sniffer.flows() as u64);
+        self.counters.add(counter::FRAMES, frames);
+        self.counters.add(counter::EVENTS, stats.events - self.reported.events);
+        self.counters.add(counter::HANDSHAKES, stats.handshakes - self.reported.handshakes);
+        self.counters.add(counter::FLOWS_REFUSED, stats.flows_refused - self.reported.flows_refused);
+        self.counters.set(counter::FRAMES_PER_SEC, per_sec.round() as u64);
+        self.counters.set(counter::FLOWS, sniffer.flows() as u64);
         if let Some(drops) = kernel_drops {
-            self.counters.set("drops", drops);
+            self.counters.set(counter::DROPS, drops);
         }
         self.reported = stats;
         self.since = Instant::now();

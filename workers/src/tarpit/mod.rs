@@ -16,6 +16,7 @@ use chrono::Utc;
 use svc::db::{Db, StoredRule, TarpitSession};
 use svc::fleet::Fleet;
 use svc::netns::{self, conntable};
+use svc::roster::counters::tarpit as counter;
 use svc::runtime::ContainerInfo;
 use svc::tarpit::Tarpit;
 use svc::tarpit::events::{self, TarpitEvent};
@@ -45,10 +46,10 @@ pub async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
             Ok(poll) => {
                 // Health from facts: two missed polls (a store or kernel call hung) read as stuck.
                 ctx.fault.worked(config.tarpit.poll_interval * 2 + PROGRESS_GRACE);
-                ctx.counters.add("polls", 1);
-                ctx.counters.add("entered", poll.entered as u64);
-                ctx.counters.add("exited", poll.exited as u64);
-                ctx.counters.set("caught", poll.caught as u64);
+                ctx.counters.add(counter::POLLS, 1);
+                ctx.counters.add(counter::ENTERED, poll.entered as u64);
+                ctx.counters.add(counter::EXITED, poll.exited as u64);
+                ctx.counters.set(counter::CAUGHT, poll.caught as u64);
             }
             Err(err) => {
                 tracing::warn!(error = %format!("{err:#}"), "Tarpit poll failed");

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use futures::{FutureExt, StreamExt};
 use svc::bus::{Event, topics};
 use svc::db::{NewDelivery, Webhook};
+use svc::roster::counters::webhook as counter;
 use svc::webhook;
 use svc::worker::WorkerContext;
 use tokio::sync::Notify;
@@ -100,12 +101,12 @@ fn accept(ctx: &WorkerContext, webhooks: &[Webhook], subject: &str, body: &[u8],
         return;
     }
     if body.len() > MAX_EVENT_BYTES {
-        ctx.counters.add("events_oversized", 1);
+        ctx.counters.add(counter::EVENTS_OVERSIZED, 1);
         tracing::warn!(subject, bytes = body.len(), "Event too large for webhooks; not accepted");
         return;
     }
     let Ok(event) = serde_json::from_slice::<Event>(body) else {
-        ctx.counters.add("events_malformed", 1);
+        ctx.counters.add(counter::EVENTS_MALFORMED, 1);
         tracing::debug!(subject, "Not a bus event; not accepted for webhooks");
         return;
     };
@@ -131,12 +132,12 @@ async fn store(ctx: &WorkerContext, batch: &mut Vec<NewDelivery>, accepted: &Not
     }
     match ctx.db.enqueue_deliveries(batch, Utc::now()).await {
         Ok(stored) => {
-            ctx.counters.add("deliveries_queued", stored);
+            ctx.counters.add(counter::DELIVERIES_QUEUED, stored);
             accepted.notify_one();
         }
         Err(err) => {
             // The bus is at most once: what was not stored is counted and logged, not retried.
-            ctx.counters.add("deliveries_lost", batch.len() as u64);
+            ctx.counters.add(counter::DELIVERIES_LOST, batch.len() as u64);
             tracing::error!(deliveries = batch.len(), error = %err, "Could not store events for webhooks");
         }
     }

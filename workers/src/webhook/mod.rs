@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use svc::config::WebhookConfig;
 use svc::db::{Delivery, DeliveryFailure, Webhook};
+use svc::roster::counters::webhook as counter;
 use svc::webhook::send::Envelope;
 use svc::webhook::{self, Outcome};
 use svc::worker::{WorkerBody, WorkerContext};
@@ -74,7 +75,7 @@ enum Round {
 
 impl Deliverer {
     fn new(ctx: WorkerContext, leading: Arc<AtomicBool>, accepted: Arc<Notify>) -> Deliverer {
-        let lease = Lease::new(NAME, ctx.config.ingest.lease);
+        let lease = Lease::new(NAME, ctx.config.worker.lease);
         Deliverer { ctx, lease, leading, accepted }
     }
 
@@ -86,7 +87,7 @@ impl Deliverer {
                 Ok(Round::Done(next)) => {
                     next.and_then(|at| (at - Utc::now()).to_std().ok()).map_or(IDLE_POLL, |until| until.min(IDLE_POLL))
                 }
-                Ok(Round::StandingBy) => self.ctx.config.ingest.lease / 3,
+                Ok(Round::StandingBy) => self.ctx.config.worker.lease / 3,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "Webhook delivery failed; retrying");
                     RETRY_PAUSE
@@ -161,7 +162,7 @@ impl Deliverer {
         let (error, status, retry) = match outcome {
             Outcome::Delivered { status } => {
                 db.delivery_succeeded(delivery, Utc::now()).await?;
-                counters.add("deliveries_ok", 1);
+                counters.add(counter::DELIVERIES_OK, 1);
                 tracing::debug!(webhook = %webhook.uuid, event = %delivery.event_id, topic = %delivery.topic, status, "Webhook event delivered");
                 return Ok(None);
             }
@@ -171,16 +172,16 @@ impl Deliverer {
         let retry_at = retry.then(|| now + retry_delay(config, delivery.attempts));
         let failure = DeliveryFailure { error: error.clone(), retry_at, failure_limit: config.failure_limit };
         let outcome = db.delivery_failed(delivery, &failure, now).await?;
-        counters.add("deliveries_failed", 1);
+        counters.add(counter::DELIVERIES_FAILED, 1);
         tracing::warn!(
             webhook = %webhook.uuid, name = %webhook.name, event = %delivery.event_id, topic = %delivery.topic,
             status, error, attempt = delivery.attempts + 1, retry = retry_at.is_some(), "Webhook delivery failed"
         );
         if retry_at.is_none() {
-            counters.add("events_dropped", 1);
+            counters.add(counter::EVENTS_DROPPED, 1);
         }
         if outcome.disabled {
-            counters.add("webhooks_disabled", 1);
+            counters.add(counter::WEBHOOKS_DISABLED, 1);
             tracing::warn!(
                 webhook = %webhook.uuid, name = %webhook.name, failures = outcome.consecutive_failures,
                 "Webhook turned off after consecutive failures; enable it again to resume delivery"
