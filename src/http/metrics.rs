@@ -20,7 +20,7 @@ use super::guard::MetricsReader;
 use crate::bus;
 use crate::db::{self, DeployState};
 use crate::metrics::{self, Exposition, Kind, UNMATCHED_ROUTE};
-use crate::roster::counters;
+use crate::roster::{Counter, counters};
 
 /// At most this many worker names get series, known ones first: a bus client inventing names
 /// cannot grow a scrape without bound.
@@ -115,29 +115,33 @@ fn write_workers(state: &AppState, out: &mut Exposition, bus_connected: bool, no
             out.sample("svc_worker_counter", &[("worker", &row.name), ("counter", counter)], *value as f64);
         }
     }
-    let ingest = state.workers.counters_of("ingest");
     out.family(
         "svc_ingest_lines_total",
         Kind::Counter,
         "Lines the ingester read, by outcome (stored, or refused and why).",
     );
-    for (outcome, counter) in [
+    let lines = [
         ("stored", counters::ingest::LINES_STORED),
         ("malformed", counters::ingest::LINES_MALFORMED),
         ("oversized", counters::ingest::LINES_OVERSIZED),
-    ] {
-        let value = ingest.get(counter.name()).copied().unwrap_or(0);
-        out.sample("svc_ingest_lines_total", &[("outcome", outcome)], value as f64);
-    }
-    let webhook = state.workers.counters_of("webhook");
+    ];
+    write_outcomes(state, out, "svc_ingest_lines_total", "ingest", lines);
     out.family("svc_webhook_deliveries_total", Kind::Counter, "Webhook deliveries by outcome.");
-    for (outcome, counter) in [
+    let deliveries = [
         ("ok", counters::webhook::DELIVERIES_OK),
         ("failed", counters::webhook::DELIVERIES_FAILED),
         ("lost", counters::webhook::DELIVERIES_LOST),
-    ] {
-        let value = webhook.get(counter.name()).copied().unwrap_or(0);
-        out.sample("svc_webhook_deliveries_total", &[("outcome", outcome)], value as f64);
+    ];
+    write_outcomes(state, out, "svc_webhook_deliveries_total", "webhook", deliveries);
+}
+
+/// One sample of `family` per outcome, each the value of the worker's counter for it (0 before
+/// the worker reported one).
+fn write_outcomes(state: &AppState, out: &mut Exposition, family: &str, worker: &str, outcomes: [(&str, Counter); 3]) {
+    let reported = state.workers.counters_of(worker);
+    for (outcome, counter) in outcomes {
+        let value = reported.get(counter.name()).copied().unwrap_or(0);
+        out.sample(family, &[("outcome", outcome)], value as f64);
     }
 }
 
