@@ -9,7 +9,7 @@
 //! log line, never a file on the master.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -52,6 +52,15 @@ pub struct BundleSpec<'a> {
     pub services_ini: Option<&'a str>,
     /// The svc binary the host runs: this master's.
     pub svc_binary: &'a Path,
+}
+
+/// The svc binary shipped to hosts (bundles and releases): `configured` (`SVC_SWARM_BUNDLE_BIN`),
+/// else this one.
+pub fn shipped_binary(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match configured {
+        Some(path) => Ok(path.to_path_buf()),
+        None => std::env::current_exe().map_err(|err| anyhow::anyhow!("the running svc binary: {err}")),
+    }
 }
 
 /// The units a worker host runs besides its agent: those of the roster's workers that run on worker
