@@ -337,16 +337,20 @@ pub async fn host_releases(db: &Db, master: &SwarmMaster) -> Result<Vec<HostRele
     Ok(hosts.into_iter().zip(answers).map(|(host, answer)| HostReleases::new(host, answer)).collect())
 }
 
-/// What a push is asked to do.
-#[derive(Clone, Debug, Default)]
+/// What a push is asked to do (the routes' body).
+#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct PushRequest {
     /// The hosts to update; or `all`.
+    #[serde(default)]
     pub host_uuids: Option<Vec<Uuid>>,
     /// Every host with an updater.
+    #[serde(default)]
     pub all: bool,
     /// After a host's agent is updated, update its updater too.
+    #[serde(default)]
     pub include_self: bool,
-    /// Globs of release paths to leave out.
+    /// Globs (`*`, `?`) of release paths (`svc`, `units/<name>`) to leave out.
+    #[serde(default)]
     pub exclude: Vec<String>,
 }
 

@@ -18,7 +18,7 @@ use crate::http::extract::{FieldError, ValidJson, Validate};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotJson};
 use crate::http::{ApiError, AppState, Result};
-use crate::swarm::updates::{self, HostReleases, HostResult, Pushed, RolledBack, UpdateError};
+use crate::swarm::updates::{self, HostReleases, HostResult, PushRequest, Pushed, RolledBack, UpdateError};
 
 const MAX_HOSTS: usize = 1000;
 const MAX_EXCLUDES: usize = 64;
@@ -59,22 +59,6 @@ fn update_error(err: UpdateError) -> ApiError {
 pub async fn list_host_releases(State(state): State<AppState>, Admin(_admin): Admin) -> Result<Json<HostReleasesList>> {
     let hosts = updates::host_releases(&state.db, &state.swarm).await.map_err(update_error)?;
     Ok(Json(HostReleasesList { hosts }))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PushRequest {
-    /// The hosts to update; or `all`.
-    #[serde(default)]
-    pub host_uuids: Option<Vec<Uuid>>,
-    /// Every host with an updater.
-    #[serde(default)]
-    pub all: bool,
-    /// After a host's agent is updated, update its updater too.
-    #[serde(default)]
-    pub include_self: bool,
-    /// Globs (`*`, `?`) of release paths (`svc`, `units/<name>`) to leave out.
-    #[serde(default)]
-    pub exclude: Vec<String>,
 }
 
 impl Validate for PushRequest {
