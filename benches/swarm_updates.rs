@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use svc::db::{HostStatus, SwarmHost};
-use svc::swarm::caller::AgentCaller;
+use svc::swarm::master::SwarmMaster;
 use svc::swarm::pki::{Ca, MASTER_CN};
 use svc::swarm::tls::PeerPin;
 use svc::swarm::updates::{build_release, push};
@@ -48,7 +48,7 @@ async fn main() {
         ("SVC_UPDATER_PORT".to_string(), UPDATER_PORT.to_string()),
     ];
     let config = svc::config::Config::from_vars(vars).unwrap();
-    let caller = AgentCaller::load(&config.swarm).unwrap();
+    let caller = SwarmMaster::new(&config.swarm).caller().await.unwrap();
     let master_leaf = ca.issue(MASTER_CN, &[]).unwrap();
 
     let mut hosts = Vec::new();

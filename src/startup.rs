@@ -23,6 +23,8 @@ use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, HotReads, LogTail, RateLimits, SseSlots};
 use crate::planting::{CallbackHome, Planter};
 use crate::swarm::listener::SwarmListener;
+use crate::swarm::master::SwarmMaster;
+use crate::swarm::placement::Placement;
 use crate::swarm::record::StoredHeartbeats;
 use crate::systemd::UnitListing;
 use crate::systemd::installed::UnitSource;
@@ -74,6 +76,8 @@ impl Lifespan {
         let cancel = CancellationToken::new();
         let fleet = Fleet::new(db.clone(), bus.clone(), config.fleet.clone());
         let topologies = Topologies::new(db.clone(), bus.clone(), fleet.clone());
+        let swarm = SwarmMaster::new(&config.swarm);
+        let placement = Placement::new(db.clone(), fleet.clone(), swarm.clone(), config.ingest.log_file.clone());
         let log_tail = LogTail::default();
         let lifespan = Lifespan {
             state: AppState::new(http::state::State {
@@ -86,6 +90,8 @@ impl Lifespan {
                 tarpit: Tarpit::new(db.clone(), fleet.clone(), config.ingest.log_file.clone()),
                 planter: Arc::new(Planter::new(db.clone(), fleet.clone(), canary_home(&config))),
                 fleet,
+                placement,
+                swarm,
                 topologies,
                 units: Arc::new(UnitListing::new(
                     UnitSource::detect(config.api.unit_dirs.as_deref()),
@@ -353,15 +359,16 @@ impl Lifespan {
         self.tasks.spawn(async move { planter.run(cancel).await });
     }
 
-    /// With `SVC_SWARM_ENABLED`: the heartbeat listener agents report to, over mutual TLS (the
-    /// CA and the master's certificate are made on first use). A listener that cannot start
-    /// stops the API: the operator asked for a swarm.
+    /// With `SVC_SWARM_ENABLED`: the master's identity loaded (the CA and the master's certificate
+    /// are made on first use), and the heartbeat listener agents report to over mutual TLS with
+    /// it. A listener that cannot start stops the API: the operator asked for a swarm.
     async fn start_swarm_listener(&self) -> anyhow::Result<()> {
         let config = &self.state.config.swarm;
         if !config.enabled {
             return Ok(());
         }
-        let listener = SwarmListener::bind(config).await.context("starting the swarm listener")?;
+        let identity = self.state.swarm.identity().await.context("starting the swarm listener")?;
+        let listener = SwarmListener::bind(config, &identity).await.context("starting the swarm listener")?;
         let store = Arc::new(StoredHeartbeats(self.state.topologies.clone()));
         self.tasks.spawn(listener.run(store, self.cancel.clone()));
         Ok(())

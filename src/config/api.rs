@@ -10,6 +10,7 @@ use super::env::Env;
 use super::rules;
 use crate::canary::DnsZone;
 use crate::secret::Secret;
+use crate::swarm::config::DISALLOW_MASTER_VAR;
 
 /// How long a session token lasts.
 const DEFAULT_JWT_EXP_MINUTES: u32 = 240;
@@ -109,7 +110,7 @@ impl ApiConfig {
         ApiConfig {
             cors_origins,
             jwt_exp_minutes,
-            disallow_master: env.flag("SVC_DISALLOW_MASTER", true),
+            disallow_master: env.flag(DISALLOW_MASTER_VAR, true),
             jwt_secret: env.secret("SVC_JWT_SECRET"),
             admin_user: env.non_empty_or("SVC_ADMIN_USER", "admin"),
             admin_password: env.secret("SVC_ADMIN_PASSWORD"),

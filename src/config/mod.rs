@@ -44,6 +44,7 @@ pub use webhook::WebhookConfig;
 pub use worker::WorkerConfig;
 
 use crate::db::DatabaseConfig;
+use crate::swarm::config::MODE_VAR;
 use env::Env;
 
 /// The role this host plays in the fleet (`SVC_MODE`).
@@ -62,11 +63,11 @@ impl Mode {
     }
 
     fn read(env: &mut Env) -> Mode {
-        match env.get_or("SVC_MODE", Mode::Master.as_str()).trim().to_ascii_lowercase().as_str() {
+        match env.get_or(MODE_VAR, Mode::Master.as_str()).trim().to_ascii_lowercase().as_str() {
             "master" => Mode::Master,
             "agent" => Mode::Agent,
             _ => {
-                env.report("SVC_MODE", "must be `master` or `agent`");
+                env.report(MODE_VAR, "must be `master` or `agent`");
                 Mode::Master
             }
         }

@@ -4,28 +4,35 @@
 use std::path::{Path, PathBuf};
 
 use super::env::Env;
-use crate::swarm::config::{AgentConfig, RestartMode, SwarmConfig, UpdaterConfig};
+use crate::swarm::config::{
+    AGENT_CA, AGENT_CERT, AGENT_KEY, AGENT_PORT_VAR, AgentConfig, BINARY_PATH, HOST_UUID_VAR, HostFile,
+    INSTALL_ROOT_VAR, MASTER_HOST_VAR, RestartMode, SWARM_PORT_VAR, SYSLOG_PORT_VAR, SwarmConfig, UPDATER_CA,
+    UPDATER_CERT, UPDATER_KEY, UpdaterConfig,
+};
 
-/// Where an enrolled host keeps its agent's certificates (the bundle installs them there).
-const AGENT_CERT_DIR: &str = "/etc/svc/agent";
-/// Where an enrolled host keeps its updater's certificates.
-const UPDATER_CERT_DIR: &str = "/etc/svc/updater";
+/// The root a host's files are under when the settings do not name them: an enrolled host's own
+/// layout, installed at `/` (the bundle installs them there).
+const DEFAULT_ROOT: &str = "/";
+
+/// The path `file`'s setting names, else where an enrolled host installed at `/` keeps it.
+fn host_file(env: &mut Env, file: HostFile) -> PathBuf {
+    env.path_or(file.var, file.under(Path::new(DEFAULT_ROOT)))
+}
 
 impl SwarmConfig {
     pub(super) fn read(env: &mut Env, data_dir: &Path) -> SwarmConfig {
         let enabled = env.flag("SVC_SWARM_ENABLED", false);
         let dir = env.path_or("SVC_SWARM_DIR", data_dir.join("swarm"));
         let listen_host = env.non_empty_or("SVC_SWARM_HOST", "0.0.0.0");
-        let listen_port = env.port("SVC_SWARM_PORT", 8770);
-        let syslog_port = env.count("SVC_SWARM_SYSLOG_PORT", 6514, 0..=65535) as u16;
+        let listen_port = env.port(SWARM_PORT_VAR, 8770);
+        let syslog_port = env.count(SYSLOG_PORT_VAR, 6514, 0..=65535) as u16;
         let verify_hostname = env.flag("SVC_VERIFY_HOSTNAME", true);
         let connect_timeout = env.seconds("SVC_AGENT_CONNECT_TIMEOUT_S", 5.0);
         let read_timeout = env.seconds("SVC_AGENT_READ_TIMEOUT_S", 15.0);
-        let cert_dir = PathBuf::from(AGENT_CERT_DIR);
-        let host_uuid = env.non_empty("SVC_HOST_UUID").and_then(|text| match uuid::Uuid::parse_str(text.trim()) {
+        let host_uuid = env.non_empty(HOST_UUID_VAR).and_then(|text| match uuid::Uuid::parse_str(text.trim()) {
             Ok(uuid) => Some(uuid),
             Err(_) => {
-                env.report("SVC_HOST_UUID", "must be a UUID");
+                env.report(HOST_UUID_VAR, "must be a UUID");
                 None
             }
         });
@@ -38,15 +45,15 @@ impl SwarmConfig {
         });
         let agent = AgentConfig {
             host: env.non_empty_or("SVC_AGENT_HOST", "0.0.0.0"),
-            port: env.port("SVC_AGENT_PORT", 8765),
-            cert: env.path_or("SVC_AGENT_CERT", cert_dir.join("agent.crt")),
-            key: env.path_or("SVC_AGENT_KEY", cert_dir.join("agent.key")),
-            ca: env.path_or("SVC_AGENT_CA", cert_dir.join("ca.crt")),
-            master_host: env.non_empty("SVC_MASTER_HOST"),
+            port: env.port(AGENT_PORT_VAR, 8765),
+            cert: host_file(env, AGENT_CERT),
+            key: host_file(env, AGENT_KEY),
+            ca: host_file(env, AGENT_CA),
+            master_host: env.non_empty(MASTER_HOST_VAR),
             master_port: listen_port,
             host_uuid,
             heartbeat: env.seconds("SVC_AGENT_HEARTBEAT_S", 30.0),
-            install_root: env.path_or("SVC_INSTALL_ROOT", PathBuf::from("/")),
+            install_root: env.path_or(INSTALL_ROOT_VAR, PathBuf::from(DEFAULT_ROOT)),
             decky_net,
         };
         let updater = UpdaterConfig::read(env, &agent.install_root);
@@ -67,7 +74,6 @@ impl SwarmConfig {
 
 impl UpdaterConfig {
     fn read(env: &mut Env, install_root: &Path) -> UpdaterConfig {
-        let cert_dir = PathBuf::from(UPDATER_CERT_DIR);
         let restart = match env.get_or("SVC_UPDATER_RESTART", "supervise").trim().to_ascii_lowercase().as_str() {
             "supervise" => RestartMode::Supervise,
             "systemd" => RestartMode::Systemd,
@@ -79,12 +85,12 @@ impl UpdaterConfig {
         UpdaterConfig {
             host: env.non_empty_or("SVC_UPDATER_HOST", "0.0.0.0"),
             port: env.port("SVC_UPDATER_PORT", 8766),
-            cert: env.path_or("SVC_UPDATER_CERT", cert_dir.join("updater.crt")),
-            key: env.path_or("SVC_UPDATER_KEY", cert_dir.join("updater.key")),
-            ca: env.path_or("SVC_UPDATER_CA", cert_dir.join("ca.crt")),
+            cert: host_file(env, UPDATER_CERT),
+            key: host_file(env, UPDATER_KEY),
+            ca: host_file(env, UPDATER_CA),
             dir: env.path_or("SVC_UPDATER_DIR", install_root.join("opt/svc")),
             restart,
-            installed_binary: install_root.join(crate::swarm::bundle::BINARY_PATH),
+            installed_binary: install_root.join(BINARY_PATH),
             probe_for: env.seconds("SVC_UPDATER_PROBE_S", 10.0),
             max_bytes: env.count("SVC_UPDATER_MAX_MIB", 256, 1..=4096) as u64 * 1024 * 1024,
             read_timeout: env.seconds("SVC_UPDATER_READ_TIMEOUT_S", 180.0),

@@ -398,3 +398,78 @@ fn the_canary_dns_listener_needs_a_zone_and_judges_its_settings() {
         assert_eq!(vars_named(&problems), vec![var], "{var}={value}");
     }
 }
+
+/// The settings file an enrollment bundle carries, read as the agent host reads it once installed
+/// under a root: the agent of the master it was written for, whose files are the bundle's own.
+#[test]
+fn an_enrollment_bundles_settings_read_as_the_agent_it_meant() {
+    use std::io::Read;
+
+    use crate::swarm::bundle::{self, BundleSpec, ROOT_PLACEHOLDER};
+    use crate::swarm::config::SETTINGS_PATH;
+    use crate::swarm::pki::Leaf;
+
+    let leaf = |name: &str| Leaf {
+        cert_pem: format!("{name} CERT"),
+        key_pem: format!("{name} KEY"),
+        fingerprint: "f".repeat(64),
+    };
+    let (agent, updater) = (leaf("agent"), leaf("updater"));
+    let tmp = tempfile::tempdir().unwrap();
+    let binary = tmp.path().join("svc");
+    std::fs::write(&binary, b"svc").unwrap();
+    let host_uuid = uuid::Uuid::new_v4();
+    let spec = BundleSpec {
+        host_uuid,
+        agent_name: "worker-1",
+        master_host: "master.example",
+        swarm_port: 9770,
+        syslog_port: 7514,
+        agent_port: 9765,
+        ca_cert_pem: "CA CERT",
+        agent: &agent,
+        updater: Some(&updater),
+        services_ini: None,
+        svc_binary: &binary,
+    };
+    let tgz = bundle::build(&spec).unwrap();
+    let mut files = std::collections::HashMap::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tgz.as_slice()));
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut text = String::new();
+        entry.read_to_string(&mut text).unwrap();
+        files.insert(path, text);
+    }
+    // As the install script leaves it: the root written in for the placeholder.
+    let root = PathBuf::from("/srv/host-1");
+    let installed = files[SETTINGS_PATH].replace(ROOT_PLACEHOLDER, root.to_str().unwrap());
+    let pairs = installed
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| line.split_once('=').expect("a setting"))
+        .map(|(var, value)| (var.to_string(), value.to_string()));
+    let reading = Config::read(pairs.collect::<Vec<_>>());
+    assert!(reading.problems.is_empty(), "{:?}", reading.problems);
+    let config = reading.config;
+    assert_eq!(config.mode, Mode::Agent);
+    assert!(config.api.disallow_master, "the host refuses to run the master API");
+    let swarm = &config.swarm;
+    assert_eq!(swarm.agent.host_uuid, Some(host_uuid));
+    assert_eq!(swarm.agent.master_host.as_deref(), Some("master.example"));
+    assert_eq!((swarm.agent.master_port, swarm.syslog_port, swarm.agent.port), (9770, 7514, 9765));
+    assert_eq!(swarm.agent.install_root, root);
+    // Each file the settings name is the one the bundle installed there.
+    let installed_file = |path: &std::path::Path| {
+        let relative = path.strip_prefix(&root).unwrap_or_else(|_| panic!("{} is under the root", path.display()));
+        files[relative.to_str().unwrap()].clone()
+    };
+    assert_eq!(installed_file(&swarm.agent.cert), "agent CERT");
+    assert_eq!(installed_file(&swarm.agent.key), "agent KEY");
+    assert_eq!(installed_file(&swarm.agent.ca), "CA CERT");
+    assert_eq!(installed_file(&swarm.updater.cert), "updater CERT");
+    assert_eq!(installed_file(&swarm.updater.key), "updater KEY");
+    assert_eq!(installed_file(&swarm.updater.ca), "CA CERT");
+    assert_eq!(installed_file(&swarm.updater.installed_binary), "svc");
+}

@@ -1,8 +1,8 @@
 //! The fleet's routes: `POST /deckies/deploy` (a deployment INI, carried out in the background),
 //! `GET /deckies/lifecycle` (polling those deploys), `GET /deckies` (the fleet with each
 //! container's state, and with the swarm on the deckies its hosts report, each with its host),
-//! `DELETE /deckies/{name}` and `POST /deckies/{name}/mutate` (a decky a swarm host runs is acted
-//! on there, through `swarm::remote`), and `POST`/`DELETE /deckies/files` (a file dropped into or
+//! `DELETE /deckies/{name}` and `POST /deckies/{name}/mutate` (each carried out where the decky
+//! runs, on this host or a swarm host: `swarm::placement` chooses), and `POST`/`DELETE /deckies/files` (a file dropped into or
 //! removed from a running decky of this host, `fleet::file_drop`). Shapes are DECNET's; the
 //! engine's own words never reach the client.
 
@@ -25,6 +25,7 @@ use crate::fleet::file_drop::{self, DropError, DropPath, MAX_FILE_BYTES, MAX_MOD
 use crate::fleet::ini::{Ini, IniSyntaxError};
 use crate::fleet::mutate::{INTERVAL_PATTERN, interval_minutes};
 use crate::fleet::plan::is_decky_section;
+use crate::swarm::placement::PlacedDecky;
 
 /// The largest INI a deploy accepts.
 const MAX_INI_BYTES: usize = 512 * 1024;
@@ -112,6 +113,17 @@ pub struct DeckyEntry {
     pub host_name: Option<String>,
 }
 
+impl From<PlacedDecky> for DeckyEntry {
+    fn from(decky: PlacedDecky) -> Self {
+        DeckyEntry {
+            config: decky.config,
+            state: decky.state,
+            last_error: decky.last_error,
+            host_name: decky.host_name,
+        }
+    }
+}
+
 fn fleet_error(err: FleetError) -> ApiError {
     match err {
         FleetError::Refused(detail) => ApiError::Conflict(detail.into()),
@@ -141,22 +153,9 @@ pub async fn deploy(
     _admin: Admin,
     ValidJson(request): ValidJson<DeployRequest>,
 ) -> Result<(StatusCode, Json<DeployResponse>)> {
-    // With the swarm on and a usable host, the deckies go to the hosts' agents.
-    let swarm = &state.config.swarm;
-    let dispatched = if swarm.enabled {
-        let limit = state.config.fleet.deployment_limit;
-        crate::swarm::deploy::deploy(&state.db, swarm, &request.ini_content, request.replace_fleet, limit)
-            .await
-            .map_err(fleet_error)?
-    } else {
-        None
-    };
-    let (accepted, mode) = match dispatched {
-        Some(accepted) => (accepted, "swarm"),
-        None => {
-            (state.fleet.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?, "unihost")
-        }
-    };
+    let (accepted, mode) =
+        state.placement.deploy(&request.ini_content, request.replace_fleet).await.map_err(fleet_error)?;
+    let mode = mode.as_str();
     let message = format!(
         "Deploy accepted ({} decky/ies, mode={mode}). Poll /deckies/lifecycle?ids=... for completion.",
         accepted.lifecycle_ids.len()
@@ -229,45 +228,8 @@ fn lifecycle_ids(query: &str) -> std::result::Result<Vec<Uuid>, Vec<FieldError>>
     )
 )]
 pub async fn list_deckies(State(state): State<AppState>, _viewer: Viewer) -> Result<Json<Vec<DeckyEntry>>> {
-    let statuses = state.fleet.statuses().await.map_err(fleet_error)?;
-    let mut entries: Vec<DeckyEntry> = statuses
-        .into_iter()
-        .map(|s| DeckyEntry { config: s.config, state: s.state, last_error: s.last_error, host_name: None })
-        .collect();
-    if state.config.swarm.enabled {
-        entries.extend(swarm_entries(&state).await?);
-        entries.sort_by(|a, b| a.config.name.cmp(&b.config.name));
-    }
-    Ok(Json(entries))
-}
-
-/// The deckies the swarm's hosts reported, as their heartbeats left them: the shard's state is the
-/// decky's, its host's uuid in the config.
-async fn swarm_entries(state: &AppState) -> Result<Vec<DeckyEntry>> {
-    let hosts: std::collections::HashMap<Uuid, String> =
-        state.db.swarm_hosts(None).await?.into_iter().map(|h| (h.uuid, h.name)).collect();
-    let shards = state.db.decky_shards(&crate::db::ShardFilter::default()).await?;
-    Ok(shards
-        .into_iter()
-        .filter_map(|shard| {
-            let mut config = shard.decky_config?;
-            config.host_uuid = Some(shard.host_uuid.to_string());
-            Some(DeckyEntry {
-                config,
-                state: shard.state.as_str().to_string(),
-                last_error: shard.last_error,
-                host_name: hosts.get(&shard.host_uuid).cloned(),
-            })
-        })
-        .collect())
-}
-
-/// The swarm host that runs `name`, when the swarm is on and one reported it.
-async fn swarm_host_of(state: &AppState, name: &str) -> Result<Option<crate::db::SwarmHost>> {
-    if !state.config.swarm.enabled {
-        return Ok(None);
-    }
-    Ok(crate::swarm::remote::host_of(&state.db, name).await?.map(|(_, host)| host))
+    let deckies = state.placement.deckies().await.map_err(fleet_error)?;
+    Ok(Json(deckies.into_iter().map(DeckyEntry::from).collect()))
 }
 
 /// A decky name as paths carry it: `^[a-z0-9-]{1,64}$`.
@@ -308,12 +270,7 @@ pub async fn teardown(
     _admin: Admin,
     ValidPath(DeckyName(name)): ValidPath<DeckyName>,
 ) -> Result<StatusCode> {
-    match swarm_host_of(&state, &name).await? {
-        Some(host) => {
-            crate::swarm::remote::teardown(&state.db, &state.config.swarm, &host, &name).await.map_err(fleet_error)?
-        }
-        None => state.fleet.teardown(&name).await.map_err(fleet_error)?,
-    }
+    state.placement.teardown(&name).await.map_err(fleet_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -344,15 +301,7 @@ pub async fn mutate(
     _admin: Admin,
     ValidPath(DeckyName(name)): ValidPath<DeckyName>,
 ) -> Result<(StatusCode, Json<MutateResponse>)> {
-    let id = match swarm_host_of(&state, &name).await? {
-        Some(host) => {
-            crate::swarm::remote::mutate(&state.db, &state.config.swarm, &host, &name).await.map_err(fleet_error)?
-        }
-        None => {
-            let ingest = state.config.ingest.log_file.clone();
-            state.fleet.mutate(&name, "operator", ingest).await.map_err(fleet_error)?
-        }
-    };
+    let id = state.placement.mutate(&name).await.map_err(fleet_error)?;
     Ok((StatusCode::ACCEPTED, Json(MutateResponse { lifecycle_ids: vec![id] })))
 }
 

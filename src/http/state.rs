@@ -18,6 +18,8 @@ use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::metrics::RequestMetrics;
 use crate::planting::Planter;
+use crate::swarm::master::SwarmMaster;
+use crate::swarm::placement::Placement;
 use crate::systemd::UnitListing;
 use crate::tarpit::Tarpit;
 use crate::topology::Topologies;
@@ -56,6 +58,10 @@ pub struct State {
     pub workers: Arc<WorkerRegistry>,
     /// The deckies: deploys, teardowns and the container runtime they run on.
     pub fleet: Fleet,
+    /// Where each decky operation runs: this host's fleet or a swarm host's agent.
+    pub placement: Placement,
+    /// The master's side of the swarm: its settings and its identity, loaded once.
+    pub swarm: SwarmMaster,
     /// Topologies: generation, child edits, deploys and the mutation queue.
     pub topologies: Topologies,
     /// The deckies' tarpit rules, over the same fleet.

@@ -140,6 +140,13 @@ pub const KNOWN_WORKERS: [&str; WORKERS.len() + 1] = {
     names
 };
 
+/// Whether a swarm worker host runs `worker` beside its agent, as a single host runs it: the
+/// collector writes the host's deckies' lines to its ingest file, the forwarder ships that file to
+/// the master. Every other worker runs on the master only.
+pub fn runs_on_worker_hosts(worker: &KnownWorker) -> bool {
+    matches!(worker.name, "collector" | "forwarder")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

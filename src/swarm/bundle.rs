@@ -9,30 +9,29 @@
 //! log line, never a file on the master.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use uuid::Uuid;
 
+use super::config::{
+    AGENT_CA, AGENT_CERT, AGENT_KEY, AGENT_PORT_VAR, BINARY_PATH, DISALLOW_MASTER_VAR, HOST_UUID_VAR, HostFile,
+    INSTALL_ROOT_VAR, MASTER_HOST_VAR, MODE_VAR, SERVICES_INI_PATH, SETTINGS_PATH, SWARM_PORT_VAR, SYSLOG_PORT_VAR,
+    UPDATER_CA, UPDATER_CERT, UPDATER_KEY,
+};
 use super::pki::Leaf;
-use crate::systemd::units;
+use crate::systemd::{unit_of_worker, units};
+use crate::worker::WORKERS;
+use crate::worker::roster::runs_on_worker_hosts;
 
 /// Where the installed files name the install root.
 pub const ROOT_PLACEHOLDER: &str = "@SVC_ROOT@";
-/// The binary, relative to the install root.
-pub const BINARY_PATH: &str = "usr/local/bin/svc";
-/// The agent's settings, relative to the install root.
-pub const SETTINGS_PATH: &str = "etc/svc/env";
-const AGENT_DIR: &str = "etc/svc/agent";
-const UPDATER_DIR: &str = "etc/svc/updater";
 const UNIT_DIR: &str = "etc/systemd/system";
 const AGENT_UNIT_TEMPLATE: &str = include_str!("../../systemd/svc-agent.service");
 const UPDATER_UNIT_TEMPLATE: &str = include_str!("../../systemd/svc-updater.service");
 /// The updater's unit: in a bundle with an updater certificate.
 pub const UPDATER_UNIT: &str = "svc-updater.service";
-/// The units a worker host runs besides its agent, as a single host runs them.
-const HOST_WORKER_UNITS: [&str; 2] = ["svc-collector.service", "svc-forwarder.service"];
 
 /// Everything one host's bundle is made of.
 #[derive(Debug)]
@@ -55,37 +54,53 @@ pub struct BundleSpec<'a> {
     pub svc_binary: &'a Path,
 }
 
+/// The svc binary shipped to hosts (bundles and releases): `configured` (`SVC_SWARM_BUNDLE_BIN`),
+/// else this one.
+pub fn shipped_binary(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match configured {
+        Some(path) => Ok(path.to_path_buf()),
+        None => std::env::current_exe().map_err(|err| anyhow::anyhow!("the running svc binary: {err}")),
+    }
+}
+
+/// The units a worker host runs besides its agent: those of the roster's workers that run on worker
+/// hosts, as a single host runs them.
+fn host_worker_units() -> Vec<String> {
+    WORKERS.iter().filter(|worker| runs_on_worker_hosts(worker)).map(|worker| unit_of_worker(worker.name)).collect()
+}
+
 /// The units the bundle installs, by file name: the agent's and each worker's the host runs.
 pub fn unit_names() -> Vec<String> {
-    std::iter::once("svc-agent.service".to_string()).chain(HOST_WORKER_UNITS.map(String::from)).collect()
+    std::iter::once("svc-agent.service".to_string()).chain(host_worker_units()).collect()
 }
 
 /// The settings file: what makes `svc` on the host an agent of this master.
-fn settings(spec: &BundleSpec<'_>) -> String {
+pub fn settings(spec: &BundleSpec<'_>) -> String {
     let root = ROOT_PLACEHOLDER;
-    format!(
-        "# svc agent `{name}` of the master at {master}: written by its enrollment bundle.\n\
-         SVC_MODE=agent\n\
-         SVC_DISALLOW_MASTER=true\n\
-         SVC_HOST_UUID={uuid}\n\
-         SVC_MASTER_HOST={master}\n\
-         SVC_SWARM_PORT={swarm_port}\n\
-         SVC_SWARM_SYSLOG_PORT={syslog_port}\n\
-         SVC_AGENT_PORT={agent_port}\n\
-         SVC_AGENT_CERT={root}/{AGENT_DIR}/agent.crt\n\
-         SVC_AGENT_KEY={root}/{AGENT_DIR}/agent.key\n\
-         SVC_AGENT_CA={root}/{AGENT_DIR}/ca.crt\n\
-         SVC_INSTALL_ROOT={root}/\n\
-         SVC_UPDATER_CERT={root}/{UPDATER_DIR}/updater.crt\n\
-         SVC_UPDATER_KEY={root}/{UPDATER_DIR}/updater.key\n\
-         SVC_UPDATER_CA={root}/{UPDATER_DIR}/ca.crt\n",
-        name = spec.agent_name,
-        master = spec.master_host,
-        uuid = spec.host_uuid,
-        swarm_port = spec.swarm_port,
-        syslog_port = spec.syslog_port,
-        agent_port = spec.agent_port,
-    )
+    let mut text = format!(
+        "# svc agent `{}` of the master at {}: written by its enrollment bundle.\n",
+        spec.agent_name, spec.master_host
+    );
+    let values = [
+        (MODE_VAR, "agent".to_string()),
+        (DISALLOW_MASTER_VAR, "true".to_string()),
+        (HOST_UUID_VAR, spec.host_uuid.to_string()),
+        (MASTER_HOST_VAR, spec.master_host.to_string()),
+        (SWARM_PORT_VAR, spec.swarm_port.to_string()),
+        (SYSLOG_PORT_VAR, spec.syslog_port.to_string()),
+        (AGENT_PORT_VAR, spec.agent_port.to_string()),
+    ];
+    let files = |files: [HostFile; 3]| files.map(|file| (file.var, format!("{root}/{}", file.path)));
+    let install_root = [(INSTALL_ROOT_VAR, format!("{root}/"))];
+    let settings = values
+        .into_iter()
+        .chain(files([AGENT_CERT, AGENT_KEY, AGENT_CA]))
+        .chain(install_root)
+        .chain(files([UPDATER_CERT, UPDATER_KEY, UPDATER_CA]));
+    for (var, value) in settings {
+        text.push_str(&format!("{var}={value}\n"));
+    }
+    text
 }
 
 /// The agent's unit, the workers' units and the updater's, naming the installed binary and
@@ -96,7 +111,8 @@ pub(crate) fn unit_files() -> Vec<(String, String)> {
     let updater = (UPDATER_UNIT.to_string(), UPDATER_UNIT_TEMPLATE.replace("@SVC_BIN@", &bin));
     // The single-host units read `/etc/svc/env`; on a worker host that is the bundle's settings.
     let rendered = units::render(Path::new("/usr/local/bin/svc")).unwrap_or_default();
-    let workers = rendered.into_iter().filter(|unit| HOST_WORKER_UNITS.contains(&unit.name.as_str())).map(|unit| {
+    let host_units = host_worker_units();
+    let workers = rendered.into_iter().filter(|unit| host_units.contains(&unit.name)).map(|unit| {
         let text = unit
             .text
             .replace("/usr/local/bin/svc", &bin)
@@ -119,17 +135,17 @@ pub fn build(spec: &BundleSpec<'_>) -> std::io::Result<Vec<u8>> {
 
     let mut files: Vec<(String, u32, String)> = vec![
         (SETTINGS_PATH.into(), 0o600, settings(spec)),
-        (format!("{AGENT_DIR}/ca.crt"), 0o644, spec.ca_cert_pem.into()),
-        (format!("{AGENT_DIR}/agent.crt"), 0o644, spec.agent.cert_pem.clone()),
-        (format!("{AGENT_DIR}/agent.key"), 0o600, spec.agent.key_pem.clone()),
+        (AGENT_CA.path.into(), 0o644, spec.ca_cert_pem.into()),
+        (AGENT_CERT.path.into(), 0o644, spec.agent.cert_pem.clone()),
+        (AGENT_KEY.path.into(), 0o600, spec.agent.key_pem.clone()),
     ];
     if let Some(updater) = spec.updater {
-        files.push((format!("{UPDATER_DIR}/ca.crt"), 0o644, spec.ca_cert_pem.into()));
-        files.push((format!("{UPDATER_DIR}/updater.crt"), 0o644, updater.cert_pem.clone()));
-        files.push((format!("{UPDATER_DIR}/updater.key"), 0o600, updater.key_pem.clone()));
+        files.push((UPDATER_CA.path.into(), 0o644, spec.ca_cert_pem.into()));
+        files.push((UPDATER_CERT.path.into(), 0o644, updater.cert_pem.clone()));
+        files.push((UPDATER_KEY.path.into(), 0o600, updater.key_pem.clone()));
     }
     if let Some(ini) = spec.services_ini {
-        files.push(("etc/svc/services.ini".into(), 0o644, ini.into()));
+        files.push((SERVICES_INI_PATH.into(), 0o644, ini.into()));
     }
     for (name, text) in unit_files() {
         if name == UPDATER_UNIT && spec.updater.is_none() {
@@ -225,9 +241,13 @@ mod tests {
             assert!(text.contains(line), "{line}");
         }
         assert!(!text.contains("secret-key-material"), "the settings never hold a key");
-        for (name, text) in unit_files() {
+        let files = unit_files();
+        for (name, text) in &files {
             assert!(text.contains("@SVC_ROOT@/usr/local/bin/svc "), "{name}");
             assert!(text.contains("EnvironmentFile=-@SVC_ROOT@/etc/svc/env"), "{name}");
+        }
+        for name in unit_names() {
+            assert!(files.iter().any(|(file, _)| *file == name), "{name} is installed");
         }
         assert!(build(&spec).is_err(), "no binary, no bundle");
     }

@@ -1,5 +1,5 @@
-//! The master's side of every call to an agent: its `svc-master` identity and the CA (made on first
-//! use under `SVC_SWARM_DIR`), and per host an [`Endpoint`] pinned by the fingerprint stored for it
+//! The master's side of every call to an agent: its identity (`master::MasterIdentity`, loaded
+//! once by the process), and per host an [`Endpoint`] pinned by the fingerprint stored for it
 //! (none stored: every handshake fails), checking the host's address against its certificate when
 //! `SVC_VERIFY_HOSTNAME`. Dispatch, mutation, teardown and decommission all call agents through it
 //! ([`AgentCaller::post`]); what went wrong comes back as an [`AgentCallError`] whose text is
@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::client::{Answer, CallError, Endpoint};
 use super::config::SwarmConfig;
-use super::pki::Ca;
-use super::tls::{Identity, PeerPin, client_config};
+use super::master::MasterIdentity;
+use super::tls::PeerPin;
 use crate::db::SwarmHost;
 
 /// Why a call to an agent did not do what was asked; the texts are what a client or a record sees.
@@ -31,8 +31,7 @@ pub enum AgentCallError {
 /// The master's identity and the swarm's settings, ready to call any host's agent; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AgentCaller {
-    identity: Identity,
-    ca_pem: Arc<String>,
+    identity: Arc<MasterIdentity>,
     config: Arc<SwarmConfig>,
 }
 
@@ -42,20 +41,9 @@ pub struct AgentCaller {
 pub struct CertificatesUnavailable;
 
 impl AgentCaller {
-    pub fn load(config: &SwarmConfig) -> Result<AgentCaller, CertificatesUnavailable> {
-        let loaded = Ca::load_or_create(&config.ca_dir()).and_then(|ca| {
-            let leaf = ca.master_leaf(&config.master_dir())?;
-            Ok((ca.cert_pem().to_string(), leaf))
-        });
-        let (ca_pem, leaf) = loaded.map_err(|err| {
-            tracing::error!(error = %err, "The swarm CA or the master's certificate is unavailable");
-            CertificatesUnavailable
-        })?;
-        let identity = Identity::from_pem(&leaf.cert_pem, &leaf.key_pem).map_err(|err| {
-            tracing::error!(error = %err, "The master's certificate is unusable");
-            CertificatesUnavailable
-        })?;
-        Ok(AgentCaller { identity, ca_pem: Arc::new(ca_pem), config: Arc::new(config.clone()) })
+    /// Calls with `identity`, by the timeouts and ports of `config` (see `master::SwarmMaster::caller`).
+    pub fn new(identity: Arc<MasterIdentity>, config: Arc<SwarmConfig>) -> AgentCaller {
+        AgentCaller { identity, config }
     }
 
     /// `host`'s agent, pinned; `None` when the TLS configuration cannot be built (logged).
@@ -73,7 +61,9 @@ impl AgentCaller {
     }
 
     fn pinned(&self, pin: PeerPin, address: String, port: u16, read_timeout: std::time::Duration) -> Option<Endpoint> {
-        let tls = client_config(&self.identity, &self.ca_pem, pin, self.config.verify_hostname)
+        let tls = self
+            .identity
+            .client_config(pin, self.config.verify_hostname)
             .map_err(|err| tracing::error!(error = %err, "Swarm TLS configuration refused"))
             .ok()?;
         Some(Endpoint { host: address, port, tls, connect_timeout: self.config.connect_timeout, read_timeout })

@@ -1,8 +1,10 @@
 //! What the swarm's processes are given: the master's swarm listener and its certificate store,
 //! and an agent's own API, identity, master and install root. `config/swarm.rs` reads them from
-//! `SVC_*`; the swarm knows what it is given, not where that came from.
+//! `SVC_*`; the swarm knows what it is given, not where that came from. An enrolled host's layout
+//! (the files its bundle installs and the settings that name them) is written here once: the
+//! bundle writes it, and `config/` reads the same names with the same files as defaults.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -97,3 +99,44 @@ pub struct UpdaterConfig {
     /// includes the agent's restart and probes).
     pub read_timeout: Duration,
 }
+
+/// One file an enrolled host keeps, relative to its install root, and the setting that names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFile {
+    pub var: &'static str,
+    pub path: &'static str,
+}
+
+impl HostFile {
+    /// The file on a host installed under `root`.
+    pub fn under(&self, root: &Path) -> PathBuf {
+        root.join(self.path)
+    }
+}
+
+/// The agent's certificate, key and the swarm CA (`SVC_AGENT_CERT`, `SVC_AGENT_KEY`, `SVC_AGENT_CA`).
+pub const AGENT_CERT: HostFile = HostFile { var: "SVC_AGENT_CERT", path: "etc/svc/agent/agent.crt" };
+pub const AGENT_KEY: HostFile = HostFile { var: "SVC_AGENT_KEY", path: "etc/svc/agent/agent.key" };
+pub const AGENT_CA: HostFile = HostFile { var: "SVC_AGENT_CA", path: "etc/svc/agent/ca.crt" };
+/// The updater's certificate (`updater@<host>`), key and the swarm CA.
+pub const UPDATER_CERT: HostFile = HostFile { var: "SVC_UPDATER_CERT", path: "etc/svc/updater/updater.crt" };
+pub const UPDATER_KEY: HostFile = HostFile { var: "SVC_UPDATER_KEY", path: "etc/svc/updater/updater.key" };
+pub const UPDATER_CA: HostFile = HostFile { var: "SVC_UPDATER_CA", path: "etc/svc/updater/ca.crt" };
+/// The svc binary, relative to the install root.
+pub const BINARY_PATH: &str = "usr/local/bin/svc";
+/// The host's settings (every unit's `EnvironmentFile`), relative to the install root.
+pub const SETTINGS_PATH: &str = "etc/svc/env";
+/// The services INI an enrollment may carry, relative to the install root.
+pub const SERVICES_INI_PATH: &str = "etc/svc/services.ini";
+
+/// The settings an enrolled host's settings file gives besides its files' paths: its role, that it
+/// refuses to run the master API, its id, its master (heartbeat and log ports), its agent's port,
+/// and its install root.
+pub const MODE_VAR: &str = "SVC_MODE";
+pub const DISALLOW_MASTER_VAR: &str = "SVC_DISALLOW_MASTER";
+pub const HOST_UUID_VAR: &str = "SVC_HOST_UUID";
+pub const MASTER_HOST_VAR: &str = "SVC_MASTER_HOST";
+pub const SWARM_PORT_VAR: &str = "SVC_SWARM_PORT";
+pub const SYSLOG_PORT_VAR: &str = "SVC_SWARM_SYSLOG_PORT";
+pub const AGENT_PORT_VAR: &str = "SVC_AGENT_PORT";
+pub const INSTALL_ROOT_VAR: &str = "SVC_INSTALL_ROOT";

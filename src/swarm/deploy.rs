@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::caller::{AgentCallError, AgentCaller};
-use super::config::SwarmConfig;
 use super::dispatch::{self, Slice};
+use super::master::SwarmMaster;
 use super::remote;
 use super::wire::DeployRequest;
 use crate::db::{Db, DeckyConfig, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost};
@@ -34,7 +34,7 @@ const NOT_MOVED: &str = "a decky could not be removed from the host that runs it
 /// tears down every decky it runs before it gets its share (if any): the INI is the whole swarm.
 pub async fn deploy(
     db: &Db,
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     ini_text: &str,
     replace: bool,
     deployment_limit: usize,
@@ -56,7 +56,7 @@ pub async fn deploy(
         )));
     }
     let mut planned: BTreeMap<String, DeckyConfig> = deckies.into_iter().map(|d| (d.name.clone(), d)).collect();
-    let client = AgentCaller::load(config).map_err(|err| FleetError::Refused(err.to_string()))?;
+    let client = master.caller().await.map_err(|err| FleetError::Refused(err.to_string()))?;
     let mut clear: BTreeSet<Uuid> = BTreeSet::new();
     if replace {
         clear.extend(hosts.iter().map(|h| h.uuid));
@@ -98,15 +98,15 @@ pub async fn deploy(
     }
     tracing::info!(deckies = ids.len(), hosts = work.len(), replace, "Swarm deploy accepted");
     for (host, cleared, share) in work {
-        let (db, client, config) = (db.clone(), client.clone(), config.clone());
+        let (db, client, master) = (db.clone(), client.clone(), master.clone());
         let dispatch = async move {
             // Its outcome is on the host's shards (and in the log); the deploy goes on regardless,
             // and the agent refuses what would collide with a decky left behind.
             if cleared && let Ok(filter) = remote::start_teardown(&db, &host, None).await {
-                let _ = remote::finish_teardown(&db, &config, &host, filter).await;
+                let _ = remote::finish_teardown(&db, &master, &host, filter).await;
             }
             if let Some((slice, records, shards)) = share {
-                send(&db, &config, &client, &host, slice, &records, &shards).await;
+                send(&db, &master, &client, &host, slice, &records, &shards).await;
             }
         };
         // In the deploy request's trace (traces on), carried on to the agent.
@@ -138,13 +138,13 @@ fn pending_shard(host: &SwarmHost, planned: Option<DeckyConfig>, name: &str, now
 }
 
 /// Tears down, on the host that runs it, each of `deckies` that another host than `host` runs.
-async fn move_away(db: &Db, config: &SwarmConfig, host: &SwarmHost, deckies: &[String]) -> Result<(), ()> {
+async fn move_away(db: &Db, master: &SwarmMaster, host: &SwarmHost, deckies: &[String]) -> Result<(), ()> {
     for name in deckies {
         let current = remote::host_of(db, name).await.map_err(|err| {
             tracing::error!(decky = %name, error = %err, "Cannot read which host runs a dispatched decky");
         })?;
         let Some((_, old)) = current.filter(|(_, old)| old.uuid != host.uuid) else { continue };
-        match remote::teardown(db, config, &old, name).await {
+        match remote::teardown(db, master, &old, name).await {
             Ok(()) => tracing::info!(decky = %name, from = %old.name, to = %host.name, "Decky moved off its old host"),
             Err(err) => {
                 tracing::warn!(decky = %name, from = %old.name, to = %host.name, error = %err, "Decky not moved: its old host did not tear it down");
@@ -157,7 +157,7 @@ async fn move_away(db: &Db, config: &SwarmConfig, host: &SwarmHost, deckies: &[S
 
 async fn send(
     db: &Db,
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     client: &AgentCaller,
     host: &SwarmHost,
     slice: Slice,
@@ -171,7 +171,7 @@ async fn send(
             }
         }
     };
-    if move_away(db, config, host, &slice.deckies).await.is_err() {
+    if move_away(db, master, host, &slice.deckies).await.is_err() {
         mark(LifecycleStatus::Failed, Some(NOT_MOVED)).await;
         return;
     }

@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::config::SwarmConfig;
-use super::pki::{Ca, fingerprint};
+use super::master::MasterIdentity;
+use super::pki::fingerprint;
 use super::serve::Peer;
-use super::tls::{Identity, server_config};
 use super::wire::{HEARTBEAT_PATH, Heartbeat, MAX_BODY_BYTES};
 use crate::db::DbResult;
 
@@ -45,13 +45,9 @@ pub struct SwarmListener {
 }
 
 impl SwarmListener {
-    /// Binds `SVC_SWARM_HOST:SVC_SWARM_PORT` with the master's certificate (made, with the CA,
-    /// on first use under `SVC_SWARM_DIR`).
-    pub async fn bind(config: &SwarmConfig) -> anyhow::Result<SwarmListener> {
-        let ca = Ca::load_or_create(&config.ca_dir())?;
-        let master = ca.master_leaf(&config.master_dir())?;
-        let identity = Identity::from_pem(&master.cert_pem, &master.key_pem)?;
-        let tls = server_config(&identity, ca.cert_pem())?;
+    /// Binds `SVC_SWARM_HOST:SVC_SWARM_PORT` with the master's identity.
+    pub async fn bind(config: &SwarmConfig, identity: &MasterIdentity) -> anyhow::Result<SwarmListener> {
+        let tls = identity.server_config()?;
         let listener = TcpListener::bind((config.listen_host.as_str(), config.listen_port)).await?;
         Ok(SwarmListener { listener, tls })
     }

@@ -10,9 +10,9 @@ use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::caller::{AgentCallError, AgentCaller};
+use super::caller::AgentCallError;
 use super::client::CallError;
-use super::config::SwarmConfig;
+use super::master::SwarmMaster;
 use super::wire::MutateRequest;
 use crate::db::{
     Db, DbError, DbResult, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost,
@@ -37,14 +37,14 @@ impl AgentCallError {
     }
 }
 
-/// `POST path` to `host`'s agent with the master's identity (read from `SVC_SWARM_DIR`).
+/// `POST path` to `host`'s agent with the master's identity.
 pub async fn call(
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     host: &SwarmHost,
     path: &str,
     body: &serde_json::Value,
 ) -> Result<super::client::Answer, AgentCallError> {
-    let caller = AgentCaller::load(config).map_err(|_| AgentCallError::Certificates)?;
+    let caller = master.caller().await.map_err(|_| AgentCallError::Certificates)?;
     caller.post(host, path, body).await
 }
 
@@ -63,7 +63,7 @@ pub async fn host_of(db: &Db, decky: &str) -> DbResult<Option<(DeckyShard, Swarm
 /// Mutates `decky` on `host`: a `mutate` record carrying the host, `running` while the agent
 /// works, ended by its heartbeat. The agent's 404 is the fleet's 404, any other failure a 409 with
 /// a generic reason; the record then fails with that reason.
-pub async fn mutate(db: &Db, config: &SwarmConfig, host: &SwarmHost, decky: &str) -> Result<Uuid, FleetError> {
+pub async fn mutate(db: &Db, master: &SwarmMaster, host: &SwarmHost, decky: &str) -> Result<Uuid, FleetError> {
     let now = Utc::now();
     let record = DeckyLifecycle {
         id: Uuid::new_v4(),
@@ -79,7 +79,7 @@ pub async fn mutate(db: &Db, config: &SwarmConfig, host: &SwarmHost, decky: &str
     db.add_lifecycle(&record).await?;
     let body = MutateRequest { decky_id: decky.to_string(), services: Vec::new(), dry_run: false };
     let body = serde_json::to_value(&body).expect("a mutate request serialises");
-    let Err(err) = call(config, host, "/mutate", &body).await else {
+    let Err(err) = call(master, host, "/mutate", &body).await else {
         tracing::info!(host = %host.name, decky, "Mutation sent to the agent");
         return Ok(record.id);
     };
@@ -108,12 +108,12 @@ pub async fn start_teardown(db: &Db, host: &SwarmHost, decky: Option<&str>) -> D
 /// too), `teardown_failed` otherwise.
 pub async fn finish_teardown(
     db: &Db,
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     host: &SwarmHost,
     filter: ShardFilter,
 ) -> Result<(), AgentCallError> {
     let decky = filter.decky_name.clone();
-    let outcome = match call(config, host, "/teardown", &json!({ "decky_id": decky })).await {
+    let outcome = match call(master, host, "/teardown", &json!({ "decky_id": decky })).await {
         Err(AgentCallError::Refused(404)) if decky.is_some() => Ok(()),
         other => other.map(drop),
     };
@@ -134,9 +134,9 @@ pub async fn finish_teardown(
 }
 
 /// Tears `decky` down on `host` now: [`start_teardown`] then [`finish_teardown`].
-pub async fn teardown(db: &Db, config: &SwarmConfig, host: &SwarmHost, decky: &str) -> Result<(), FleetError> {
+pub async fn teardown(db: &Db, master: &SwarmMaster, host: &SwarmHost, decky: &str) -> Result<(), FleetError> {
     let filter = start_teardown(db, host, Some(decky)).await?;
-    finish_teardown(db, config, host, filter).await.map_err(|err| {
+    finish_teardown(db, master, host, filter).await.map_err(|err| {
         FleetError::Refused(format!("{TEARDOWN_FAILED} on swarm host '{}': {}", host.name, err.reason()))
     })
 }

@@ -11,8 +11,8 @@ use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::caller::{AgentCallError, AgentCaller};
-use super::config::SwarmConfig;
+use super::caller::AgentCallError;
+use super::master::SwarmMaster;
 use super::wire::TopologyApplied;
 use crate::db::{Db, DbError, SwarmHost, Topology, TopologyStatus};
 use crate::topology::deploy::Outcome;
@@ -43,17 +43,17 @@ pub async fn usable_target(db: &Db, target: &str) -> Result<SwarmHost, TopologyE
 /// `pending` → `deploying`, then the whole topology is applied by `host`'s agent in the background.
 pub async fn start_deploy(
     topologies: &Topologies,
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     host: SwarmHost,
     id: Uuid,
 ) -> Result<Topology, TopologyError> {
     let topology = topologies.begin_deploy(id).await?;
-    let (topologies, config) = (topologies.clone(), config.clone());
+    let (topologies, master) = (topologies.clone(), master.clone());
     tokio::spawn(async move {
         let outcome = match topologies.detail(id).await {
             Ok(detail) => {
                 let body = serde_json::to_value(&detail).expect("a topology serialises");
-                ask(&topologies, &config, &host, "/topology/apply", &body, TopologyStatus::Failed).await
+                ask(&topologies, &master, &host, "/topology/apply", &body, TopologyStatus::Failed).await
             }
             Err(err) => {
                 tracing::error!(topology = %id, error = %err, "Cannot read the topology to send");
@@ -69,17 +69,17 @@ pub async fn start_deploy(
 /// no longer knows (`None`) has nothing left to ask: the topology is `torn_down` here.
 pub async fn start_teardown(
     topologies: &Topologies,
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     host: Option<SwarmHost>,
     id: Uuid,
 ) -> Result<Topology, TopologyError> {
     let topology = topologies.begin_teardown(id).await?;
-    let (topologies, config) = (topologies.clone(), config.clone());
+    let (topologies, master) = (topologies.clone(), master.clone());
     tokio::spawn(async move {
         let outcome = match host {
             Some(host) => {
                 let body = json!({ "topology_id": id });
-                ask(&topologies, &config, &host, "/topology/teardown", &body, TopologyStatus::Degraded).await
+                ask(&topologies, &master, &host, "/topology/teardown", &body, TopologyStatus::Degraded).await
             }
             None => {
                 tracing::warn!(topology = %id, "The topology's swarm host is gone; recorded as torn down");
@@ -95,13 +95,13 @@ pub async fn start_teardown(
 /// leaves the topology `otherwise` with a generic reason.
 async fn ask(
     topologies: &Topologies,
-    config: &SwarmConfig,
+    master: &SwarmMaster,
     host: &SwarmHost,
     path: &str,
     body: &serde_json::Value,
     otherwise: TopologyStatus,
 ) -> Outcome {
-    let answered = match AgentCaller::load(config) {
+    let answered = match master.caller().await {
         Ok(caller) => caller.post_within(host, path, body, ENGINE_WORK_TIMEOUT).await,
         Err(_) => Err(AgentCallError::Certificates),
     };

@@ -1,11 +1,11 @@
-//! Enrollment: `POST /swarm/enroll-bundle` (admin, 10 per minute per client address) enrolls a host
-//! by name and answers the one-line command that installs it; `GET
-//! /swarm/enroll-bundle/{token}.sh` (no login, until the `.tgz` is fetched) is that script, and
-//! `GET …/{token}.tgz` (no login, once) the bundle itself. Both expire `SVC_SWARM_ENROLL_TTL_S`
-//! after the POST (5 minutes). The agent's certificates are issued when the `.tgz` is fetched, for
-//! the address that fetched it (which becomes the host's address, so the master's hostname check
-//! against it holds), and their fingerprints stored on the host: the private keys exist only in
-//! that one answer. Only the token's hash is stored; the token and the keys are never logged.
+//! Enrollment's routes (the work is `swarm::enroll`'s): `POST /swarm/enroll-bundle` (admin, 10 per
+//! minute per client address) enrolls a host by name and answers the one-line command that
+//! installs it; `GET /swarm/enroll-bundle/{token}.sh` (no login, until the `.tgz` is fetched) is
+//! that script, and `GET …/{token}.tgz` (no login, once) the bundle itself. Both expire
+//! `SVC_SWARM_ENROLL_TTL_S` after the POST (5 minutes). The agent's certificates are issued when
+//! the `.tgz` is fetched, for the address that fetched it (which becomes the host's address, so the
+//! master's hostname check against it holds), and their fingerprints stored on the host: the
+//! private keys exist only in that one answer.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -14,25 +14,21 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::auth::ticket::{new_ticket, ticket_hash};
-use crate::db::{DbError, Enrollment, HostStatus, SwarmHost};
 use crate::http::extract::{FieldError, ValidJson, Validate, is_lowercase_name};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotJson};
 use crate::http::{ApiError, AppState, Result};
-use crate::swarm::bundle::{self, BundleSpec};
-use crate::swarm::pki::{self, Ca};
+use crate::swarm::bundle;
+use crate::swarm::enroll::{self, EnrollError, HostRequest};
 use crate::time::format_utc;
 
-/// 404 of a bundle whose token is unknown, spent or expired.
-pub const BUNDLE_NOT_FOUND: &str = "bundle not found or expired";
+pub use crate::swarm::enroll::BUNDLE_NOT_FOUND;
 const MAX_SERVICES_INI: usize = 512 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -161,44 +157,34 @@ pub async fn create_bundle(
     ValidJson(body): ValidJson<EnrollRequest>,
 ) -> Result<(StatusCode, Json<EnrollBundleResponse>)> {
     state.limits.enroll_bundle(peer.ip()).await?;
-    let now = Utc::now();
-    let expires_at = now + state.config.api.enroll_ttl;
-    let host = SwarmHost {
-        uuid: Uuid::new_v4(),
-        name: body.agent_name.clone(),
-        address: String::new(),
-        agent_port: state.config.swarm.agent.port,
-        status: HostStatus::Enrolled,
-        last_heartbeat: None,
-        client_cert_fingerprint: None,
-        updater_cert_fingerprint: None,
-        enrolled_at: now,
-        notes: Some("enrolled via UI bundle".into()),
-        use_ipvlan: body.use_ipvlan,
-    };
-    let token = new_ticket();
-    let enrollment = Enrollment {
-        token_hash: ticket_hash(&token),
-        host_uuid: host.uuid,
-        master_host: body.master_host.clone(),
+    let master_host = body.master_host.clone();
+    let request = HostRequest {
+        agent_name: body.agent_name,
+        master_host: body.master_host,
         with_updater: body.with_updater,
+        use_ipvlan: body.use_ipvlan,
         services_ini: body.services_ini,
-        created_at: now,
-        expires_at,
     };
-    state.db.enroll_swarm_host(&host, &enrollment).await.map_err(|err| match err {
-        DbError::Conflict => ApiError::conflict(format!("Worker '{}' is already enrolled", host.name)),
-        other => other.into(),
-    })?;
-    tracing::info!(host = %host.name, uuid = %host.uuid, by = %admin.user.username, "Swarm host enrolled");
-    let script = bundle_url(&body.master_host, request_port(&headers, &state), &token, "sh");
+    let (agent_port, ttl) = (state.config.swarm.agent.port, state.config.api.enroll_ttl);
+    let enrolled =
+        enroll::enroll(&state.db, request, agent_port, ttl, &admin.user.username).await.map_err(enroll_error)?;
+    let script = bundle_url(&master_host, request_port(&headers, &state), &enrolled.token, "sh");
     let answer = EnrollBundleResponse {
         command: format!("curl -fsSL {script} | sudo bash"),
-        token,
-        expires_at: format_utc(expires_at),
-        host_uuid: host.uuid,
+        token: enrolled.token,
+        expires_at: format_utc(enrolled.expires_at),
+        host_uuid: enrolled.host_uuid,
     };
     Ok((StatusCode::CREATED, Json(answer)))
+}
+
+fn enroll_error(err: EnrollError) -> ApiError {
+    match err {
+        EnrollError::AlreadyEnrolled(_) => ApiError::conflict(err.to_string()),
+        EnrollError::BundleNotFound => ApiError::not_found(BUNDLE_NOT_FOUND),
+        EnrollError::Store(err) => err.into(),
+        EnrollError::Bundle(err) => ApiError::Internal(err),
+    }
 }
 
 /// `{token}.sh` or `{token}.tgz`; anything else, an unknown, spent or expired token: 404.
@@ -210,78 +196,24 @@ async fn fetch_bundle_file(
 ) -> Result<Response> {
     let not_found = || ApiError::not_found(BUNDLE_NOT_FOUND);
     let (token, extension) = file.rsplit_once('.').ok_or_else(not_found)?;
-    if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(not_found());
-    }
-    let hash = ticket_hash(token);
-    let found = |err: DbError| match err {
-        DbError::NotFound => not_found(),
-        other => other.into(),
-    };
     match extension {
         "sh" => {
-            let enrollment = state.db.enrollment(&hash, Utc::now()).await.map_err(found)?;
+            let enrollment = enroll::pending(&state.db, token).await.map_err(enroll_error)?;
             let url = bundle_url(&enrollment.master_host, request_port(&headers, &state), token, "tgz");
             Ok(([(header::CONTENT_TYPE, "text/x-shellscript")], bundle::install_script(&url)).into_response())
         }
         "tgz" => {
-            let enrollment = state.db.claim_enrollment(&hash, Utc::now()).await.map_err(found)?;
-            let tgz = issue_bundle(&state, &enrollment, peer.ip().to_canonical()).await?;
-            let disposition = format!("attachment; filename=\"svc-agent-{}.tgz\"", enrollment.host_uuid);
+            let fetcher = peer.ip().to_canonical();
+            let binary = state.config.api.bundle_binary.as_deref();
+            let issued =
+                enroll::issue_bundle(&state.db, &state.swarm, binary, token, fetcher).await.map_err(enroll_error)?;
+            let disposition = format!("attachment; filename=\"svc-agent-{}.tgz\"", issued.host_uuid);
             Ok((
                 [(header::CONTENT_TYPE, "application/gzip".to_string()), (header::CONTENT_DISPOSITION, disposition)],
-                tgz,
+                issued.tgz,
             )
                 .into_response())
         }
         _ => Err(not_found()),
     }
-}
-
-/// The host's address becomes `fetcher`; its certificates are issued for it and their
-/// fingerprints stored; the bundle is built around them.
-async fn issue_bundle(state: &AppState, enrollment: &Enrollment, fetcher: IpAddr) -> Result<Vec<u8>> {
-    let host = state.db.swarm_host(enrollment.host_uuid).await.map_err(|err| match err {
-        DbError::NotFound => ApiError::not_found(BUNDLE_NOT_FOUND),
-        other => other.into(),
-    })?;
-    let address = fetcher.to_string();
-    state.db.set_swarm_host_address(host.uuid, &address).await?;
-    let ca_dir = state.config.swarm.ca_dir();
-    let binary = super::shipped_binary(state)?;
-    let (name, with_updater) = (host.name.clone(), enrollment.with_updater);
-    let (master_host, services_ini) = (enrollment.master_host.clone(), enrollment.services_ini.clone());
-    let (swarm_port, agent_port) = (state.config.swarm.listen_port, host.agent_port);
-    let syslog_port = state.config.swarm.syslog_port;
-    let host_uuid = host.uuid;
-    let built = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<u8>, String, Option<String>)> {
-        let ca = Ca::load_or_create(&ca_dir)?;
-        let agent = ca.issue(&pki::agent_cn(&name), std::slice::from_ref(&address))?;
-        let updater = if with_updater {
-            Some(ca.issue(&pki::updater_cn(&name), &[address.clone(), "127.0.0.1".to_string()])?)
-        } else {
-            None
-        };
-        let spec = BundleSpec {
-            host_uuid,
-            agent_name: &name,
-            master_host: &master_host,
-            swarm_port,
-            syslog_port,
-            agent_port,
-            ca_cert_pem: ca.cert_pem(),
-            agent: &agent,
-            updater: updater.as_ref(),
-            services_ini: services_ini.as_deref(),
-            svc_binary: &binary,
-        };
-        let tgz = bundle::build(&spec)?;
-        Ok((tgz, agent.fingerprint, updater.map(|leaf| leaf.fingerprint)))
-    })
-    .await
-    .map_err(|err| anyhow::anyhow!("bundle build task: {err}"))?;
-    let (tgz, agent_fingerprint, updater_fingerprint) = built?;
-    state.db.set_swarm_host_fingerprints(host.uuid, &agent_fingerprint, updater_fingerprint.as_deref()).await?;
-    tracing::info!(host = %host.name, uuid = %host.uuid, address = %fetcher, bytes = tgz.len(), "Enrollment bundle served");
-    Ok(tgz)
 }

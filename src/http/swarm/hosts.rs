@@ -132,7 +132,7 @@ pub async fn decommission_host(
 ) -> Result<StatusCode> {
     state.limits.host_delete(peer.ip()).await?;
     let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
-    let asked = remote::call(&state.config.swarm, &host, "/self-destruct", &serde_json::json!({})).await;
+    let asked = remote::call(&state.swarm, &host, "/self-destruct", &serde_json::json!({})).await;
     if let Err(err) = asked {
         tracing::warn!(host = %host.name, %uuid, error = %err, "Agent self-destruct failed; forgetting the host anyway");
     }
@@ -194,7 +194,7 @@ pub async fn teardown_host(
     // In the request's trace (when traces are on), which the call carries on to the agent.
     let teardown = async move {
         // The outcome is on the records (and in the log).
-        let _ = remote::finish_teardown(&state.db, &state.config.swarm, &host, filter).await;
+        let _ = remote::finish_teardown(&state.db, &state.swarm, &host, filter).await;
     };
     tokio::spawn(tracing::Instrument::instrument(teardown, tracing::Span::current()));
     Ok((StatusCode::ACCEPTED, Json(answer)))

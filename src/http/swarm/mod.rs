@@ -19,14 +19,6 @@ pub use hosts::SwarmHostView;
 /// 404 of a route naming a host that is not enrolled.
 pub const HOST_NOT_FOUND: &str = "host not found";
 
-/// The svc binary shipped to hosts (bundles and releases): `SVC_SWARM_BUNDLE_BIN`, else this one.
-fn shipped_binary(state: &AppState) -> anyhow::Result<std::path::PathBuf> {
-    match &state.config.api.bundle_binary {
-        Some(path) => Ok(path.clone()),
-        None => std::env::current_exe().map_err(|err| anyhow::anyhow!("the running svc binary: {err}")),
-    }
-}
-
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(hosts::router())

@@ -387,7 +387,7 @@ pub async fn deploy(
 ) -> Result<(StatusCode, Json<Topology>)> {
     if let Some(target) = target_of(&state, id).await? {
         let host = usable_target(&state.db, &target).await.map_err(topology_error)?;
-        let topology = swarm::start_deploy(&state.topologies, &state.config.swarm, host, id).await;
+        let topology = swarm::start_deploy(&state.topologies, &state.swarm, host, id).await;
         return Ok((StatusCode::ACCEPTED, Json(topology.map_err(topology_error)?)));
     }
     state.topologies.engine_ready(id, &[TopologyStatus::Pending]).await.map_err(topology_error)?;
@@ -419,7 +419,7 @@ pub async fn teardown(
             })?,
             Err(_) => None,
         };
-        let topology = swarm::start_teardown(&state.topologies, &state.config.swarm, host, id).await;
+        let topology = swarm::start_teardown(&state.topologies, &state.swarm, host, id).await;
         return Ok((StatusCode::ACCEPTED, Json(topology.map_err(topology_error)?)));
     }
     state.topologies.engine_ready(id, &crate::topology::TEARDOWNABLE).await.map_err(topology_error)?;

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use chrono::Utc;
 use svc::db::{DbError, IngestCursor, SwarmHost};
-use svc::swarm::pki::{Ca, fingerprint};
+use svc::swarm::master::MasterIdentity;
+use svc::swarm::pki::fingerprint;
 use svc::swarm::shipping::{self, Control, FrameError, MAX_FRAME_BYTES};
-use svc::swarm::tls::{Identity, peer_common_name, server_config};
+use svc::swarm::tls::peer_common_name;
 use svc::worker::{WorkerBody, WorkerContext};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -56,9 +57,7 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
         ctx.cancel.cancelled().await;
         return Ok(());
     }
-    let ca = Ca::load_or_create(&swarm.dir.join("ca"))?;
-    let master = ca.master_leaf(&swarm.dir.join("master"))?;
-    let tls = server_config(&Identity::from_pem(&master.cert_pem, &master.key_pem)?, ca.cert_pem())?;
+    let tls = MasterIdentity::load_blocking(swarm).await?.server_config()?;
     let listener = TcpListener::bind((swarm.listen_host.as_str(), swarm.syslog_port))
         .await
         .with_context(|| format!("binding the log listener on {}:{}", swarm.listen_host, swarm.syslog_port))?;
