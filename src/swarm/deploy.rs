@@ -17,7 +17,7 @@ use super::caller::{AgentCallError, AgentCaller};
 use super::config::SwarmConfig;
 use super::dispatch::{self, Slice};
 use super::remote;
-use super::wire::DeployRequest;
+use super::wire::{DEPLOY_PATH, DeployRequest};
 use crate::db::{Db, DeckyConfig, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost};
 use crate::fleet::ini::Ini;
 use crate::fleet::{Accepted, FleetError, plan};
@@ -181,7 +181,7 @@ async fn send(
     mark(LifecycleStatus::Running, None).await;
     let body = DeployRequest { config: slice.ini, dry_run: false, no_cache: false };
     let body = serde_json::to_value(&body).expect("a deploy request serialises");
-    match client.post(host, "/deploy", &body).await {
+    match client.post(host, DEPLOY_PATH, &body).await {
         Ok(_) => tracing::info!(host = %host.name, deckies = slice.deckies.len(), "Agent accepted its deckies"),
         Err(err) => {
             tracing::warn!(host = %host.name, error = %err, "Deploy not delivered to the agent");

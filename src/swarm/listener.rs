@@ -23,7 +23,7 @@ use super::config::SwarmConfig;
 use super::pki::{Ca, fingerprint};
 use super::serve::Peer;
 use super::tls::{Identity, server_config};
-use super::wire::{HEARTBEAT_PATH, Heartbeat, MAX_BODY_BYTES};
+use super::wire::{HEARTBEAT_PATH, Heartbeat, LISTENER_HEALTH_PATH, MAX_BODY_BYTES};
 use crate::db::DbResult;
 
 /// What the listener needs of the master's store.
@@ -70,7 +70,7 @@ impl SwarmListener {
 pub fn router(store: Arc<dyn HeartbeatStore>) -> Router {
     Router::new()
         .route(HEARTBEAT_PATH, post(heartbeat))
-        .route("/swarm/health", get(health))
+        .route(LISTENER_HEALTH_PATH, get(health))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A heartbeat continues the agent's trace (traces on).
         .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(crate::traces::server_span))

@@ -19,20 +19,23 @@ use crate::fleet::ini::Ini;
 use crate::fleet::plan::is_decky_section;
 use crate::swarm::pki::MASTER_CN;
 use crate::swarm::serve::Peer;
-use crate::swarm::wire::{DeployAccepted, DeployRequest, MAX_BODY_BYTES, MutateRequest, TeardownRequest};
+use crate::swarm::wire::{
+    DEPLOY_PATH, DeployAccepted, DeployRequest, HEALTH_PATH, MAX_BODY_BYTES, MUTATE_PATH, MutateRequest,
+    SELF_DESTRUCT_PATH, STATUS_PATH, TEARDOWN_PATH, TOPOLOGY_APPLY_PATH, TOPOLOGY_TEARDOWN_PATH, TeardownRequest,
+};
 
 pub fn router(agent: Agent) -> Router {
     let master_only = Router::new()
-        .route("/deploy", post(deploy))
-        .route("/mutate", post(mutate))
-        .route("/teardown", post(teardown))
-        .route("/self-destruct", post(self_destruct))
-        .route("/topology/apply", post(super::topology::apply))
-        .route("/topology/teardown", post(super::topology::teardown))
+        .route(DEPLOY_PATH, post(deploy))
+        .route(MUTATE_PATH, post(mutate))
+        .route(TEARDOWN_PATH, post(teardown))
+        .route(SELF_DESTRUCT_PATH, post(self_destruct))
+        .route(TOPOLOGY_APPLY_PATH, post(super::topology::apply))
+        .route(TOPOLOGY_TEARDOWN_PATH, post(super::topology::teardown))
         .route_layer(middleware::from_fn(require_master));
     let routes = Router::new()
-        .route("/health", get(health))
-        .route("/status", get(status))
+        .route(HEALTH_PATH, get(health))
+        .route(STATUS_PATH, get(status))
         .merge(master_only)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // With traces exported, a server span per call continuing the caller's (the master's) trace.

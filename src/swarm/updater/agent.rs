@@ -17,6 +17,7 @@ use tokio::sync::Mutex;
 
 use super::releases::Slots;
 use crate::swarm::client::Endpoint;
+use crate::swarm::wire::HEALTH_PATH;
 
 /// How long a stopping agent gets before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -126,7 +127,7 @@ impl AgentProcess {
 
     /// One `/health` call: whether the agent answers now.
     pub async fn probe_once(&self) -> Result<(), ()> {
-        match self.probe.get("/health").await {
+        match self.probe.get(HEALTH_PATH).await {
             Ok(answer) if answer.status.is_success() => Ok(()),
             _ => Err(()),
         }
@@ -140,7 +141,7 @@ impl AgentProcess {
             if let Some(status) = self.exited().await {
                 return Err(format!("agent exited ({status})"));
             }
-            let last = match self.probe.get("/health").await {
+            let last = match self.probe.get(HEALTH_PATH).await {
                 Ok(answer) if answer.status.is_success() && answer.json()["status"] == "ok" => {
                     return Ok(String::from_utf8_lossy(&answer.body).into_owned());
                 }

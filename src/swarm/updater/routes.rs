@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::releases::{BINARY, RollbackError, Slots};
 use super::{Updater, sha256_hex};
 use crate::swarm::agent::require_master;
+use crate::swarm::wire::{HEALTH_PATH, RELEASES_PATH, ROLLBACK_PATH, UPDATE_PATH, UPDATE_SELF_PATH};
 
 /// 400 of an upload without its digest (the spec's wording, DECNET's text).
 pub const DIGEST_REQUIRED: &str = "sha256 of the tarball is required";
@@ -26,13 +27,13 @@ pub fn router(updater: Updater) -> Router {
     // The body may carry a tarball up to the cap; multipart framing needs a little more.
     let limit = usize::try_from(updater.inner.max_bytes).unwrap_or(usize::MAX).saturating_add(64 * 1024);
     let master_only = Router::new()
-        .route("/update", post(update))
-        .route("/update-self", post(update_self))
-        .route("/rollback", post(rollback))
-        .route("/releases", get(releases))
+        .route(UPDATE_PATH, post(update))
+        .route(UPDATE_SELF_PATH, post(update_self))
+        .route(ROLLBACK_PATH, post(rollback))
+        .route(RELEASES_PATH, get(releases))
         .route_layer(middleware::from_fn(require_master));
     Router::new()
-        .route("/health", get(health))
+        .route(HEALTH_PATH, get(health))
         .merge(master_only)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(updater)
