@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use super::config::SwarmConfig;
 use super::pki::{Ca, fingerprint};
+use super::refusal::detail;
 use super::serve::Peer;
 use super::tls::{Identity, server_config};
 use super::wire::{HEARTBEAT_PATH, Heartbeat, LISTENER_HEALTH_PATH, MAX_BODY_BYTES};
@@ -75,10 +76,6 @@ pub fn router(store: Arc<dyn HeartbeatStore>) -> Router {
         // A heartbeat continues the agent's trace (traces on).
         .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(crate::traces::server_span))
         .with_state(store)
-}
-
-fn detail(status: StatusCode, text: &str) -> Response {
-    (status, Json(json!({ "detail": text }))).into_response()
 }
 
 async fn health() -> Json<serde_json::Value> {

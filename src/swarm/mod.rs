@@ -1,7 +1,7 @@
 //! The swarm: many sensor hosts, one master. Everything that crosses the wire between them lives
 //! here: the private CA and its certificates (`pki`), the mutual-TLS configurations with pinning
-//! (`tls`), the connection loop that serves over them (`serve`), the paths and bodies both sides
-//! exchange (`wire`), one HTTPS call (`client`), the master's pinned calls to agents (`caller`), how a
+//! (`tls`), how the swarm's servers serve over them (`serve`) and refuse (`refusal`), the paths and
+//! bodies both sides exchange (`wire`), one HTTPS call (`client`), the master's pinned calls to agents (`caller`), how a
 //! deploy is spread over hosts (`dispatch`, `deploy`), `svc agent` (`agent`), the master's
 //! heartbeat listener (`listener`) with what a heartbeat writes (`record`), the silence sweep that
 //! marks a quiet host unreachable (`sweep`), the log shipping wire between a host's forwarder and
@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod listener;
 pub mod pki;
 pub mod record;
+pub mod refusal;
 pub mod remote;
 pub mod serve;
 pub mod shipping;

@@ -70,19 +70,27 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why a peer may not ship (logged; the peer only sees the connection close).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("no client certificate")]
+    NoCertificate,
+    #[error("the certificate's common name is empty or unparseable")]
+    NoCommonName,
+    #[error("certificate `{0}` is not enrolled for any host (unknown or decommissioned)")]
+    NotEnrolled(String),
+    #[error("cannot read the swarm hosts: {0}")]
+    Store(DbError),
+}
+
 /// The enrolled host `cert` belongs to, or why the peer is refused.
-async fn identify(ctx: &WorkerContext, cert: Option<&[u8]>) -> Result<SwarmHost, String> {
-    let Some(cert) = cert else { return Err("no client certificate".into()) };
-    let Some(cn) = peer_common_name(cert) else {
-        return Err("the certificate's common name is empty or unparseable".into());
-    };
-    match ctx.db.swarm_host_by_fingerprint(&fingerprint(cert)).await {
-        Ok(host) => Ok(host),
-        Err(DbError::NotFound) => {
-            Err(format!("certificate `{cn}` is not enrolled for any host (unknown or decommissioned)"))
-        }
-        Err(err) => Err(format!("cannot read the swarm hosts: {err}")),
-    }
+async fn identify(ctx: &WorkerContext, cert: Option<&[u8]>) -> Result<SwarmHost, Refused> {
+    let cert = cert.ok_or(Refused::NoCertificate)?;
+    let cn = peer_common_name(cert).ok_or(Refused::NoCommonName)?;
+    ctx.db.swarm_host_by_fingerprint(&fingerprint(cert)).await.map_err(|err| match err {
+        DbError::NotFound => Refused::NotEnrolled(cn),
+        err => Refused::Store(err),
+    })
 }
 
 async fn session(ctx: WorkerContext, acceptor: TlsAcceptor, stream: TcpStream, addr: std::net::SocketAddr) {
