@@ -8,6 +8,7 @@
 //! What the decoys share with everything else (the log line's grammar, text, time, the INI grammar,
 //! the service catalogue) is the small crate `svc-core` beneath this one.
 
+pub mod accept;
 pub mod auth;
 pub mod bus;
 pub mod canary;

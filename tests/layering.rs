@@ -259,3 +259,28 @@ fn the_roster_sits_beneath_the_layers_that_read_it() {
     let found = offenders("src/bus", &["crate::worker"], |_| false);
     assert!(found.is_empty(), "these bus files import the worker layer above them (read the roster): {found:?}");
 }
+
+#[test]
+fn connections_are_accepted_in_one_loop() {
+    // Every server of the crates that link svc (the API, the swarm's agent, updater and heartbeat
+    // listener, the log listener) accepts through `src/accept.rs`, where the back-off, the deadlines
+    // and the drain at shutdown are written once; a second loop would drift from it. Tests (a
+    // `#[cfg(test)]` block, a `tests.rs`) may accept a connection of their own; the decoys, which
+    // link svc-core alone, keep theirs.
+    let home = Path::new("src/accept.rs");
+    let mut found = Vec::new();
+    for crate_dir in ["src", "workers/src", "bin/src"] {
+        for path in rust_files(&root().join(crate_dir)) {
+            let relative = path.strip_prefix(root()).unwrap();
+            if relative == home || relative.file_name().is_some_and(|name| name == "tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+            if [".accept()", "poll_accept("].iter().any(|call| production.contains(call)) {
+                found.push(relative.display().to_string());
+            }
+        }
+    }
+    assert!(found.is_empty(), "these files accept connections outside src/accept.rs: {found:?}");
+}

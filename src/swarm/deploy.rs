@@ -17,8 +17,10 @@ use super::caller::{AgentCallError, AgentCaller};
 use super::dispatch::{self, Slice};
 use super::master::SwarmMaster;
 use super::remote;
-use super::wire::DeployRequest;
-use crate::db::{Db, DeckyConfig, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost};
+use super::wire::{DEPLOY_PATH, DeployRequest};
+use crate::db::{
+    Db, DbError, DeckyConfig, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost,
+};
 use crate::fleet::ini::Ini;
 use crate::fleet::{Accepted, FleetError, plan};
 
@@ -44,7 +46,7 @@ pub async fn deploy(
         return Ok(None);
     }
     let ini = Ini::parse(ini_text).map_err(|e| FleetError::Refused(e.to_string()))?;
-    let split = dispatch::split(&ini, &hosts).map_err(FleetError::Refused)?;
+    let split = dispatch::split(&ini, &hosts).map_err(|e| FleetError::Refused(e.to_string()))?;
     // The INI must be one the fleet could deploy (each agent plans its own addresses).
     let unpinned = Ini::parse(&split.unpinned).map_err(|e| FleetError::Refused(e.to_string()))?;
     let network = plan::network(&unpinned, None).map_err(|e| FleetError::Refused(e.0))?;
@@ -137,18 +139,29 @@ fn pending_shard(host: &SwarmHost, planned: Option<DeckyConfig>, name: &str, now
     }
 }
 
+/// Why a dispatched decky could not be taken off the host that runs it (each is logged where it
+/// happens; the host's records then fail with [`NOT_MOVED`]).
+#[derive(Debug, thiserror::Error)]
+enum NotMoved {
+    #[error("cannot read which host runs `{decky}`: {source}")]
+    Unknown { decky: String, source: DbError },
+    #[error("`{decky}` not torn down on its old host: {source}")]
+    NotTornDown { decky: String, source: FleetError },
+}
+
 /// Tears down, on the host that runs it, each of `deckies` that another host than `host` runs.
-async fn move_away(db: &Db, master: &SwarmMaster, host: &SwarmHost, deckies: &[String]) -> Result<(), ()> {
+async fn move_away(db: &Db, master: &SwarmMaster, host: &SwarmHost, deckies: &[String]) -> Result<(), NotMoved> {
     for name in deckies {
         let current = remote::host_of(db, name).await.map_err(|err| {
             tracing::error!(decky = %name, error = %err, "Cannot read which host runs a dispatched decky");
+            NotMoved::Unknown { decky: name.clone(), source: err }
         })?;
         let Some((_, old)) = current.filter(|(_, old)| old.uuid != host.uuid) else { continue };
         match remote::teardown(db, master, &old, name).await {
             Ok(()) => tracing::info!(decky = %name, from = %old.name, to = %host.name, "Decky moved off its old host"),
             Err(err) => {
                 tracing::warn!(decky = %name, from = %old.name, to = %host.name, error = %err, "Decky not moved: its old host did not tear it down");
-                return Err(());
+                return Err(NotMoved::NotTornDown { decky: name.clone(), source: err });
             }
         }
     }
@@ -181,7 +194,7 @@ async fn send(
     mark(LifecycleStatus::Running, None).await;
     let body = DeployRequest { config: slice.ini, dry_run: false, no_cache: false };
     let body = serde_json::to_value(&body).expect("a deploy request serialises");
-    match client.post(host, "/deploy", &body).await {
+    match client.post(host, DEPLOY_PATH, &body).await {
         Ok(_) => tracing::info!(host = %host.name, deckies = slice.deckies.len(), "Agent accepted its deckies"),
         Err(err) => {
             tracing::warn!(host = %host.name, error = %err, "Deploy not delivered to the agent");

@@ -32,23 +32,32 @@ pub struct Slice {
     pub ini: String,
 }
 
-/// Spreads `ini`'s deckies over `hosts` (the usable ones); the text says what to change when a
-/// pin names no usable host.
-pub fn split(ini: &Ini, hosts: &[SwarmHost]) -> Result<Split, String> {
+/// Why a deploy cannot be spread; the text is the operator's (it says what to change).
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    #[error("no usable swarm host")]
+    NoUsableHost,
+    #[error("[{section}] host `{pin}` is not a usable swarm host (active: heard from, with an address)")]
+    UnusablePin { section: String, pin: String },
+}
+
+/// Spreads `ini`'s deckies over `hosts` (the usable ones).
+pub fn split(ini: &Ini, hosts: &[SwarmHost]) -> Result<Split, SplitError> {
     let mut hosts: Vec<&SwarmHost> = hosts.iter().collect();
     hosts.sort_by(|a, b| a.name.cmp(&b.name));
     if hosts.is_empty() {
-        return Err("no usable swarm host".into());
+        return Err(SplitError::NoUsableHost);
     }
     let mut by_host: BTreeMap<usize, Vec<(String, &str)>> = BTreeMap::new();
     let mut index = 0;
     for (section, options) in ini.sections().filter(|(name, _)| is_decky_section(name)) {
         let pinned = match options.get(HOST_OPTION).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            Some(pin) => {
-                Some(hosts.iter().position(|h| h.name == pin || h.uuid.to_string() == pin).ok_or_else(|| {
-                    format!("[{section}] host `{pin}` is not a usable swarm host (active: heard from, with an address)")
-                })?)
-            }
+            Some(pin) => Some(
+                hosts
+                    .iter()
+                    .position(|h| h.name == pin || h.uuid.to_string() == pin)
+                    .ok_or_else(|| SplitError::UnusablePin { section: section.to_string(), pin: pin.to_string() })?,
+            ),
             None => None,
         };
         for name in expanded_names(section, options) {
@@ -202,7 +211,7 @@ mod tests {
     #[test]
     fn a_pin_to_no_usable_host_is_refused_with_its_section() {
         let ini = Ini::parse("[b]\nservices = ssh\nhost = gone\n").unwrap();
-        let err = split(&ini, &[host("alpha")]).unwrap_err();
+        let err = split(&ini, &[host("alpha")]).unwrap_err().to_string();
         assert!(err.contains("[b] host `gone`"), "{err}");
     }
 }

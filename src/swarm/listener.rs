@@ -22,8 +22,9 @@ use uuid::Uuid;
 use super::config::SwarmConfig;
 use super::master::MasterIdentity;
 use super::pki::fingerprint;
+use super::refusal::detail;
 use super::serve::Peer;
-use super::wire::{HEARTBEAT_PATH, Heartbeat, MAX_BODY_BYTES};
+use super::wire::{HEARTBEAT_PATH, Heartbeat, LISTENER_HEALTH_PATH, MAX_BODY_BYTES};
 use crate::db::DbResult;
 
 /// What the listener needs of the master's store.
@@ -66,15 +67,11 @@ impl SwarmListener {
 pub fn router(store: Arc<dyn HeartbeatStore>) -> Router {
     Router::new()
         .route(HEARTBEAT_PATH, post(heartbeat))
-        .route("/swarm/health", get(health))
+        .route(LISTENER_HEALTH_PATH, get(health))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A heartbeat continues the agent's trace (traces on).
         .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(crate::traces::server_span))
         .with_state(store)
-}
-
-fn detail(status: StatusCode, text: &str) -> Response {
-    (status, Json(json!({ "detail": text }))).into_response()
 }
 
 async fn health() -> Json<serde_json::Value> {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::caller::AgentCallError;
 use super::client::CallError;
 use super::master::SwarmMaster;
-use super::wire::MutateRequest;
+use super::wire::{MUTATE_PATH, MutateRequest, TEARDOWN_PATH};
 use crate::db::{
     Db, DbError, DbResult, DeckyLifecycle, DeckyShard, LifecycleStatus, ShardFilter, ShardState, SwarmHost,
 };
@@ -79,7 +79,7 @@ pub async fn mutate(db: &Db, master: &SwarmMaster, host: &SwarmHost, decky: &str
     db.add_lifecycle(&record).await?;
     let body = MutateRequest { decky_id: decky.to_string(), services: Vec::new(), dry_run: false };
     let body = serde_json::to_value(&body).expect("a mutate request serialises");
-    let Err(err) = call(master, host, "/mutate", &body).await else {
+    let Err(err) = call(master, host, MUTATE_PATH, &body).await else {
         tracing::info!(host = %host.name, decky, "Mutation sent to the agent");
         return Ok(record.id);
     };
@@ -113,7 +113,7 @@ pub async fn finish_teardown(
     filter: ShardFilter,
 ) -> Result<(), AgentCallError> {
     let decky = filter.decky_name.clone();
-    let outcome = match call(master, host, "/teardown", &json!({ "decky_id": decky })).await {
+    let outcome = match call(master, host, TEARDOWN_PATH, &json!({ "decky_id": decky })).await {
         Err(AgentCallError::Refused(404)) if decky.is_some() => Ok(()),
         other => other.map(drop),
     };

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::caller::AgentCallError;
 use super::master::SwarmMaster;
-use super::wire::TopologyApplied;
+use super::wire::{TOPOLOGY_APPLY_PATH, TOPOLOGY_TEARDOWN_PATH, TopologyApplied};
 use crate::db::{Db, DbError, SwarmHost, Topology, TopologyStatus};
 use crate::topology::deploy::Outcome;
 use crate::topology::{Topologies, TopologyError};
@@ -53,7 +53,7 @@ pub async fn start_deploy(
         let outcome = match topologies.detail(id).await {
             Ok(detail) => {
                 let body = serde_json::to_value(&detail).expect("a topology serialises");
-                ask(&topologies, &master, &host, "/topology/apply", &body, TopologyStatus::Failed).await
+                ask(&topologies, &master, &host, TOPOLOGY_APPLY_PATH, &body, TopologyStatus::Failed).await
             }
             Err(err) => {
                 tracing::error!(topology = %id, error = %err, "Cannot read the topology to send");
@@ -79,7 +79,7 @@ pub async fn start_teardown(
         let outcome = match host {
             Some(host) => {
                 let body = json!({ "topology_id": id });
-                ask(&topologies, &master, &host, "/topology/teardown", &body, TopologyStatus::Degraded).await
+                ask(&topologies, &master, &host, TOPOLOGY_TEARDOWN_PATH, &body, TopologyStatus::Degraded).await
             }
             None => {
                 tracing::warn!(topology = %id, "The topology's swarm host is gone; recorded as torn down");

@@ -22,6 +22,7 @@ use super::master::SwarmMaster;
 use super::pki::fingerprint as sha256_hex;
 use super::updater::provenance;
 use super::updater::releases::{BINARY, SlotView, UNITS};
+use super::wire::{HEALTH_PATH, ROLLBACK_PATH, UPDATE_PATH, UPDATE_SELF_PATH};
 use crate::db::{Db, DbError, SwarmHost};
 
 /// 400 of a push that names both hosts and `all`, or neither.
@@ -205,7 +206,7 @@ pub async fn push(caller: &AgentCaller, host: &SwarmHost, release: &Release, inc
         Ok(updater) => updater,
         Err(result) => return result,
     };
-    let answer = match updater.send(hyper::Method::POST, "/update", Some(upload_body(release, false))).await {
+    let answer = match updater.send(hyper::Method::POST, UPDATE_PATH, Some(upload_body(release, false))).await {
         Ok(answer) => answer,
         Err(err) => {
             tracing::warn!(host = %host.name, error = %err, "Update push failed");
@@ -237,7 +238,7 @@ pub async fn push_self(caller: &AgentCaller, host: &SwarmHost, release: &Release
 
 /// `/update-self`: 200, or a connection the re-executing updater dropped, is `self-updated`.
 async fn self_update(updater: &Endpoint, host: &SwarmHost, release: &Release) -> Result<HostResult, CallError> {
-    match updater.send(hyper::Method::POST, "/update-self", Some(upload_body(release, true))).await {
+    match updater.send(hyper::Method::POST, UPDATE_SELF_PATH, Some(upload_body(release, true))).await {
         Ok(answer) => {
             let mut result = read_answer(host, &release.sha, &answer, "self-updated");
             if result.status != "self-updated" {
@@ -260,7 +261,7 @@ async fn self_update(updater: &Endpoint, host: &SwarmHost, release: &Release) ->
 #[allow(clippy::result_large_err)]
 async fn rollback(caller: &AgentCaller, host: &SwarmHost) -> Result<Answer, HostResult> {
     let updater = endpoint(caller, host)?;
-    updater.post("/rollback", &serde_json::json!({})).await.map_err(|err| {
+    updater.post(ROLLBACK_PATH, &serde_json::json!({})).await.map_err(|err| {
         tracing::warn!(host = %host.name, error = %err, "Rollback call failed");
         failed(host, "failed", "transport failure")
     })
@@ -269,7 +270,7 @@ async fn rollback(caller: &AgentCaller, host: &SwarmHost) -> Result<Answer, Host
 /// The updater's `/health` body, or why it was not had.
 async fn health(caller: &AgentCaller, host: &SwarmHost) -> Result<Value, String> {
     let updater = endpoint(caller, host).map_err(|result| result.detail.unwrap_or_default())?;
-    match updater.get("/health").await {
+    match updater.get(HEALTH_PATH).await {
         Ok(answer) if answer.status.is_success() => Ok(answer.json()),
         Ok(answer) => {
             tracing::warn!(host = %host.name, status = answer.status.as_u16(), "Updater health refused");

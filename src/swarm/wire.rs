@@ -1,6 +1,8 @@
-//! The bodies the master and its agents exchange, in DECNET's shapes (reference §1.8, §1.9): the
-//! agent's deploy, mutate and teardown requests and its status, a topology's apply and teardown,
-//! and the heartbeat an agent posts to the master with the results of its deploys and mutations.
+//! What the master, its agents and their updaters exchange, in DECNET's shapes (reference §1.8,
+//! §1.9, §1.11): the paths of every route the three serve, which both the routers and the callers
+//! name from here; the agent's deploy, mutate and teardown requests and its status, a topology's
+//! apply and teardown, and the heartbeat an agent posts to the master with the results of its
+//! deploys and mutations.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,36 @@ use crate::db::DeckyConfig;
 
 /// Where agents post heartbeats on the master's swarm listener.
 pub const HEARTBEAT_PATH: &str = "/swarm/heartbeat";
+/// The master's swarm listener's own health.
+pub const LISTENER_HEALTH_PATH: &str = "/swarm/health";
+
+// The agent's routes (reference §1.8), which the master calls.
+/// `GET`: whether the agent (or the updater, on its port) answers.
+pub const HEALTH_PATH: &str = "/health";
+/// `GET`: the host's deckies and their containers ([`AgentStatus`]).
+pub const STATUS_PATH: &str = "/status";
+/// `POST` a [`DeployRequest`].
+pub const DEPLOY_PATH: &str = "/deploy";
+/// `POST` a [`MutateRequest`].
+pub const MUTATE_PATH: &str = "/mutate";
+/// `POST` a [`TeardownRequest`].
+pub const TEARDOWN_PATH: &str = "/teardown";
+/// `POST`: tear every decky down, remove the agent's installed files, stop.
+pub const SELF_DESTRUCT_PATH: &str = "/self-destruct";
+/// `POST` a whole topology; answered with [`TopologyApplied`].
+pub const TOPOLOGY_APPLY_PATH: &str = "/topology/apply";
+/// `POST` a [`TopologyTeardownRequest`]; answered with [`TopologyApplied`].
+pub const TOPOLOGY_TEARDOWN_PATH: &str = "/topology/teardown";
+
+// The updater's routes (reference §1.11), beside [`HEALTH_PATH`]; uploads are multipart.
+/// `POST` a release of the agent.
+pub const UPDATE_PATH: &str = "/update";
+/// `POST` a release of the updater itself.
+pub const UPDATE_SELF_PATH: &str = "/update-self";
+/// `POST`: the agent's previous release back.
+pub const ROLLBACK_PATH: &str = "/rollback";
+/// `GET`: the agent's releases.
+pub const RELEASES_PATH: &str = "/releases";
 /// The largest heartbeat or agent request body read.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 

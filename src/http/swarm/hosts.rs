@@ -23,6 +23,7 @@ use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson};
 use crate::http::{ApiError, AppState, Result};
 use crate::swarm::remote;
+use crate::swarm::wire::SELF_DESTRUCT_PATH;
 use crate::time::format_utc;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -132,7 +133,7 @@ pub async fn decommission_host(
 ) -> Result<StatusCode> {
     state.limits.host_delete(peer.ip()).await?;
     let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
-    let asked = remote::call(&state.swarm, &host, "/self-destruct", &serde_json::json!({})).await;
+    let asked = remote::call(&state.swarm, &host, SELF_DESTRUCT_PATH, &serde_json::json!({})).await;
     if let Err(err) = asked {
         tracing::warn!(host = %host.name, %uuid, error = %err, "Agent self-destruct failed; forgetting the host anyway");
     }

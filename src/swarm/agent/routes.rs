@@ -18,21 +18,25 @@ use crate::fleet::FleetError;
 use crate::fleet::ini::Ini;
 use crate::fleet::plan::is_decky_section;
 use crate::swarm::pki::MASTER_CN;
+use crate::swarm::refusal::{Refusal, detail};
 use crate::swarm::serve::Peer;
-use crate::swarm::wire::{DeployAccepted, DeployRequest, MAX_BODY_BYTES, MutateRequest, TeardownRequest};
+use crate::swarm::wire::{
+    AgentStatus, DEPLOY_PATH, DeployAccepted, DeployRequest, HEALTH_PATH, MAX_BODY_BYTES, MUTATE_PATH, MutateRequest,
+    SELF_DESTRUCT_PATH, STATUS_PATH, TEARDOWN_PATH, TOPOLOGY_APPLY_PATH, TOPOLOGY_TEARDOWN_PATH, TeardownRequest,
+};
 
 pub fn router(agent: Agent) -> Router {
     let master_only = Router::new()
-        .route("/deploy", post(deploy))
-        .route("/mutate", post(mutate))
-        .route("/teardown", post(teardown))
-        .route("/self-destruct", post(self_destruct))
-        .route("/topology/apply", post(super::topology::apply))
-        .route("/topology/teardown", post(super::topology::teardown))
+        .route(DEPLOY_PATH, post(deploy))
+        .route(MUTATE_PATH, post(mutate))
+        .route(TEARDOWN_PATH, post(teardown))
+        .route(SELF_DESTRUCT_PATH, post(self_destruct))
+        .route(TOPOLOGY_APPLY_PATH, post(super::topology::apply))
+        .route(TOPOLOGY_TEARDOWN_PATH, post(super::topology::teardown))
         .route_layer(middleware::from_fn(require_master));
     let routes = Router::new()
-        .route("/health", get(health))
-        .route("/status", get(status))
+        .route(HEALTH_PATH, get(health))
+        .route(STATUS_PATH, get(status))
         .merge(master_only)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // With traces exported, a server span per call continuing the caller's (the master's) trace.
@@ -42,10 +46,6 @@ pub fn router(agent: Agent) -> Router {
         routes
     };
     routes.with_state(agent)
-}
-
-pub(super) fn detail(status: StatusCode, text: impl Into<String>) -> Response {
-    (status, Json(json!({ "detail": text.into() }))).into_response()
 }
 
 /// Only the master may change this host; any other certificate of the swarm (another agent, an
@@ -63,33 +63,12 @@ pub(crate) async fn require_master(Extension(peer): Extension<Peer>, request: Re
     detail(StatusCode::FORBIDDEN, "master certificate required")
 }
 
-/// A body that is not the JSON a route takes: 422 with a generic text (the parser's words go to
-/// the log).
-pub(super) struct BadBody;
-
-impl IntoResponse for BadBody {
-    fn into_response(self) -> Response {
-        detail(StatusCode::UNPROCESSABLE_ENTITY, "invalid request body")
-    }
-}
-
-pub(super) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, BadBody> {
+/// The body as the JSON a route takes, or [`Refusal::bad_body`].
+pub(super) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Refusal> {
     serde_json::from_slice(bytes).map_err(|err| {
         tracing::info!(error = %err, "Malformed agent request body");
-        BadBody
+        Refusal::bad_body()
     })
-}
-
-fn fleet_error(err: FleetError) -> Response {
-    match err {
-        FleetError::Refused(text) => detail(StatusCode::CONFLICT, text),
-        FleetError::NotFound(text) => detail(StatusCode::NOT_FOUND, text),
-        FleetError::Runtime => detail(StatusCode::CONFLICT, "Container runtime operation failed"),
-        FleetError::Store(err) => {
-            tracing::error!(error = %err, "Agent store error");
-            detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
-        }
-    }
 }
 
 /// `{"status": "ok"}`, with the release this agent runs (`release`: its provenance) when it was
@@ -102,90 +81,62 @@ async fn health() -> Json<serde_json::Value> {
     }
 }
 
-async fn status(State(agent): State<Agent>) -> Response {
-    match agent.status().await {
-        Ok(status) => Json(status).into_response(),
-        Err(err) => fleet_error(err),
-    }
+async fn status(State(agent): State<Agent>) -> Result<Json<AgentStatus>, Refusal> {
+    Ok(Json(agent.status().await?))
 }
 
-async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Response {
-    let request: DeployRequest = match body(&bytes) {
-        Ok(request) => request,
-        Err(bad) => return bad.into_response(),
-    };
-    let ini = match Ini::parse(&request.config) {
-        Ok(ini) => ini,
-        Err(err) => return detail(StatusCode::UNPROCESSABLE_ENTITY, err.to_string()),
-    };
+async fn deploy(State(agent): State<Agent>, bytes: Bytes) -> Result<Response, Refusal> {
+    let request: DeployRequest = body(&bytes)?;
+    let ini =
+        Ini::parse(&request.config).map_err(|err| Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, err.to_string()))?;
     let deckies: Vec<String> =
         ini.sections().map(|(name, _)| name).filter(|n| is_decky_section(n)).map(String::from).collect();
     if deckies.is_empty() {
-        return detail(StatusCode::UNPROCESSABLE_ENTITY, "INI must contain at least one section naming a decky");
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "INI must contain at least one section naming a decky",
+        ));
     }
     if request.dry_run {
-        return Json(DeployAccepted { status: "dry_run".into(), deckies }).into_response();
+        return Ok(Json(DeployAccepted { status: "dry_run".into(), deckies }).into_response());
     }
     // A host whose deckies have a network of their own puts them there (as DECNET re-localises).
     let config = match agent.settings.decky_net {
         Some(subnet) => crate::swarm::dispatch::localised(&ini, subnet),
         None => request.config,
     };
-    match agent.fleet.deploy(&config, false).await {
-        Ok(accepted) => {
-            tracing::info!(deckies = deckies.len(), "Deploy accepted from the master");
-            agent.follow(accepted.lifecycle_ids, "deploy");
-            (StatusCode::ACCEPTED, Json(DeployAccepted { status: "accepted".into(), deckies })).into_response()
-        }
-        Err(err) => fleet_error(err),
-    }
+    let accepted = agent.fleet.deploy(&config, false).await?;
+    tracing::info!(deckies = deckies.len(), "Deploy accepted from the master");
+    agent.follow(accepted.lifecycle_ids, "deploy");
+    Ok((StatusCode::ACCEPTED, Json(DeployAccepted { status: "accepted".into(), deckies })).into_response())
 }
 
-async fn mutate(State(agent): State<Agent>, bytes: Bytes) -> Response {
-    let request: MutateRequest = match body(&bytes) {
-        Ok(request) => request,
-        Err(bad) => return bad.into_response(),
-    };
+async fn mutate(State(agent): State<Agent>, bytes: Bytes) -> Result<Response, Refusal> {
+    let request: MutateRequest = body(&bytes)?;
     let answer = |status: &str| json!({ "status": status, "decky_id": request.decky_id, "services": request.services });
     if request.dry_run {
-        let stored = match agent.db.fleet().await {
-            Ok(stored) => stored,
-            Err(err) => return fleet_error(err.into()),
-        };
+        let stored = agent.db.fleet().await.map_err(FleetError::from)?;
         if stored.deckies.is_empty() {
-            return detail(StatusCode::NOT_FOUND, "no active deployment on this worker");
+            return Err(Refusal::new(StatusCode::NOT_FOUND, "no active deployment on this worker"));
         }
         if !stored.deckies.iter().any(|d| d.config.name == request.decky_id) {
-            return detail(StatusCode::NOT_FOUND, format!("decky '{}' not found in worker state", request.decky_id));
+            let text = format!("decky '{}' not found in worker state", request.decky_id);
+            return Err(Refusal::new(StatusCode::NOT_FOUND, text));
         }
-        return Json(answer("dry_run")).into_response();
+        return Ok(Json(answer("dry_run")).into_response());
     }
-    match agent.fleet.mutate(&request.decky_id, "master", agent.ingest.clone()).await {
-        Ok(id) => {
-            agent.follow(vec![id], "mutate");
-            (StatusCode::ACCEPTED, Json(answer("accepted"))).into_response()
-        }
-        Err(err) => fleet_error(err),
-    }
+    let id = agent.fleet.mutate(&request.decky_id, "master", agent.ingest.clone()).await?;
+    agent.follow(vec![id], "mutate");
+    Ok((StatusCode::ACCEPTED, Json(answer("accepted"))).into_response())
 }
 
-async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Response {
-    let request: TeardownRequest = if bytes.is_empty() {
-        TeardownRequest::default()
-    } else {
-        match body(&bytes) {
-            Ok(request) => request,
-            Err(bad) => return bad.into_response(),
-        }
-    };
-    let result = match &request.decky_id {
-        Some(name) => agent.fleet.teardown(name).await,
-        None => agent.teardown_all().await,
-    };
-    match result {
-        Ok(()) => Json(json!({ "status": "torn_down", "decky_id": request.decky_id })).into_response(),
-        Err(err) => fleet_error(err),
+async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Result<Json<serde_json::Value>, Refusal> {
+    let request: TeardownRequest = if bytes.is_empty() { TeardownRequest::default() } else { body(&bytes)? };
+    match &request.decky_id {
+        Some(name) => agent.fleet.teardown(name).await?,
+        None => agent.teardown_all().await?,
     }
+    Ok(Json(json!({ "status": "torn_down", "decky_id": request.decky_id })))
 }
 
 async fn self_destruct(State(agent): State<Agent>) -> Response {

@@ -8,28 +8,15 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::Agent;
-use super::routes::{body, detail};
+use super::routes::body;
 use crate::db::{TopologyDetail, TopologyStatus};
+use crate::swarm::refusal::Refusal;
 use crate::swarm::wire::{TopologyApplied, TopologyDeckyState, TopologyReport, TopologyTeardownRequest};
 use crate::topology::TopologyError;
 use crate::topology::deploy::Outcome;
-
-fn topology_error(err: TopologyError) -> Response {
-    match err {
-        TopologyError::NotFound(text) => detail(StatusCode::NOT_FOUND, text),
-        TopologyError::Conflict(text) => detail(StatusCode::CONFLICT, text),
-        TopologyError::BadRequest(text) => detail(StatusCode::BAD_REQUEST, text),
-        TopologyError::Store(err) => {
-            tracing::error!(error = %err, "Agent store error");
-            detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
-        }
-    }
-}
 
 /// Each decky's state as this host's store has it now.
 async fn decky_states(agent: &Agent, id: Uuid) -> Result<Vec<TopologyDeckyState>, TopologyError> {
@@ -42,13 +29,9 @@ async fn decky_states(agent: &Agent, id: Uuid) -> Result<Vec<TopologyDeckyState>
 }
 
 /// The outcome with each decky's state as this host's store has it now.
-async fn applied(agent: &Agent, id: Uuid, outcome: Outcome) -> Response {
-    match decky_states(agent, id).await {
-        Ok(deckies) => {
-            Json(TopologyApplied { status: outcome.status, reason: outcome.reason, deckies }).into_response()
-        }
-        Err(err) => topology_error(err),
-    }
+async fn applied(agent: &Agent, id: Uuid, outcome: Outcome) -> Result<Json<TopologyApplied>, Refusal> {
+    let deckies = decky_states(agent, id).await?;
+    Ok(Json(TopologyApplied { status: outcome.status, reason: outcome.reason, deckies }))
 }
 
 /// Where each topology this host keeps stands, for the heartbeat; one that cannot be read is left
@@ -65,11 +48,8 @@ pub(super) async fn reports(agent: &Agent) -> Result<Vec<TopologyReport>, crate:
     Ok(reports)
 }
 
-pub(super) async fn apply(State(agent): State<Agent>, bytes: Bytes) -> Response {
-    let mut sent: TopologyDetail = match body(&bytes) {
-        Ok(sent) => sent,
-        Err(bad) => return bad.into_response(),
-    };
+pub(super) async fn apply(State(agent): State<Agent>, bytes: Bytes) -> Result<Json<TopologyApplied>, Refusal> {
+    let mut sent: TopologyDetail = body(&bytes)?;
     let id = sent.topology.id;
     // Here it runs on this host's own engine, from the start.
     sent.topology.status = TopologyStatus::Pending;
@@ -78,28 +58,19 @@ pub(super) async fn apply(State(agent): State<Agent>, bytes: Bytes) -> Response 
     // A copy an earlier apply left (failed, torn down) is replaced; a live one is refused (409).
     match agent.topologies.delete(id).await {
         Ok(()) | Err(TopologyError::NotFound(_)) => {}
-        Err(err) => return topology_error(err),
+        Err(err) => return Err(err.into()),
     }
-    if let Err(err) = agent.topologies.store_new(sent).await {
-        return topology_error(err);
-    }
-    if let Err(err) = agent.topologies.begin_deploy(id).await {
-        return topology_error(err);
-    }
+    agent.topologies.store_new(sent).await?;
+    agent.topologies.begin_deploy(id).await?;
     let outcome = agent.topologies.deploy(id).await;
     tracing::info!(topology = %id, status = outcome.status.as_str(), "Topology applied for the master");
     applied(&agent, id, outcome).await
 }
 
-pub(super) async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Response {
-    let request: TopologyTeardownRequest = match body(&bytes) {
-        Ok(request) => request,
-        Err(bad) => return bad.into_response(),
-    };
+pub(super) async fn teardown(State(agent): State<Agent>, bytes: Bytes) -> Result<Json<TopologyApplied>, Refusal> {
+    let request: TopologyTeardownRequest = body(&bytes)?;
     let id = request.topology_id;
-    if let Err(err) = agent.topologies.begin_teardown(id).await {
-        return topology_error(err);
-    }
+    agent.topologies.begin_teardown(id).await?;
     let outcome = agent.topologies.teardown(id).await;
     tracing::info!(topology = %id, status = outcome.status.as_str(), "Topology torn down for the master");
     applied(&agent, id, outcome).await

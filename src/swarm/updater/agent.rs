@@ -16,11 +16,39 @@ use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
 use super::releases::Slots;
-use crate::swarm::client::Endpoint;
+use crate::swarm::client::{CallError, Endpoint};
+use crate::swarm::wire::HEALTH_PATH;
 
 /// How long a stopping agent gets before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 const PROBE_PAUSE: Duration = Duration::from_millis(200);
+
+/// Why the agent is not running healthy on the current release. The texts are what the master is
+/// told (the probes' lines of a refused update); the causes behind the first three are in the log.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentUnhealthy {
+    #[error("the agent could not be started")]
+    NotStarted,
+    #[error("the installed binary could not be switched")]
+    BinaryNotSwitched,
+    #[error("the agent's unit could not be restarted")]
+    UnitNotRestarted,
+    #[error("agent exited ({0})")]
+    Exited(ExitStatus),
+    /// The last probe's failure, once the probe bound is over.
+    #[error("{last} within {:.1} s", within.as_secs_f64())]
+    NoHealthyAnswer { last: ProbeFailure, within: Duration },
+}
+
+/// Why one `/health` probe of the agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeFailure {
+    /// It answered, but not `200` with `status: ok`.
+    #[error("agent answered {0}")]
+    Answered(u16),
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
 
 /// How the agent is restarted on a new release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +90,7 @@ impl AgentProcess {
     }
 
     /// Stops the agent running now (if any) and starts it on the current release.
-    pub async fn restart(&self) -> Result<(), String> {
+    pub async fn restart(&self) -> Result<(), AgentUnhealthy> {
         match self.mode {
             RestartMode::Supervise => {
                 let mut child = self.child.lock().await;
@@ -75,14 +103,14 @@ impl AgentProcess {
                 let spawned = command.spawn();
                 *child = Some(spawned.map_err(|err| {
                     tracing::error!(error = %err, "Cannot start the agent on the current release");
-                    "the agent could not be started".to_string()
+                    AgentUnhealthy::NotStarted
                 })?);
                 Ok(())
             }
             RestartMode::Systemd => {
                 self.link_installed_binary().map_err(|err| {
                     tracing::error!(error = %err, "Cannot point the installed binary at the current release");
-                    "the installed binary could not be switched".to_string()
+                    AgentUnhealthy::BinaryNotSwitched
                 })?;
                 for (index, unit) in self.units.iter().enumerate() {
                     let status = Command::new("systemctl").args(["restart", unit]).status().await;
@@ -91,7 +119,7 @@ impl AgentProcess {
                         tracing::warn!(%unit, status = ?status, "systemctl restart failed");
                         // The agent's unit decides; the workers' are best effort.
                         if index == 0 {
-                            return Err("the agent's unit could not be restarted".into());
+                            return Err(AgentUnhealthy::UnitNotRestarted);
                         }
                     }
                 }
@@ -119,36 +147,34 @@ impl AgentProcess {
     }
 
     /// [`restart`](Self::restart), then [`probe`](Self::probe).
-    pub async fn restart_and_probe(&self) -> Result<String, String> {
+    pub async fn restart_and_probe(&self) -> Result<String, AgentUnhealthy> {
         self.restart().await?;
         self.probe().await
     }
 
     /// One `/health` call: whether the agent answers now.
-    pub async fn probe_once(&self) -> Result<(), ()> {
-        match self.probe.get("/health").await {
-            Ok(answer) if answer.status.is_success() => Ok(()),
-            _ => Err(()),
-        }
+    pub async fn probe_once(&self) -> Result<(), ProbeFailure> {
+        let answer = self.probe.get(HEALTH_PATH).await?;
+        if answer.status.is_success() { Ok(()) } else { Err(ProbeFailure::Answered(answer.status.as_u16())) }
     }
 
     /// Waits until the agent answers `/health` with `status: ok`, at most the probe bound; the
     /// body, or why not. A supervised agent that exits ends the wait at once.
-    pub async fn probe(&self) -> Result<String, String> {
+    pub async fn probe(&self) -> Result<String, AgentUnhealthy> {
         let deadline = tokio::time::Instant::now() + self.probe_for;
         loop {
             if let Some(status) = self.exited().await {
-                return Err(format!("agent exited ({status})"));
+                return Err(AgentUnhealthy::Exited(status));
             }
-            let last = match self.probe.get("/health").await {
+            let last = match self.probe.get(HEALTH_PATH).await {
                 Ok(answer) if answer.status.is_success() && answer.json()["status"] == "ok" => {
                     return Ok(String::from_utf8_lossy(&answer.body).into_owned());
                 }
-                Ok(answer) => format!("agent answered {}", answer.status.as_u16()),
-                Err(err) => err.to_string(),
+                Ok(answer) => ProbeFailure::Answered(answer.status.as_u16()),
+                Err(err) => ProbeFailure::Call(err),
             };
             if tokio::time::Instant::now() + PROBE_PAUSE > deadline {
-                return Err(format!("{last} within {:.1} s", self.probe_for.as_secs_f64()));
+                return Err(AgentUnhealthy::NoHealthyAnswer { last, within: self.probe_for });
             }
             tokio::time::sleep(PROBE_PAUSE).await;
         }

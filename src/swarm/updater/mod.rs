@@ -125,7 +125,7 @@ impl Updater {
         // The agent's slots only: the updater's own are made by its first self-update.
         self.inner.slots.bootstrap(&exe, &sha)?;
         if self.inner.agent.mode() == RestartMode::Supervise {
-            self.inner.agent.restart().await.map_err(anyhow::Error::msg)?;
+            self.inner.agent.restart().await?;
             self.supervise();
         }
         Ok(())

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use super::releases::{BINARY, RollbackError, Slots};
 use super::{Updater, sha256_hex};
 use crate::swarm::agent::require_master;
+use crate::swarm::refusal::detail;
+use crate::swarm::wire::{HEALTH_PATH, RELEASES_PATH, ROLLBACK_PATH, UPDATE_PATH, UPDATE_SELF_PATH};
 
 /// 400 of an upload without its digest (the spec's wording, DECNET's text).
 pub const DIGEST_REQUIRED: &str = "sha256 of the tarball is required";
@@ -26,32 +28,27 @@ pub fn router(updater: Updater) -> Router {
     // The body may carry a tarball up to the cap; multipart framing needs a little more.
     let limit = usize::try_from(updater.inner.max_bytes).unwrap_or(usize::MAX).saturating_add(64 * 1024);
     let master_only = Router::new()
-        .route("/update", post(update))
-        .route("/update-self", post(update_self))
-        .route("/rollback", post(rollback))
-        .route("/releases", get(releases))
+        .route(UPDATE_PATH, post(update))
+        .route(UPDATE_SELF_PATH, post(update_self))
+        .route(ROLLBACK_PATH, post(rollback))
+        .route(RELEASES_PATH, get(releases))
         .route_layer(middleware::from_fn(require_master));
     Router::new()
-        .route("/health", get(health))
+        .route(HEALTH_PATH, get(health))
         .merge(master_only)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(updater)
 }
 
-fn plain(status: StatusCode, text: &str) -> Response {
-    (status, Json(json!({ "detail": text }))).into_response()
-}
-
 /// DECNET's refusal body: what failed, the probes' lines, whether the previous release is back.
 fn failure(status: StatusCode, error: &str, stderr: &str, rolled_back: bool) -> Response {
-    (status, Json(json!({ "detail": { "error": error, "stderr": stderr, "rolled_back": rolled_back } })))
-        .into_response()
+    detail(status, json!({ "error": error, "stderr": stderr, "rolled_back": rolled_back }))
 }
 
 async fn health(State(updater): State<Updater>) -> Json<Value> {
     let agent_status = match updater.inner.agent.probe_once().await {
         Ok(()) => "ok",
-        Err(()) => "unreachable",
+        Err(_) => "unreachable",
     };
     Json(json!({
         "status": "ok",
@@ -80,7 +77,7 @@ struct Upload {
 async fn read_upload(mut multipart: Multipart) -> Result<Upload, Response> {
     let bad = |err: axum::extract::multipart::MultipartError| {
         tracing::info!(error = %err, "Malformed update upload");
-        plain(err.status(), "invalid request body")
+        detail(err.status(), "invalid request body")
     };
     let mut upload = Upload::default();
     while let Some(field) = multipart.next_field().await.map_err(bad)? {
@@ -95,10 +92,10 @@ async fn read_upload(mut multipart: Multipart) -> Result<Upload, Response> {
         }
     }
     if upload.sha256.is_empty() {
-        return Err(plain(StatusCode::BAD_REQUEST, DIGEST_REQUIRED));
+        return Err(detail(StatusCode::BAD_REQUEST, DIGEST_REQUIRED));
     }
     if upload.sha.chars().count() > MAX_SHA_CHARS || upload.sha.chars().any(char::is_control) {
-        return Err(plain(StatusCode::UNPROCESSABLE_ENTITY, "sha must be at most 128 printable characters"));
+        return Err(detail(StatusCode::UNPROCESSABLE_ENTITY, "sha must be at most 128 printable characters"));
     }
     Ok(upload)
 }
@@ -116,7 +113,7 @@ async fn verify_and_install(
     must_start: bool,
 ) -> Result<super::releases::ReleaseInfo, Response> {
     let Some(tarball) = upload.tarball else {
-        return Err(plain(StatusCode::UNPROCESSABLE_ENTITY, "tarball is required"));
+        return Err(detail(StatusCode::UNPROCESSABLE_ENTITY, "tarball is required"));
     };
     let well_formed = upload.sha256.len() == 64 && upload.sha256.bytes().all(|b| b.is_ascii_hexdigit());
     if !well_formed || sha256_hex(&tarball) != upload.sha256 {
@@ -202,7 +199,12 @@ async fn apply_update(updater: Updater, upload: Upload) -> Response {
         }
         Err(err) => {
             tracing::error!(reason = %err, "The agent is unhealthy on the previous release too");
-            failure(StatusCode::INTERNAL_SERVER_ERROR, "the agent is unhealthy on both releases", &stderr(&err), true)
+            failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the agent is unhealthy on both releases",
+                &stderr(&err.to_string()),
+                true,
+            )
         }
     }
 }
@@ -217,7 +219,7 @@ async fn update_self(State(updater): State<Updater>, multipart: Multipart) -> Re
         Err(refusal) => return refusal,
     };
     if !upload.confirm_self {
-        return plain(StatusCode::BAD_REQUEST, CONFIRM_SELF_REQUIRED);
+        return detail(StatusCode::BAD_REQUEST, CONFIRM_SELF_REQUIRED);
     }
     let busy = updater.inner.busy.lock().await;
     let info = match verify_and_install(&updater, &updater.inner.own, upload, true).await {
@@ -247,7 +249,7 @@ async fn apply_rollback(updater: Updater) -> Response {
     let _busy = updater.inner.busy.lock().await;
     match updater.inner.slots.rollback() {
         Ok(()) => {}
-        Err(RollbackError::NoPrevious) => return plain(StatusCode::NOT_FOUND, &RollbackError::NoPrevious.to_string()),
+        Err(RollbackError::NoPrevious) => return detail(StatusCode::NOT_FOUND, RollbackError::NoPrevious.to_string()),
         Err(err) => {
             tracing::error!(error = %err, "Rollback failed");
             return failure(StatusCode::INTERNAL_SERVER_ERROR, "rollback failed", "", false);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::Utc;
+use svc::accept::{Drain, accept_until, client_certificate, tls_handshake};
 use svc::db::{DbError, IngestCursor, SwarmHost};
 use svc::swarm::master::MasterIdentity;
 use svc::swarm::pki::fingerprint;
@@ -22,14 +23,11 @@ use svc::worker::{WorkerBody, WorkerContext};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::ingest::follow::Line;
 use crate::ingest::{Pending, Writer, store};
 
-/// A handshake must complete within this.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A forwarder sends a batch, empty when it has nothing, at least this often; a connection silent
 /// for longer is a dead link, dropped.
 const SILENCE_LIMIT: Duration = Duration::from_secs(90);
@@ -63,56 +61,40 @@ async fn run(ctx: WorkerContext) -> anyhow::Result<()> {
         .with_context(|| format!("binding the log listener on {}:{}", swarm.listen_host, swarm.syslog_port))?;
     tracing::info!(address = ?listener.local_addr().ok(), "Log listener (RFC 5425, mutual TLS)");
     let acceptor = TlsAcceptor::from(tls);
-    let mut sessions = JoinSet::new();
-    loop {
-        let (stream, addr) = tokio::select! {
-            () = ctx.cancel.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!(error = %err, "Cannot accept a log connection");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-            },
-        };
-        while sessions.try_join_next().is_some() {}
-        sessions.spawn(session(ctx.clone(), acceptor.clone(), stream, addr));
-    }
     // Each session stores the batch it holds, then ends.
-    while sessions.join_next().await.is_some() {}
+    accept_until(listener, &ctx.cancel, Drain::UntilEnded, |stream, addr| {
+        session(ctx.clone(), acceptor.clone(), stream, addr)
+    })
+    .await;
     Ok(())
 }
 
+/// Why a peer may not ship (logged; the peer only sees the connection close).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("no client certificate")]
+    NoCertificate,
+    #[error("the certificate's common name is empty or unparseable")]
+    NoCommonName,
+    #[error("certificate `{0}` is not enrolled for any host (unknown or decommissioned)")]
+    NotEnrolled(String),
+    #[error("cannot read the swarm hosts: {0}")]
+    Store(DbError),
+}
+
 /// The enrolled host `cert` belongs to, or why the peer is refused.
-async fn identify(ctx: &WorkerContext, cert: Option<&[u8]>) -> Result<SwarmHost, String> {
-    let Some(cert) = cert else { return Err("no client certificate".into()) };
-    let Some(cn) = peer_common_name(cert) else {
-        return Err("the certificate's common name is empty or unparseable".into());
-    };
-    match ctx.db.swarm_host_by_fingerprint(&fingerprint(cert)).await {
-        Ok(host) => Ok(host),
-        Err(DbError::NotFound) => {
-            Err(format!("certificate `{cn}` is not enrolled for any host (unknown or decommissioned)"))
-        }
-        Err(err) => Err(format!("cannot read the swarm hosts: {err}")),
-    }
+async fn identify(ctx: &WorkerContext, cert: Option<&[u8]>) -> Result<SwarmHost, Refused> {
+    let cert = cert.ok_or(Refused::NoCertificate)?;
+    let cn = peer_common_name(cert).ok_or(Refused::NoCommonName)?;
+    ctx.db.swarm_host_by_fingerprint(&fingerprint(cert)).await.map_err(|err| match err {
+        DbError::NotFound => Refused::NotEnrolled(cn),
+        err => Refused::Store(err),
+    })
 }
 
 async fn session(ctx: WorkerContext, acceptor: TlsAcceptor, stream: TcpStream, addr: std::net::SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(err)) => {
-            tracing::warn!(peer = %addr, error = %err, "Log shipping TLS handshake refused");
-            return;
-        }
-        Err(_) => {
-            tracing::warn!(peer = %addr, "Log shipping TLS handshake timed out");
-            return;
-        }
-    };
-    let cert = tls.get_ref().1.peer_certificates().and_then(|certs| certs.first()).map(|cert| cert.to_vec());
+    let Some(tls) = tls_handshake(&acceptor, stream, addr, "Log shipping").await else { return };
+    let cert = client_certificate(&tls);
     let host = match identify(&ctx, cert.as_deref()).await {
         Ok(host) => host,
         Err(why) => {
