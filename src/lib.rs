@@ -4,7 +4,8 @@
 //!
 //! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
 //! `logline`, `observation`, `webhook`, `canary` and `systemd` never reach up into them, so a worker
-//! needs no API.
+//! needs no API. A part lives in one home: the canary's bait, planting, trigger recording and DNS
+//! listener are all `canary`, and `http::canary` holds only its routes.
 //! What the decoys share with everything else (the log line's grammar, text, time, the INI grammar,
 //! the service catalogue) is the small crate `svc-core` beneath this one.
 
@@ -25,7 +26,6 @@ pub mod logline;
 pub mod metrics;
 pub mod netns;
 pub mod observation;
-pub mod planting;
 pub mod realism;
 pub mod recent;
 pub mod retention;
