@@ -4,7 +4,9 @@
 //!
 //! Inside it, `startup` (the API's lifespan) and `http` sit on top; `db`, `bus`, `worker`, `auth`,
 //! `logline`, `observation`, `webhook`, `canary` and `systemd` never reach up into them, so a worker
-//! needs no API. The `roster` of workers, facts alone, sits beneath them all.
+//! needs no API. A part lives in one home: the canary's bait, planting, trigger recording and DNS
+//! listener are all `canary`, and `http::canary` holds only its routes. The `roster` of workers,
+//! facts alone, sits beneath them all.
 //! What the decoys share with everything else (the log line's grammar, text, time, the INI grammar,
 //! the service catalogue) is the small crate `svc-core` beneath this one.
 
@@ -26,7 +28,6 @@ pub mod logline;
 pub mod metrics;
 pub mod netns;
 pub mod observation;
-pub mod planting;
 pub mod realism;
 pub mod recent;
 pub mod retention;

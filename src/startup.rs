@@ -17,11 +17,11 @@ use crate::auth::hashing::HashPool;
 use crate::auth::session::Sessions;
 use crate::auth::token::TokenKeys;
 use crate::bus::{self, Bus, Counters, Fault, WorkerRegistry};
+use crate::canary::{CallbackHome, DnsListener, Planter, TriggerRecorder};
 use crate::config::{Config, ConfigError, Reading};
 use crate::db::{self, DbError, NewUser, Role};
 use crate::fleet::Fleet;
 use crate::http::{self, AppState, DatabaseHealth, HotReads, LogTail, RateLimits, SseSlots};
-use crate::planting::{CallbackHome, Planter};
 use crate::swarm::listener::SwarmListener;
 use crate::swarm::master::SwarmMaster;
 use crate::swarm::placement::Placement;
@@ -106,9 +106,12 @@ impl Lifespan {
                 sse: Arc::new(SseSlots::new(config.api.sse_max_per_user)),
                 summaries: Arc::default(),
                 identities: Arc::default(),
-                canary_limit: Arc::new(std::sync::Mutex::new(crate::canary::TriggerLimit::new(
+                canary_triggers: Arc::new(TriggerRecorder::new(
+                    db.clone(),
+                    bus.clone(),
+                    config.ingest.log_file.clone(),
                     config.api.canary_triggers_per_minute,
-                ))),
+                )),
                 requests: Arc::default(),
                 closing: cancel.child_token(),
                 db,
@@ -349,7 +352,7 @@ impl Lifespan {
         });
     }
 
-    /// Plants the canary tokens' bait in this host's deckies and keeps it there (`planting`). Not
+    /// Plants the canary tokens' bait in this host's deckies and keeps it there (`canary::planting`). Not
     /// in contract-test mode, where nothing may touch the host.
     fn start_canary_planter(&self) {
         if self.state.config.api.contract_test {
@@ -378,8 +381,8 @@ impl Lifespan {
     /// listener, not a worker). One that cannot bind stops the API: baits name the zone.
     async fn start_canary_dns(&self) -> anyhow::Result<()> {
         let Some(config) = &self.state.config.api.canary_dns else { return Ok(()) };
-        let listener = http::canary::DnsListener::bind(config).await?;
-        self.tasks.spawn(listener.run(self.state.clone(), self.cancel.clone()));
+        let listener = DnsListener::bind(config).await?;
+        self.tasks.spawn(listener.run(self.state.canary_triggers.clone(), self.cancel.clone()));
         Ok(())
     }
 

@@ -3,8 +3,9 @@
 //! and `decoy` → `svc-core` alone (a decky links no API, database or engine client). Inside `svc`:
 //! `startup` and `http` above everything else; the configuration names the domain's settings types
 //! but no domain module imports the configuration; sqlx only in the repository, bollard only in the
-//! runtime. And the house rules every file keeps: a `//!` paragraph first, no `utils`/`helpers`/
-//! `manager` modules, nothing over 700 lines.
+//! runtime; the canary's bait generators pure; no socket server under `http` but the API's own. And
+//! the house rules every file keeps: a `//!` paragraph first, no `utils`/`helpers`/`manager`
+//! modules, nothing over 700 lines.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -176,13 +177,28 @@ fn no_domain_module_imports_the_configuration() {
 #[test]
 fn the_canary_generators_stay_pure() {
     // A bait is a function of its inputs: the API, the deploy-time seeding and a later check must get
-    // the same bytes, so the generators read no file, clock, configuration or database.
+    // the same bytes, so the generators (`src/canary/bait/`) read no file, socket, clock,
+    // configuration, database or engine; planting, recording and listening are the rest of
+    // `src/canary/`.
     let found = offenders(
-        "src/canary",
-        &["std::fs", "tokio", "crate::db", "crate::config", "crate::http", "Utc::now", "SystemTime"],
+        "src/canary/bait",
+        &[
+            "std::fs",
+            "std::net",
+            "tokio",
+            "sqlx",
+            "crate::db",
+            "crate::runtime",
+            "crate::fleet",
+            "crate::bus",
+            "crate::config",
+            "crate::http",
+            "Utc::now",
+            "SystemTime",
+        ],
         |_| false,
     );
-    assert!(found.is_empty(), "these canary files do I/O or read the clock or configuration: {found:?}");
+    assert!(found.is_empty(), "these bait generator files do I/O or read the clock or configuration: {found:?}");
 }
 
 /// The production sources (tests, benches and the dev-only test support may use anything) that name
@@ -283,4 +299,17 @@ fn connections_are_accepted_in_one_loop() {
         }
     }
     assert!(found.is_empty(), "these files accept connections outside src/accept.rs: {found:?}");
+}
+
+#[test]
+fn no_socket_server_lives_under_http() {
+    // `src/http/` is the API's routes; its one server is the API's own accept loop (`serve.rs`).
+    // Another listener (the canary's DNS, the swarm's) belongs to its domain, beside the work it
+    // serves, and is started by `startup`.
+    let serve = Path::new("src/http/serve.rs");
+    let found =
+        offenders("src/http", &["UdpSocket", "TcpListener", "UnixListener", ".accept()", "recv_from("], |path| {
+            path == serve
+        });
+    assert!(found.is_empty(), "these files under src/http/ bind or accept on a socket of their own: {found:?}");
 }

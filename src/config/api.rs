@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::env::Env;
 use super::rules;
-use crate::canary::DnsZone;
+use crate::canary::{CanaryDns, DnsZone};
 use crate::secret::Secret;
 use crate::swarm::config::DISALLOW_MASTER_VAR;
 
@@ -144,15 +144,6 @@ impl ApiConfig {
     pub fn binds_loopback(&self) -> bool {
         rules::is_loopback_host(&self.host)
     }
-}
-
-/// The canary's DNS zone, where it listens and what it answers (`SVC_CANARY_DNS_*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CanaryDns {
-    pub zone: DnsZone,
-    pub listen: SocketAddr,
-    /// The A record answered for names under the zone; `None`: no data.
-    pub answer: Option<Ipv4Addr>,
 }
 
 /// `SVC_CANARY_DNS_ZONE`, `SVC_CANARY_DNS_LISTEN` and `SVC_CANARY_DNS_ANSWER`, each read (so each is

@@ -30,7 +30,7 @@ use std::path::PathBuf;
 pub use crate::fleet::FleetConfig;
 pub use crate::swarm::config::SwarmConfig;
 pub use crate::traces::OtlpProtocol;
-pub use api::{ApiConfig, CanaryDns};
+pub use api::ApiConfig;
 pub use bus::BusConfig;
 pub use fleet::{CollectorConfig, DEFAULT_DOCKER_HOST};
 pub use ingest::IngestConfig;

@@ -43,7 +43,9 @@ pub use attackers::{
     AttackerCommand, AttackerEvidence, AttackerFilter, AttackerProfile, AttackerSort, AttackerStore, AttackerWindow,
     ChangePosition, MAX_PROFILE_FINGERPRINTS, PROFILER_LEASE_SOURCE, ProfilerBatch,
 };
-pub use canary::{CanaryBlob, CanaryStore, CanaryToken, CanaryTokenFilter, CanaryTrigger, NewCanaryBlob};
+pub use canary::{
+    CanaryBlob, CanaryStore, CanaryToken, CanaryTokenFilter, CanaryTokenState, CanaryTrigger, NewCanaryBlob,
+};
 pub use codec::Page;
 pub use config::DatabaseConfig;
 pub use fault::faults_seen as store_faults_seen;

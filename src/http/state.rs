@@ -13,11 +13,11 @@ use super::taxii::BasicLogins;
 use crate::auth::hashing::HashPool;
 use crate::auth::session::Sessions;
 use crate::bus::{Bus, WorkerRegistry};
+use crate::canary::{Planter, TriggerRecorder};
 use crate::config::Config;
 use crate::db::Db;
 use crate::fleet::Fleet;
 use crate::metrics::RequestMetrics;
-use crate::planting::Planter;
 use crate::swarm::master::SwarmMaster;
 use crate::swarm::placement::Placement;
 use crate::systemd::UnitListing;
@@ -79,8 +79,8 @@ pub struct State {
     pub requests: Arc<RequestMetrics>,
     /// The statistics log streams share.
     pub summaries: Arc<Summaries>,
-    /// The canary triggers each token made this minute (`SVC_CANARY_TRIGGERS_PER_MINUTE`).
-    pub canary_limit: Arc<std::sync::Mutex<crate::canary::TriggerLimit>>,
+    /// Records the canary callbacks of known tokens, HTTP and DNS alike.
+    pub canary_triggers: Arc<TriggerRecorder>,
     /// The attackers linked into identities, recomputed now and then.
     pub identities: Arc<crate::identity::Identities>,
     /// Cancelled when the server starts shutting down: event streams end, so draining does not

@@ -8,6 +8,7 @@ mod sql;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::DbResult;
@@ -32,12 +33,52 @@ pub struct CanaryToken {
     pub trigger_count: u64,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
-    /// `pending`, `planted`, `failed` or `revoked`.
-    pub state: String,
+    pub state: CanaryTokenState,
     pub last_error: Option<String>,
 }
 
-/// Which tokens a listing returns: each `Some` must match exactly.
+/// Where a token's bait stands: stored and served as DECNET's words (`pending`, `planted`,
+/// `failed`, `revoked`), which its dashboard reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CanaryTokenState {
+    /// Made, its bait not yet planted (or failed to be).
+    Pending,
+    /// Its bait is in its decky (`placed_at` says since when).
+    Planted,
+    /// Its bait could not be planted; `last_error` says why.
+    Failed,
+    /// An operator's delete: kept, with its triggers, its bait removed.
+    Revoked,
+}
+
+impl CanaryTokenState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CanaryTokenState::Pending => "pending",
+            CanaryTokenState::Planted => "planted",
+            CanaryTokenState::Failed => "failed",
+            CanaryTokenState::Revoked => "revoked",
+        }
+    }
+}
+
+impl std::str::FromStr for CanaryTokenState {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pending" => Ok(CanaryTokenState::Pending),
+            "planted" => Ok(CanaryTokenState::Planted),
+            "failed" => Ok(CanaryTokenState::Failed),
+            "revoked" => Ok(CanaryTokenState::Revoked),
+            other => Err(anyhow::anyhow!("unknown canary token state `{other}`")),
+        }
+    }
+}
+
+/// Which tokens a listing returns: each `Some` must match exactly. Each is the text a client asked
+/// for, so a state no token can be in selects none rather than being refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CanaryTokenFilter {
     pub decky_name: Option<String>,
@@ -107,7 +148,7 @@ pub trait CanaryStore {
     async fn set_canary_token_state(
         &self,
         uuid: Uuid,
-        state: &str,
+        state: CanaryTokenState,
         last_error: Option<&str>,
         placed_at: Option<DateTime<Utc>>,
     ) -> DbResult<()>;

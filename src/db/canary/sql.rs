@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::{CanaryBlob, CanaryStore, CanaryToken, CanaryTokenFilter, CanaryTrigger, NewCanaryBlob};
+use super::{CanaryBlob, CanaryStore, CanaryToken, CanaryTokenFilter, CanaryTokenState, CanaryTrigger, NewCanaryBlob};
 use crate::db::codec::{bigint, convert, count, found, millis, parse_uuid, time};
 use crate::db::dialect::both_backends;
 use crate::db::{DbError, DbResult};
@@ -49,7 +49,7 @@ impl TryFrom<TokenRow> for CanaryToken {
             trigger_count: count(row.trigger_count),
             created_by: row.created_by,
             created_at: time(row.created_at)?,
-            state: row.state,
+            state: row.state.parse().map_err(DbError::Corrupt)?,
             last_error: row.last_error,
         })
     }
@@ -147,7 +147,7 @@ both_backends! {
             .bind(bigint(token.trigger_count))
             .bind(&token.created_by)
             .bind(millis(token.created_at))
-            .bind(&token.state)
+            .bind(token.state.as_str())
             .bind(&token.last_error)
             .execute(&self.pool)
             .await?;
@@ -191,14 +191,14 @@ both_backends! {
         async fn set_canary_token_state(
             &self,
             uuid: Uuid,
-            state: &str,
+            state: CanaryTokenState,
             last_error: Option<&str>,
             placed_at: Option<DateTime<Utc>>,
         ) -> DbResult<()> {
             let done = sqlx::query(
                 "update canary_tokens set state = ?, last_error = ?, placed_at = coalesce(?, placed_at) where uuid = ?",
             )
-            .bind(state)
+            .bind(state.as_str())
             .bind(last_error)
             .bind(placed_at.map(millis))
             .bind(uuid.to_string())

@@ -1,4 +1,6 @@
-//! The canary's HTTP callback listener (`/c/{token}` and below, at the root): see the module above.
+//! The canary's HTTP callback (`/c/{token}` and below, at the root; see the module above): the
+//! request read into a `canary::Call`, the trigger recorder asked, its finding answered as a
+//! stock web server would (the pixel for a known token, the 404 page for anything else).
 
 use std::net::SocketAddr;
 
@@ -9,8 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::trigger::{Call, find_and_record};
-use crate::canary::CallbackToken;
+use crate::canary::{Call, CallbackToken, Heard};
 use crate::http::AppState;
 
 /// The request headers a trigger keeps: at most this many, each value cut to this many characters.
@@ -63,9 +64,9 @@ async fn callback(
         dns_qname: None,
         headers: header_text(&headers),
     };
-    match find_and_record(&state, &token, call).await {
-        Some(false) => not_found_page().await,
-        Some(true) | None => pixel(&method),
+    match state.canary_triggers.heard(&token, call).await {
+        Heard::Unknown => not_found_page().await,
+        Heard::Known | Heard::Unsure => pixel(&method),
     }
 }
 

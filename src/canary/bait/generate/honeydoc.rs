@@ -4,7 +4,7 @@
 
 use super::Input;
 use super::report::report;
-use crate::canary::Bait;
+use crate::canary::bait::Bait;
 use crate::text::markup_escape;
 
 pub(super) fn make(input: &Input<'_>) -> Bait {

@@ -6,8 +6,8 @@
 
 use super::Input;
 use super::people;
-use crate::canary::Bait;
-use crate::canary::draw::{BASE64ISH, Draw};
+use crate::canary::bait::Bait;
+use crate::canary::bait::draw::{BASE64ISH, Draw};
 
 /// AWS's key ids: `AKIA` and 16 characters of the base-32 alphabet it uses.
 fn access_key_id(draw: &Draw<'_>, profile: &str) -> String {

@@ -87,7 +87,7 @@ impl Callback {
     }
 }
 
-pub(super) fn is_dns_label(text: &str) -> bool {
+pub(crate) fn is_dns_label(text: &str) -> bool {
     (1..=63).contains(&text.len())
         && text.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
         && !text.starts_with('-')

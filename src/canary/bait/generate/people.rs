@@ -1,7 +1,7 @@
 //! The made-up organisation a bait belongs to and the people in it: plain, ordinary names, so a file
 //! reads as one of many an office leaves lying around.
 
-use crate::canary::draw::Draw;
+use crate::canary::bait::draw::Draw;
 
 const FIRST: &[&str] = &[
     "maria", "james", "priya", "daniel", "sofia", "kenji", "laura", "michael", "aisha", "thomas", "elena", "david",

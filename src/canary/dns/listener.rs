@@ -1,8 +1,8 @@
 //! The canary's DNS listener (UDP, `SVC_CANARY_DNS_LISTEN`), the channel of baits that reach a
 //! host rather than a URL (`ssh_key`, `mysql_dump`): a lookup of a name under `SVC_CANARY_DNS_ZONE`
-//! carrying a known token is a trigger, recorded as the HTTP callback's are (method `DNS`, the
-//! name, the resolver's address). Names under the zone with no known token get NXDOMAIN, names
-//! outside it REFUSED; reading and answering are `canary::dns`'s. Each datagram is answered by a
+//! carrying a known token is a trigger, recorded by the same [`TriggerRecorder`] as the HTTP
+//! callback's (method `DNS`, the name, the resolver's address). Names under the zone with no known
+//! token get NXDOMAIN, names outside it REFUSED; reading and answering are the parent module's. Each datagram is answered by a
 //! task of its own, at most [`MAX_IN_FLIGHT`] at once; past that, datagrams are dropped (resolvers
 //! ask again).
 
@@ -16,11 +16,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::trigger::{Call, find_and_record};
-use crate::canary::DnsZone;
-use crate::canary::dns::{self, Packet, Place, Rcode};
-use crate::config::CanaryDns;
-use crate::http::AppState;
+use super::{DnsZone, Packet, Place, Rcode};
+use crate::canary::{Call, Heard, TriggerRecorder};
 
 /// Datagrams answered at once at most.
 const MAX_IN_FLIGHT: usize = 64;
@@ -28,6 +25,15 @@ const MAX_IN_FLIGHT: usize = 64;
 const MAX_DATAGRAM: usize = 4096;
 /// The pause after a failed receive, so a lasting socket error cannot spin.
 const RECEIVE_PAUSE: Duration = Duration::from_millis(50);
+
+/// The canary's DNS zone, where it listens and what it answers (`SVC_CANARY_DNS_*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CanaryDns {
+    pub zone: DnsZone,
+    pub listen: SocketAddr,
+    /// The A record answered for names under the zone; `None`: no data.
+    pub answer: Option<Ipv4Addr>,
+}
 
 /// A bound canary DNS socket and what it answers.
 pub struct DnsListener {
@@ -50,7 +56,7 @@ impl DnsListener {
     }
 
     /// Answers until `shutdown`, then waits for the answers under way.
-    pub async fn run(self, state: AppState, shutdown: CancellationToken) {
+    pub async fn run(self, recorder: Arc<TriggerRecorder>, shutdown: CancellationToken) {
         tracing::info!(address = ?self.socket.local_addr().ok(), zone = %self.zone.as_str(), "Canary DNS listener");
         let (permits, tasks) = (Arc::new(Semaphore::new(MAX_IN_FLIGHT)), TaskTracker::new());
         let mut buffer = vec![0u8; MAX_DATAGRAM];
@@ -69,9 +75,10 @@ impl DnsListener {
             };
             let Ok(permit) = permits.clone().try_acquire_owned() else { continue };
             let packet = buffer[..length].to_vec();
-            let (state, socket, zone, address) = (state.clone(), self.socket.clone(), self.zone.clone(), self.answer);
+            let (recorder, socket, zone, address) =
+                (recorder.clone(), self.socket.clone(), self.zone.clone(), self.answer);
             tasks.spawn(async move {
-                if let Some(reply) = reply(&state, &zone, address, &packet, peer).await
+                if let Some(reply) = reply(&recorder, &zone, address, &packet, peer).await
                     && let Err(err) = socket.send_to(&reply, peer).await
                 {
                     tracing::debug!(error = %err, %peer, "Canary DNS answer not sent");
@@ -86,13 +93,13 @@ impl DnsListener {
 
 /// The answer to one datagram (none to a response or a scrap), recording the trigger it is.
 async fn reply(
-    state: &AppState,
+    recorder: &Arc<TriggerRecorder>,
     zone: &DnsZone,
     address: Option<Ipv4Addr>,
     packet: &[u8],
     peer: SocketAddr,
 ) -> Option<Vec<u8>> {
-    let query = match dns::parse(packet) {
+    let query = match super::parse(packet) {
         Packet::Query(query) => query,
         Packet::Refuse(reply) => return Some(reply),
         Packet::Ignore => return None,
@@ -112,7 +119,7 @@ async fn reply(
             headers: "{}".to_string(),
         };
         // A store that failed is answered as a known name, as the HTTP callback does.
-        if find_and_record(state, &token, call).await != Some(false) {
+        if recorder.heard(&token, call).await != Heard::Unknown {
             return Some(query.answer(Rcode::NoError, address));
         }
     }

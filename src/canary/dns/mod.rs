@@ -1,13 +1,17 @@
-//! The canary's DNS answers, without the socket: the zone baits look names up under
+//! The canary's DNS channel. Here, without the socket: the zone baits look names up under
 //! (`{token}.{zone}`), a query read from a datagram (the header and its one question; anything else
 //! is refused with FORMERR) and the answer written back. Bounded on hostile bytes: a name is at most
 //! 255 bytes of at most 63-byte labels, compression pointers are refused, nothing loops or panics.
 //! Which token a name carries is a guess made here ([`Query::place`]); whether it is known is the
-//! listener's question to the store (`http::canary`).
+//! question the UDP server (`listener`) asks the trigger recorder.
+
+mod listener;
+
+pub use listener::{CanaryDns, DnsListener};
 
 use std::net::Ipv4Addr;
 
-use super::callback::{CallbackToken, is_dns_label};
+use super::bait::{CallbackToken, is_dns_label};
 
 /// The longest name on the wire (RFC 1035 §2.3.4), length bytes included.
 const MAX_NAME_WIRE: usize = 255;

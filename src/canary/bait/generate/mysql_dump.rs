@@ -10,8 +10,8 @@ use base64::engine::general_purpose::STANDARD;
 
 use super::Input;
 use super::people;
-use crate::canary::Bait;
-use crate::canary::draw::{ALNUM, Draw};
+use crate::canary::bait::Bait;
+use crate::canary::bait::draw::{ALNUM, Draw};
 
 const APPS: &[&str] = &["billing", "portal", "orders", "crm", "inventory"];
 const YEAR: u32 = 2025;

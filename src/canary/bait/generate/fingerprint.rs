@@ -7,7 +7,7 @@
 
 use super::Input;
 use super::people;
-use crate::canary::Bait;
+use crate::canary::bait::Bait;
 use crate::text::markup_escape;
 
 /// The beacon. The callback URL has no quote, backslash or angle bracket (`Callback::new` refuses

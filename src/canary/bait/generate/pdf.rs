@@ -5,7 +5,7 @@
 
 use super::Input;
 use super::report::{Report, report};
-use crate::canary::Bait;
+use crate::canary::bait::Bait;
 
 const LEFT: f64 = 72.0;
 /// Characters a line of 11-point body text holds between the margins.

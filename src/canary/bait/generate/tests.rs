@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use super::*;
-use crate::canary::{CallbackToken, UnknownKind};
+use crate::canary::bait::{CallbackToken, UnknownKind};
 
 fn callback(token: &str) -> Callback {
     Callback::new("https://cdn.example.net", Some("t.example.net"), CallbackToken::parse(token).unwrap()).unwrap()

@@ -6,8 +6,8 @@
 
 use super::people;
 use super::{Input, parent};
-use crate::canary::Bait;
-use crate::canary::draw::Draw;
+use crate::canary::bait::Bait;
+use crate::canary::bait::draw::Draw;
 
 const REPOSITORIES: &[&str] =
     &["infra-terraform", "billing-api", "deploy-scripts", "platform-config", "ansible-playbooks", "data-pipeline"];

@@ -10,7 +10,7 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 
 use super::Input;
 use super::report::{Report, report};
-use crate::canary::Bait;
+use crate::canary::bait::Bait;
 use crate::text::markup_escape;
 
 const CONTENT_TYPE: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";

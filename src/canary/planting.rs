@@ -3,7 +3,7 @@
 //! starts (a restart empties the in-memory directories bait lives in, `fleet::file_drop`) or is
 //! replaced, and retried while its decky is not running; a revoked token's files are removed.
 //! The outcome is the token's `state`: `planted` with `placed_at`, or `failed` with a
-//! `last_error` an operator can act on. Bait comes from the pure generators (`canary`), or is an
+//! `last_error` an operator can act on. Bait comes from the pure generators (`bait`), or is an
 //! uploaded blob's bytes, written through the engine's archive API (`fleet::file_drop`).
 
 use std::collections::HashMap;
@@ -14,8 +14,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::canary::{self, Bait, BaitFile, BaitRequest, Callback, CallbackToken, CanaryKind, Persona, PersonaOs};
-use crate::db::{CanaryToken, CanaryTokenFilter, Db, DbError};
+use super::{Bait, BaitFile, BaitRequest, Callback, CallbackToken, CanaryKind, Persona, PersonaOs};
+use crate::db::{CanaryToken, CanaryTokenFilter, CanaryTokenState, Db, DbError};
 use crate::fleet::file_drop::{self, DropPath};
 use crate::fleet::{ContainerStart, Fleet, FleetError};
 use crate::runtime::ContainerInfo;
@@ -27,12 +27,6 @@ const GATHER: Duration = Duration::from_millis(300);
 /// How old an uploaded blob's file seems (its mtime), like a generated bait's.
 const UPLOAD_AGE: Duration = Duration::from_secs(30 * 86_400);
 const UPLOAD_MODE: u32 = 0o644;
-
-/// A token's state until its bait is first planted (or fails to be).
-pub const PENDING: &str = "pending";
-pub const PLANTED: &str = "planted";
-pub const FAILED: &str = "failed";
-pub const REVOKED: &str = "revoked";
 
 /// Where baits call home.
 #[derive(Clone, Debug)]
@@ -62,7 +56,7 @@ pub enum PlantError {
 
 /// Plants and keeps the tokens' bait; one per API process.
 pub struct Planter {
-    db: Db,
+    pub(super) db: Db,
     fleet: Fleet,
     home: CallbackHome,
     /// The container each token's bait went into last: one that started again, or a new one for
@@ -94,7 +88,7 @@ impl Planter {
         let persona = Persona::for_os(PersonaOs::Linux);
         let request =
             BaitRequest { kind, callback: &callback, persona: &persona, seed: token.as_str().as_bytes(), path };
-        let bait = canary::generate(&request).map_err(|err| PlantError::Bait(err.to_string()))?;
+        let bait = super::generate(&request).map_err(|err| PlantError::Bait(err.to_string()))?;
         for file in bait.files() {
             DropPath::parse(&file.path).map_err(|err| PlantError::Bait(err.to_string()))?;
         }
@@ -147,7 +141,7 @@ impl Planter {
             Ok(tokens) => tokens,
             Err(err) => return tracing::debug!(error = %err, "Canary planting skipped"),
         };
-        if tokens.iter().all(|token| token.state == REVOKED) {
+        if tokens.iter().all(|token| token.state == CanaryTokenState::Revoked) {
             return;
         }
         // The engine away is not the tokens' failure (nor an error each pass): they wait for it.
@@ -158,10 +152,11 @@ impl Planter {
             Ok(containers) => containers,
             Err(err) => return tracing::debug!(error = %err, "Canary planting skipped"),
         };
-        for token in tokens.into_iter().filter(|token| token.state != REVOKED) {
+        for token in tokens.into_iter().filter(|token| token.state != CanaryTokenState::Revoked) {
             let container = containers.get(&(token.topology_id.clone(), token.decky_name.clone()));
             let holds = container.is_some_and(|c| {
-                self.planted.lock().expect("never poisoned").get(&token.uuid) == Some(&c.id) && token.state == PLANTED
+                self.planted.lock().expect("never poisoned").get(&token.uuid) == Some(&c.id)
+                    && token.state == CanaryTokenState::Planted
             });
             if !holds {
                 self.plant(token.uuid, container).await;
@@ -174,7 +169,7 @@ impl Planter {
         let _one = self.one_at_a_time.lock().await;
         // Read again under the lock: a revoke may have come in since the pass listed it.
         let token = match self.db.canary_token(uuid).await {
-            Ok(token) if token.state != REVOKED => token,
+            Ok(token) if token.state != CanaryTokenState::Revoked => token,
             _ => return,
         };
         let outcome = match container.filter(|c| c.is_running()) {
@@ -185,16 +180,16 @@ impl Planter {
             Ok(container) => {
                 self.planted.lock().expect("never poisoned").insert(uuid, container);
                 tracing::info!(token = %uuid, decky = %token.decky_name, path = %token.placement_path, "Canary bait planted");
-                self.db.set_canary_token_state(uuid, PLANTED, None, Some(Utc::now())).await
+                self.db.set_canary_token_state(uuid, CanaryTokenState::Planted, None, Some(Utc::now())).await
             }
             Err(err) => {
                 self.planted.lock().expect("never poisoned").remove(&uuid);
                 let text = err.to_string();
-                if token.state == FAILED && token.last_error.as_deref() == Some(text.as_str()) {
+                if token.state == CanaryTokenState::Failed && token.last_error.as_deref() == Some(text.as_str()) {
                     return;
                 }
                 tracing::warn!(token = %uuid, decky = %token.decky_name, error = %text, "Canary bait not planted");
-                self.db.set_canary_token_state(uuid, FAILED, Some(&text), None).await
+                self.db.set_canary_token_state(uuid, CanaryTokenState::Failed, Some(&text), None).await
             }
         };
         if let Err(err) = stored {
@@ -242,7 +237,7 @@ impl Planter {
     /// in memory). A file that cannot be removed is logged: the token is revoked all the same.
     pub async fn revoke(&self, uuid: Uuid) -> Result<(), DbError> {
         let _one = self.one_at_a_time.lock().await;
-        self.db.set_canary_token_state(uuid, REVOKED, None, None).await?;
+        self.db.set_canary_token_state(uuid, CanaryTokenState::Revoked, None, None).await?;
         self.planted.lock().expect("never poisoned").remove(&uuid);
         let token = self.db.canary_token(uuid).await?;
         if let Err(err) = self.remove(&token).await {

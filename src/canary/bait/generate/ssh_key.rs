@@ -10,7 +10,7 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 
 use super::people;
 use super::{Input, parent};
-use crate::canary::Bait;
+use crate::canary::bait::Bait;
 
 pub(super) fn make(input: &Input<'_>) -> Bait {
     let draw = &input.draw;

@@ -4,8 +4,8 @@
 
 use super::Input;
 use super::people;
-use crate::canary::Bait;
-use crate::canary::draw::ALNUM;
+use crate::canary::bait::Bait;
+use crate::canary::bait::draw::ALNUM;
 
 pub(super) fn make(input: &Input<'_>) -> Bait {
     let draw = &input.draw;
