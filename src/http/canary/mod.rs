@@ -78,6 +78,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_triggers))
         .routes(routes!(preview_token))
         .routes(routes!(delete_blob))
+        .layer(axum::middleware::from_fn(super::extract::require_json))
         .merge(uploads)
 }
 
