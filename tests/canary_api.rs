@@ -8,11 +8,10 @@
 
 use svc_test_support::in_process as common;
 
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use svc::canary::CanaryKind;
-use svc::db::Role;
 
 struct Api {
     api: TestApi,
@@ -25,9 +24,8 @@ struct Api {
 async fn start(db: &TestDb) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let ingest = dir.path().join("ingest.log");
-    let api = TestApi::start(db.api_config(&[("SVC_INGEST_LOG_FILE", ingest.to_str().unwrap())])).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    let viewer = user_token(&api.state, "reader", Role::Viewer).await;
+    let (api, RoleTokens { admin, viewer }) =
+        TestApi::start_with_users(db.api_config(&[("SVC_INGEST_LOG_FILE", ingest.to_str().unwrap())])).await;
     Api { api, admin, viewer, ingest, _dir: dir }
 }
 

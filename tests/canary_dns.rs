@@ -7,7 +7,7 @@
 
 use svc_test_support::in_process as common;
 
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb, user_token};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use svc::db::Role;
@@ -36,9 +36,7 @@ async fn start(db: &TestDb, extra: &[(&str, &str)]) -> Api {
     let listen = format!("127.0.0.1:{dns_port}");
     let mut vars = vec![("SVC_INGEST_LOG_FILE", ingest.to_str().unwrap()), ("SVC_CANARY_DNS_LISTEN", &listen)];
     vars.extend_from_slice(extra);
-    let api = TestApi::start(db.api_config(&vars)).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    let viewer = user_token(&api.state, "reader", Role::Viewer).await;
+    let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(db.api_config(&vars)).await;
     Api { api, admin, viewer, ingest, dns_port, _dir: dir }
 }
 

@@ -7,11 +7,10 @@
 
 use svc_test_support::in_process as common;
 
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::Connection;
-use svc::db::Role;
 
 /// An engine address nothing listens on: deploys are stored, then fail in the background.
 const NO_ENGINE: &str = "unix:///nonexistent/engine.sock";
@@ -22,14 +21,14 @@ const ENGINE_AWAY: &str = "the container engine could not be reached; the deploy
 struct Api {
     api: TestApi,
     admin: String,
+    viewer: String,
 }
 
 async fn start(db: &TestDb, extra: &[(&str, &str)]) -> Api {
     let mut vars = vec![("SVC_DOCKER_HOST", NO_ENGINE), ("SVC_DECKY_BINARY", "/bin/true")];
     vars.extend_from_slice(extra);
-    let api = TestApi::start(db.api_config(&vars)).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    Api { api, admin }
+    let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(db.api_config(&vars)).await;
+    Api { api, admin, viewer }
 }
 
 impl Api {
@@ -97,7 +96,7 @@ async fn malformed_ini_is_refused_in_the_contracts_order_and_words() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "extra fields are structural");
         let (status, _) = api.deploy_as(&api.admin, json!({"replace_fleet": true})).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "a missing INI is structural");
-        let viewer = user_token(&api.api.state, "watcher", Role::Viewer).await;
+        let viewer = api.viewer.clone();
         let (status, _) = api.deploy_as(&viewer, json!({"ini_content": "[web]\n"})).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "deploying is for admins");
         assert!(api.deckies().await.is_empty(), "nothing refused was stored");

@@ -7,10 +7,10 @@
 use svc_test_support::in_process as common;
 
 use chrono::Utc;
-use common::{TestApi, TestDb, decky_config, user_token};
+use common::{RoleTokens, TestApi, TestDb, decky_config};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use svc::db::{Deployment, FleetNetwork, Role};
+use svc::db::{Deployment, FleetNetwork};
 
 const API_KEY: &str = "sk-realism-provider-key-0123456789";
 
@@ -21,9 +21,7 @@ struct Api {
 }
 
 async fn start(db: &TestDb) -> Api {
-    let api = TestApi::start(db.api_config(&[])).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    let viewer = user_token(&api.state, "reader", Role::Viewer).await;
+    let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(db.api_config(&[])).await;
     Api { api, admin, viewer }
 }
 

@@ -10,10 +10,10 @@ use std::time::Duration;
 use chrono::Utc;
 use common::logs::{LogWriter, at, bounty, log};
 use common::sse::EventStream;
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb};
 use reqwest::StatusCode;
 use serde_json::json;
-use svc::db::{AttackerProfile, ProfilerBatch, Role};
+use svc::db::{AttackerProfile, ProfilerBatch};
 
 const ATTACKER: &str = "10.0.0.7";
 /// What only an admin may read, each stored in a row the routes return.
@@ -47,9 +47,8 @@ async fn read(api: &TestApi, token: &str, path: &str, query: &[(&str, &str)]) ->
 #[tokio::test]
 async fn viewers_read_every_log_row_route_without_the_admin_only_fields_and_admins_read_them_whole() {
     for backend in TestDb::all() {
-        let api = TestApi::start(backend.api_config(&[("SVC_LIMITER_ENABLED", "false")])).await;
-        let admin = user_token(&api.state, "root", Role::Admin).await;
-        let viewer = user_token(&api.state, "watcher", Role::Viewer).await;
+        let (api, RoleTokens { admin, viewer }) =
+            TestApi::start_with_users(backend.api_config(&[("SVC_LIMITER_ENABLED", "false")])).await;
         let mut writer = LogWriter::new(&api.state.db).await;
         let mail = json!({"mail_from": "x@evil.test", "rcpt_to": "ceo@victim.example,cfo@victim.example", "subject": "Wire the funds", "queue_id": "Q1"});
         let logs = vec![

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use chrono::Utc;
-use common::{LogCapture, TestApi, TestDb, user_token};
+use common::{LogCapture, RoleTokens, TestApi, TestDb, user_token};
 use reqwest::{Method, StatusCode};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -92,9 +92,7 @@ async fn hosts_deckies_and_the_deployment_mode_in_decnets_shapes() {
         // The listener on a loopback port of its own, as a swarm master runs it.
         let port = free_port().to_string();
         let swarm = [("SVC_SWARM_ENABLED", "true"), ("SVC_SWARM_HOST", "127.0.0.1"), ("SVC_SWARM_PORT", port.as_str())];
-        let api = TestApi::start(backend.api_config(&swarm)).await;
-        let admin = user_token(&api.state, "root", Role::Admin).await;
-        let viewer = user_token(&api.state, "watcher", Role::Viewer).await;
+        let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(backend.api_config(&swarm)).await;
         let mode = api.ok("/system/deployment-mode", &viewer, &[]).await;
         assert_eq!(mode, json!({"mode": "unihost", "role": "master", "swarm_host_count": 0}), "{}", backend.name);
 

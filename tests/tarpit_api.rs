@@ -7,10 +7,10 @@
 use svc_test_support::in_process as common;
 
 use chrono::Utc;
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use svc::db::{Enforced, Enforcement, Role, TarpitRule, TarpitSession};
+use svc::db::{Enforced, Enforcement, TarpitRule, TarpitSession};
 use uuid::Uuid;
 
 struct Api {
@@ -29,9 +29,7 @@ async fn start(db: &TestDb) -> Api {
         ("SVC_DECKY_BINARY", "/bin/true"),
         ("SVC_INGEST_LOG_FILE", ingest.to_str().unwrap()),
     ];
-    let api = TestApi::start(db.api_config(&vars)).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    let viewer = user_token(&api.state, "watcher", Role::Viewer).await;
+    let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(db.api_config(&vars)).await;
     Api { api, admin, viewer, ingest, _dir: dir }
 }
 

@@ -9,10 +9,10 @@
 use svc_test_support::in_process as common;
 
 use common::sse::{EventStream, Frame};
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use svc::db::{Role, TopologyStatus};
+use svc::db::TopologyStatus;
 use uuid::Uuid;
 
 const NO_ENGINE: &str = "unix:///nonexistent/engine.sock";
@@ -23,6 +23,7 @@ const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 struct Api {
     api: TestApi,
     admin: String,
+    viewer: String,
 }
 
 async fn start(db: &TestDb) -> Api {
@@ -39,9 +40,8 @@ async fn start_with(db: &TestDb, extra: &[(&str, &str)]) -> Api {
         ("SVC_DECKY_HOST_ISOLATION", "false"),
     ];
     vars.extend_from_slice(extra);
-    let api = TestApi::start(db.api_config(&vars)).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    Api { api, admin }
+    let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(db.api_config(&vars)).await;
+    Api { api, admin, viewer }
 }
 
 /// An API on a bus of its own (returned too: it lives as long as the test holds it).
@@ -224,7 +224,7 @@ async fn generation_parameters_are_checked_as_decnet_does() {
             .await;
         assert_eq!((status, body["detail"].as_str()), (StatusCode::CONFLICT, Some("subnet pool exhausted")));
         // A viewer reads but does not write.
-        let viewer = user_token(&api.api.state, "eve", Role::Viewer).await;
+        let viewer = api.viewer.clone();
         let (status, _) = api.call_as(&viewer, Method::POST, "/topologies/blank", Some(json!({"name": "v"}))).await;
         assert_eq!(status, StatusCode::FORBIDDEN);
         let (status, _) = api.call_as(&viewer, Method::GET, "/topologies/", None).await;

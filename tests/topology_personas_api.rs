@@ -5,23 +5,22 @@
 
 use svc_test_support::in_process as common;
 
-use common::{TestApi, TestDb, user_token};
+use common::{RoleTokens, TestApi, TestDb};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use svc::db::Role;
 use uuid::Uuid;
 
 struct Api {
     api: TestApi,
     admin: String,
+    viewer: String,
 }
 
 async fn start(db: &TestDb) -> Api {
     // No engine and no host shield: nothing here is deployed.
     let vars = [("SVC_DOCKER_HOST", "unix:///nonexistent/engine.sock"), ("SVC_DECKY_HOST_ISOLATION", "false")];
-    let api = TestApi::start(db.api_config(&vars)).await;
-    let admin = user_token(&api.state, "root", Role::Admin).await;
-    Api { api, admin }
+    let (api, RoleTokens { admin, viewer }) = TestApi::start_with_users(db.api_config(&vars)).await;
+    Api { api, admin, viewer }
 }
 
 impl Api {
@@ -81,7 +80,7 @@ async fn personas_are_read_and_replaced_keeping_the_valid_entries() {
         assert_eq!(api.get(&path).await, replaced, "{}: stored as answered", db.name);
 
         // Refusals leave the list as it was.
-        let viewer = user_token(&api.api.state, "reader", Role::Viewer).await;
+        let viewer = api.viewer.clone();
         for (token, body, status, detail) in [
             (&api.admin, json!({"personas": "Ana"}), StatusCode::BAD_REQUEST, Some("body.personas must be a list")),
             (&api.admin, json!({}), StatusCode::BAD_REQUEST, Some("body.personas must be a list")),

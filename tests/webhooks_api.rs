@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use chrono::Utc;
 use common::receiver::{Receiver, Tripwire};
-use common::{LogCapture, TestApi, TestDb, user_token};
+use common::{LogCapture, RoleTokens, TestApi, TestDb, user_token};
 use hmac::{Hmac, Mac};
 use reqwest::header::RETRY_AFTER;
 use reqwest::{Method, StatusCode};
@@ -62,9 +62,7 @@ fn hex_hmac(secret: &str, body: &[u8]) -> String {
 async fn webhooks_are_managed_with_decnets_shapes_and_the_secret_is_shown_once() {
     let (logs, _guard) = LogCapture::start();
     for backend in TestDb::all() {
-        let api = TestApi::start(backend.api_config(&[])).await;
-        let token = admin(&api).await;
-        let viewer = user_token(&api.state, "watcher", Role::Viewer).await;
+        let (api, RoleTokens { admin: token, viewer }) = TestApi::start_with_users(backend.api_config(&[])).await;
         let at = |path: &str| format!("/webhooks/{path}");
 
         let created = create(

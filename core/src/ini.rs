@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 /// is refused at its first section past the limit, in time linear in what was read.
 pub const MAX_SECTIONS: usize = 4096;
 
-/// Why INI text was refused. Each message carries the phrase the error contract classifies by
-/// (`svc::http::extract`): "INI content is empty", "Invalid INI format", "at least one section".
+/// Why INI text was refused: the error contract (`svc::http::extract`) answers each variant as
+/// its own configuration conflict, and shows these words in developer mode.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IniSyntaxError {
     #[error("INI content is empty")]

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use super::decky_container::DECKY_USER;
-use super::plan::is_decky_name;
+use super::decky_name::is_decky_name;
 
 /// Where a decky's captured files appear inside its container.
 pub const ARTIFACTS_MOUNT: &str = "/var/lib/svc/artifacts";

@@ -1,5 +1,6 @@
 //! The fleet: deckies deployed from a deployment INI as containers on the host's engine. `ini`
-//! reads the INI's syntax, `plan` turns it into deckies with addresses, [`Fleet`] stores a deploy
+//! reads the INI's syntax, `plan` turns it into deckies with addresses (each named as
+//! `decky_name` says), [`Fleet`] stores a deploy
 //! (one store, `db::fleet`) and carries it out in the background over the container runtime
 //! (`deploy`, with the decky image from `image`), tears deckies down, finds its containers
 //! (`containers`), says what runs (`status`, from the engine's events: `events`), keeps the
@@ -14,6 +15,7 @@ pub mod catalog;
 mod config;
 mod containers;
 pub mod decky_container;
+pub mod decky_name;
 mod deploy;
 mod events;
 pub mod file_drop;

@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 
 use super::DEFAULT_IMAGE;
 use super::catalog::{self, NMAP_OS_FAMILIES};
+use super::decky_name::is_decky_name;
 use super::ini::{Ini, Options};
 use super::subnet::{Subnet, SubnetError};
 use crate::db::{DeckyConfig, FleetNetwork};
@@ -150,11 +151,6 @@ fn check_name(name: &str) -> Result<(), PlanError> {
     } else {
         refuse(format!("decky name '{name}' must be 1 to 64 of a-z, 0-9 and '-'"))
     }
-}
-
-/// Whether `name` is one a decky may have: 1 to 64 of a-z, 0-9 and '-'.
-pub fn is_decky_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 fn decky(section: &str, options: &Options, default_interval: Option<u32>) -> Result<DeckyConfig, PlanError> {

@@ -16,6 +16,7 @@ use super::guard::Admin;
 use super::responses::AdminOnly;
 use super::{ApiError, AppState, Result};
 use crate::fleet::artifacts::ArtifactError;
+use crate::fleet::decky_name::DeckyName;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(artifact))
@@ -39,7 +40,7 @@ enum CapturingService {
 #[into_params(parameter_in = Path)]
 pub struct ArtifactPath {
     /// The decky that captured it.
-    #[param(pattern = r"^[a-z0-9-]{1,64}$")]
+    #[param(value_type = DeckyName)]
     decky: String,
     /// The name it is stored under: the capture line's `stored_as`.
     #[param(pattern = r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,254}$")]

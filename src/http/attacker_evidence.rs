@@ -16,7 +16,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::attackers::attacker_not_found;
+use super::attackers::ATTACKER_NOT_FOUND;
+use super::error::OrNotFound;
 use super::extract::ValidPath;
 use super::guard::{Admin, Viewer};
 use super::logs::LogEntry;
@@ -100,7 +101,7 @@ pub async fn attacker_artifacts(
     Viewer(session): Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
-    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let page = rows_of(&state.db, &profile, &["file_captured"], MAX_ROWS).await?;
     Ok(Json(AttackerRowsResponse::of(session.user.role, page)))
 }
@@ -122,7 +123,7 @@ pub async fn attacker_mail(
     Admin(session): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
-    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let page = rows_of(&state.db, &profile, &MAIL_EVENTS, MAX_ROWS).await?;
     Ok(Json(AttackerRowsResponse::of(session.user.role, page)))
 }
@@ -144,7 +145,7 @@ pub async fn attacker_smtp_targets(
     _viewer: Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<SmtpTargetsResponse>> {
-    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let page = rows_of(&state.db, &profile, &RECIPIENT_EVENTS, MAX_ROWS).await?;
     let data = smtp_targets(uuid, &page.rows);
     Ok(Json(SmtpTargetsResponse { total: data.len() as u64, data }))

@@ -12,14 +12,14 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::bounty::decoded;
-use super::error::ApiError;
+use super::error::OrNotFound;
 use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_max_chars, given};
 use super::guard::Viewer;
 use super::logs::MAX_SEARCH_CHARS;
 use super::paging::{Listed, MAX_LIMIT, Page, Paging};
 use super::responses::{AttackerNotFound, NotAUuid, ViewerOnly};
 use super::{AppState, Result};
-use crate::db::{AttackerCommand, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter, DbError};
+use crate::db::{AttackerCommand, AttackerFilter, AttackerProfile, AttackerSort, BountyFilter};
 use crate::observation::Observation;
 use crate::time::format_utc;
 
@@ -372,7 +372,7 @@ pub async fn attacker_detail(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerDetail>> {
     let db = &state.db;
-    let profile = db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let commands = db.attacker_commands(uuid, None, DETAIL_COMMANDS, 0).await?;
     let interacted = db.services_with_commands(uuid, &profile.services).await?;
     let scanned = profile.services.iter().filter(|service| !interacted.contains(service)).cloned().collect();
@@ -413,14 +413,10 @@ pub async fn attacker_commands(
     ValidQuery(query): ValidQuery<CommandsQuery>,
 ) -> Result<Json<CommandsResponse>> {
     let paging = Paging::of(query.limit, query.offset);
-    state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let page = state.db.attacker_commands(uuid, given(&query.service), paging.limit, paging.offset).await?;
     Ok(Json(paging.page(page)))
 }
 
-pub(super) fn attacker_not_found(err: DbError) -> ApiError {
-    match err {
-        DbError::NotFound => ApiError::not_found("Attacker not found"),
-        other => other.into(),
-    }
-}
+/// The 404 of a route naming an attacker that is not profiled.
+pub(super) const ATTACKER_NOT_FOUND: &str = "Attacker not found";

@@ -14,13 +14,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::error::OrNotFound;
 use super::extract::{FieldError, ValidQuery, Validate, check_max_chars, check_range, given};
 use super::guard::Viewer;
 use super::logs::MAX_SEARCH_CHARS;
 use super::paging::{Listed, MAX_LIMIT, MAX_OFFSET, Page, Paging};
 use super::responses::ViewerOnly;
-use super::{ApiError, AppState, Result};
-use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db, DbError, MIN_REUSE_TARGETS};
+use super::{AppState, Result};
+use crate::db::{CredentialFilter, CredentialRecord, CredentialReuse, Db, MIN_REUSE_TARGETS};
 use crate::time::format_utc;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -266,10 +267,7 @@ pub async fn get_credential_reuse(
     _viewer: Viewer,
     Path(reuse_id): Path<String>,
 ) -> Result<Json<CredentialReuseEntry>> {
-    let finding = state.db.credential_reuse_finding(&reuse_id).await.map_err(|err| match err {
-        DbError::NotFound => ApiError::not_found("credential_reuse not found"),
-        other => other.into(),
-    })?;
+    let finding = state.db.credential_reuse_finding(&reuse_id).await.or_not_found("credential_reuse not found")?;
     let profiles = profile_uuids(&state.db, finding.attacker_ips.clone()).await?;
     Ok(Json(reuse_entry(finding, &profiles)))
 }

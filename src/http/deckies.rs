@@ -6,27 +6,31 @@
 //! removed from a running decky of this host, `fleet::file_drop`). Shapes are DECNET's; the
 //! engine's own words never reach the client.
 
-use axum::Json;
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::extract::{FieldError, Integer, ValidJson, ValidPath, Validate, reject};
+use super::error::OrNotFound;
+use super::extract::{FieldError, Integer, InvalidDetail, ValidJson, ValidPath, Validate, reject};
 use super::guard::{Admin, Viewer};
 use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Result};
 use crate::db::{DeckyConfig, DeckyLifecycle};
 use crate::fleet::FleetError;
+use crate::fleet::decky_name::DeckyName;
 use crate::fleet::file_drop::{self, DropError, DropPath, MAX_FILE_BYTES, MAX_MODE};
 use crate::fleet::ini::{Ini, IniSyntaxError};
 use crate::fleet::mutate::{INTERVAL_PATTERN, interval_minutes};
 use crate::fleet::plan::is_decky_section;
 use crate::swarm::placement::PlacedDecky;
 
+/// How a deploy's 422 reads (DECNET's words), whatever was refused.
+pub const INVALID_INI: InvalidDetail = InvalidDetail("Invalid INI config");
 /// The largest INI a deploy accepts.
 const MAX_INI_BYTES: usize = 512 * 1024;
 /// The most records one lifecycle poll may ask for.
@@ -35,11 +39,13 @@ const MAX_LIFECYCLE_IDS: usize = 200;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_deckies))
-        .routes(routes!(deploy))
+        .merge(OpenApiRouter::new().routes(routes!(deploy)).layer(Extension(INVALID_INI)))
         .routes(routes!(lifecycle))
         .routes(routes!(teardown))
         .routes(routes!(mutate))
         .routes(routes!(mutate_interval))
+        .layer(axum::middleware::from_fn(super::extract::require_json))
+        // DECNET reads a file drop's body as JSON whatever type it is declared.
         .merge(
             OpenApiRouter::new().routes(routes!(drop_file, remove_file)).layer(DefaultBodyLimit::max(FILES_BODY_LIMIT)),
         )
@@ -63,9 +69,9 @@ impl Validate for DeployRequest {
             return;
         }
         match Ini::parse(&self.ini_content) {
-            Err(err) => errors.push(FieldError::new("value_error", &field, err.to_string())),
+            Err(err) => errors.push(FieldError::ini(&field, &err)),
             Ok(ini) if !ini.sections().any(|(name, _)| is_decky_section(name)) => {
-                errors.push(FieldError::new("value_error", &field, IniSyntaxError::NoSections.to_string()))
+                errors.push(FieldError::ini(&field, &IniSyntaxError::NoSections))
             }
             Ok(_) => {}
         }
@@ -183,11 +189,10 @@ pub async fn deploy(
 pub async fn lifecycle(
     State(state): State<AppState>,
     _viewer: Viewer,
-    uri: Uri,
     RawQuery(query): RawQuery,
 ) -> Result<Json<LifecycleResponse>> {
     let ids = lifecycle_ids(query.as_deref().unwrap_or_default())
-        .map_err(|errors| ApiError::Invalid(reject(&errors, uri.path(), state.config.api.developer)))?;
+        .map_err(|errors| ApiError::Invalid(reject(&errors, InvalidDetail::GENERIC, state.config.api.developer)))?;
     let rows = state.db.lifecycles(&ids).await?;
     Ok(Json(LifecycleResponse { rows }))
 }
@@ -232,30 +237,13 @@ pub async fn list_deckies(State(state): State<AppState>, _viewer: Viewer) -> Res
     Ok(Json(deckies.into_iter().map(DeckyEntry::from).collect()))
 }
 
-/// A decky name as paths carry it: `^[a-z0-9-]{1,64}$`.
-#[derive(Debug)]
-pub struct DeckyName(pub String);
-
-impl<'de> Deserialize<'de> for DeckyName {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        let ok = (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if ok {
-            Ok(DeckyName(name))
-        } else {
-            Err(serde::de::Error::custom("String should match pattern '^[a-z0-9-]{1,64}$'"))
-        }
-    }
-}
-
 /// Removes a decky and its container; a decky of a swarm host is removed there (its agent's answer
 /// awaited).
 #[utoipa::path(
     delete,
     path = "/deckies/{name}",
     tag = "fleet",
-    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    params(("name" = DeckyName, Path, description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 204, description = "Removed"),
@@ -286,7 +274,7 @@ pub struct MutateResponse {
     post,
     path = "/deckies/{name}/mutate",
     tag = "fleet",
-    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    params(("name" = DeckyName, Path, description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Accepted; poll /deckies/lifecycle with the id", body = MutateResponse),
@@ -333,7 +321,7 @@ impl Validate for MutateIntervalRequest {
     put,
     path = "/deckies/{name}/mutate-interval",
     tag = "fleet",
-    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    params(("name" = DeckyName, Path, description = "The decky's name")),
     request_body = MutateIntervalRequest,
     security(("bearer" = [])),
     responses(
@@ -458,11 +446,8 @@ async fn drop_target(state: &AppState, name: &str, topology: Option<&str>, path:
         None => None,
         Some(id) => {
             let id = Uuid::parse_str(id).map_err(|_| ApiError::NotFound("Topology not found".into()))?;
-            match state.db.topology(id).await {
-                Ok(_) => Some(id),
-                Err(crate::db::DbError::NotFound) => return Err(ApiError::NotFound("Topology not found".into())),
-                Err(err) => return Err(err.into()),
-            }
+            state.db.topology(id).await.or_not_found("Topology not found")?;
+            Some(id)
         }
     };
     let container = state.fleet.decky_container(topology, name).await.map_err(fleet_error)?;

@@ -1,8 +1,8 @@
 //! The HTTP error contract: one error type for every handler, with a named variant per kind of
 //! failure, each mapped to its status and body here and nowhere else (handlers and extractors say
 //! what went wrong, never which status that is; only success statuses such as 202 stay with their
-//! route). The validation failures `extract` classifies ([`Rejection`]), the request timeout and a
-//! panicking handler get theirs here too. Internal failures never show their cause to the client:
+//! route). The validation failures `extract` classifies ([`Rejection`]) and a panicking handler get
+//! theirs here too (the request timeout's empty 408 is `deadline`'s). Internal failures never show their cause to the client:
 //! the body carries an `error_id`, and one middleware logs the cause under the same id (adding it to
 //! the body in developer mode).
 
@@ -168,11 +168,11 @@ impl From<DbError> for ApiError {
 /// A store lookup whose `NotFound` the route answers 404 with its own words; every other store
 /// error maps as [`From<DbError>`] says.
 pub trait OrNotFound<T> {
-    fn or_not_found(self, detail: &'static str) -> Result<T>;
+    fn or_not_found(self, detail: impl Into<Cow<'static, str>>) -> Result<T>;
 }
 
 impl<T> OrNotFound<T> for std::result::Result<T, DbError> {
-    fn or_not_found(self, detail: &'static str) -> Result<T> {
+    fn or_not_found(self, detail: impl Into<Cow<'static, str>>) -> Result<T> {
         self.map_err(|err| match err {
             DbError::NotFound => ApiError::not_found(detail),
             other => other.into(),
@@ -282,25 +282,6 @@ impl IntoResponse for InternalFailure {
         let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
         response.extensions_mut().insert(self);
         response
-    }
-}
-
-/// Routes whose answer waits for remote hosts to restart on a release.
-const HOST_UPDATE_PREFIX: &str = "/api/v1/swarm-updates/";
-
-/// The deadline every request runs under: one still unanswered after `limit` gets an empty 408.
-/// A swarm update waits for each host's restart and probes instead: its deadline is two updater
-/// calls (`/update`, then `/update-self`) at the updater's timeouts.
-pub async fn request_deadline(State(state): State<(AppState, Duration)>, request: Request, next: Next) -> Response {
-    let (state, limit) = state;
-    let limit = if request.uri().path().starts_with(HOST_UPDATE_PREFIX) {
-        (state.config.swarm.connect_timeout + state.config.swarm.updater.read_timeout) * 2
-    } else {
-        limit
-    };
-    match tokio::time::timeout(limit, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
     }
 }
 

@@ -20,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::error::OrNotFound;
 use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_datetime, given};
 use super::guard::{INSUFFICIENT_PERMISSIONS, Viewer};
 use super::identities::identity_or_404;
@@ -247,10 +248,7 @@ async fn one_attacker(db: &Db, viewer: &Viewer, uuid: Uuid, query: &SecretsQuery
     if secrets && viewer.0.user.role != Role::Admin {
         return Err(ApiError::forbidden(INSUFFICIENT_PERMISSIONS));
     }
-    let profile = db.attacker(uuid).await.map_err(|err| match err {
-        DbError::NotFound => ApiError::not_found(format!("unknown attacker uuid: '{uuid}'")),
-        other => other.into(),
-    })?;
+    let profile = db.attacker(uuid).await.or_not_found(format!("unknown attacker uuid: '{uuid}'"))?;
     Ok(attacker_record(db, profile, secrets).await?)
 }
 

@@ -1,13 +1,15 @@
 //! The request half of the error contract: JSON bodies, query strings and path parameters are parsed
 //! and validated here, and every failure is classified in the order the spec gives — structural
 //! problems first, then the three INI conflicts, then everything else — in [`reject`], the one place
-//! that decides the class ([`Rejection`]; `error` gives each class its status: 400, 409, 422). Also
-//! the gate that refuses JSON write routes a body not declared JSON ([`require_json`]).
+//! that decides the class ([`Rejection`]; `error` gives each class its status: 400, 409, 422) from
+//! each problem's kind, never from its words. A route whose 422 has words of its own says so with
+//! an [`InvalidDetail`] layer. Also the gate that refuses a body not declared JSON
+//! ([`require_json`]), a layer on the routes that take JSON.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, OriginalUri, Path, Request};
 use axum::http::request::Parts;
-use axum::http::{Method, header};
+use axum::http::{Extensions, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -18,22 +20,42 @@ use super::error::Rejection;
 use super::{ApiError, AppState};
 use crate::auth::password::{self, PolicyError};
 use crate::auth::username::{UsernameError, check_username};
+use crate::fleet::ini::IniSyntaxError;
 
 /// Validation error kinds that mean the request's shape is wrong (spec Errors, first row).
 const STRUCTURAL: [&str; 5] = ["type_error", "extra_forbidden", "missing", "string_too_short", "string_type"];
 pub const STRUCTURAL_DETAIL: &str =
     "Bad Request: Schema structural violation (wrong type, extra fields, or invalid length).";
 
-/// The deploy validator's messages that are configuration conflicts, and what the client is told.
-const INI_CONFLICTS: [(&str, &str); 3] = [
-    ("INI content is empty", "Configuration conflict: INI content is empty."),
-    ("Invalid INI format", "Configuration conflict: INI syntax or characters are invalid."),
-    ("at least one section", "Invalid INI config structure: No decky sections found."),
-];
+/// The deploy validator's INI refusals, each a configuration conflict (409) with its own words,
+/// in the order the contract checks them: the first of them among a request's problems wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum IniConflict {
+    Empty,
+    Format,
+    NoSections,
+}
 
-/// Routes DECNET exempts from the JSON-only rule: uploads, and `/deckies/files`, whose bodies are
-/// JSON all the same (read as JSON whatever the declared type).
-const NON_JSON_PREFIXES: [&str; 2] = ["/api/v1/deckies/files", "/api/v1/canary/blobs"];
+impl IniConflict {
+    /// What the client is told.
+    fn detail(self) -> &'static str {
+        match self {
+            IniConflict::Empty => "Configuration conflict: INI content is empty.",
+            IniConflict::Format => "Configuration conflict: INI syntax or characters are invalid.",
+            IniConflict::NoSections => "Invalid INI config structure: No decky sections found.",
+        }
+    }
+}
+
+impl From<&IniSyntaxError> for IniConflict {
+    fn from(err: &IniSyntaxError) -> Self {
+        match err {
+            IniSyntaxError::Empty => IniConflict::Empty,
+            IniSyntaxError::Format { .. } => IniConflict::Format,
+            IniSyntaxError::NoSections => IniConflict::NoSections,
+        }
+    }
+}
 
 /// One problem with one input field, named like the validation errors DECNET's dashboard knows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -42,11 +64,35 @@ pub struct FieldError {
     pub kind: &'static str,
     pub loc: Vec<String>,
     pub msg: String,
+    /// The INI conflict this problem is, when it is one (the client never sees this field).
+    #[serde(skip)]
+    pub conflict: Option<IniConflict>,
 }
 
 impl FieldError {
     pub fn new(kind: &'static str, loc: &[&str], msg: impl Into<String>) -> Self {
-        FieldError { kind, loc: loc.iter().map(|s| s.to_string()).collect(), msg: msg.into() }
+        FieldError { kind, loc: loc.iter().map(|s| s.to_string()).collect(), msg: msg.into(), conflict: None }
+    }
+
+    /// An INI the deploy validator refused: a value error worded as the parser words it, answered as
+    /// the conflict it is.
+    pub fn ini(loc: &[&str], err: &IniSyntaxError) -> Self {
+        FieldError { conflict: Some(err.into()), ..FieldError::new("value_error", loc, err.to_string()) }
+    }
+}
+
+/// The words a route's 422 carries in place of [`InvalidDetail::GENERIC`] (the deploy route's
+/// "Invalid INI config"): the route's router adds it as a request extension
+/// (`.layer(Extension(InvalidDetail(…)))`), which the extractors here read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidDetail(pub &'static str);
+
+impl InvalidDetail {
+    pub const GENERIC: InvalidDetail = InvalidDetail("Invalid request parameters");
+
+    /// The words the route of a request with these extensions gives its 422.
+    pub fn of(extensions: &Extensions) -> InvalidDetail {
+        extensions.get::<InvalidDetail>().copied().unwrap_or(InvalidDetail::GENERIC)
     }
 }
 
@@ -185,29 +231,20 @@ impl<'de> serde::Deserialize<'de> for Integer {
     }
 }
 
-/// The contract, in the spec's order. `path` picks the deploy route's wording; developer mode shows
-/// the error list instead of the generic detail.
-pub fn reject(errors: &[FieldError], path: &str, developer: bool) -> Rejection {
-    if errors.iter().any(|e| STRUCTURAL.contains(&e.kind) || e.msg.contains("must be a string")) {
+/// The contract, in the spec's order, by each problem's kind. `detail` is the route's wording of a
+/// 422; developer mode shows the error list instead.
+pub fn reject(errors: &[FieldError], detail: InvalidDetail, developer: bool) -> Rejection {
+    if errors.iter().any(|e| STRUCTURAL.contains(&e.kind)) {
         return Rejection::Structural;
     }
-    for (needle, detail) in INI_CONFLICTS {
-        if errors.iter().any(|e| e.msg.contains(needle)) {
-            return Rejection::Conflict(detail);
-        }
+    if let Some(conflict) = errors.iter().filter_map(|e| e.conflict).min() {
+        return Rejection::Conflict(conflict.detail());
     }
-    let detail = if developer {
-        json!(errors)
-    } else if path.contains("/deckies/deploy") {
-        json!("Invalid INI config")
-    } else {
-        json!("Invalid request parameters")
-    };
-    Rejection::Unprocessable(detail)
+    Rejection::Unprocessable(if developer { json!(errors) } else { json!(detail.0) })
 }
 
-fn rejection_for(errors: &[FieldError], path: &str, state: &AppState) -> ApiError {
-    ApiError::Invalid(reject(errors, path, state.config.api.developer))
+fn rejection_for(errors: &[FieldError], extensions: &Extensions, state: &AppState) -> ApiError {
+    ApiError::Invalid(reject(errors, InvalidDetail::of(extensions), state.config.api.developer))
 }
 
 /// Names a deserializer's complaint the way the contract classifies it. serde's own messages are
@@ -302,9 +339,10 @@ impl<T: DeserializeOwned + Validate> FromRequest<AppState> for ValidJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
-        let path = request.uri().path().to_string();
+        let detail = InvalidDetail::of(request.extensions());
         let body = Bytes::from_request(request, state).await.map_err(ApiError::UnreadableBody)?;
-        parse_json(&body).map(ValidJson).map_err(|errors| rejection_for(&errors, &path, state))
+        let developer = state.config.api.developer;
+        parse_json(&body).map(ValidJson).map_err(|errors| ApiError::Invalid(reject(&errors, detail, developer)))
     }
 }
 
@@ -319,11 +357,11 @@ impl<T: DeserializeOwned + Validate> FromRequestParts<AppState> for ValidQuery<T
         let query = parts.uri.query().unwrap_or_default();
         let value: T = serde_urlencoded::from_str(query).map_err(|e| {
             let message = e.to_string();
-            rejection_for(&[FieldError::new(serde_kind(&message), &["query"], message)], parts.uri.path(), state)
+            rejection_for(&[FieldError::new(serde_kind(&message), &["query"], message)], &parts.extensions, state)
         })?;
         let mut errors = Vec::new();
         value.validate(&mut errors);
-        if errors.is_empty() { Ok(ValidQuery(value)) } else { Err(rejection_for(&errors, parts.uri.path(), state)) }
+        if errors.is_empty() { Ok(ValidQuery(value)) } else { Err(rejection_for(&errors, &parts.extensions, state)) }
     }
 }
 
@@ -339,22 +377,21 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ValidPath<T> {
             Ok(Path(value)) => Ok(ValidPath(value)),
             Err(rejection) => {
                 let error = FieldError::new("value_error", &["path"], rejection.body_text());
-                Err(rejection_for(&[error], parts.uri.path(), state))
+                Err(rejection_for(&[error], &parts.extensions, state))
             }
         }
     }
 }
 
 /// Refuses (415) a POST, PUT or PATCH under `/api/` that carries a body which is not declared JSON.
-/// Bodiless requests pass (logout takes none), and so do the multipart upload routes.
+/// Bodiless requests pass (logout takes none). A layer on the routes that take JSON: a router
+/// whose routes also take other bodies (uploads) puts it on the others only, and the API's
+/// fallback has it too, so an unknown path under `/api/` answers as a route there would.
 pub async fn require_json(request: Request, next: Next) -> Response {
     let writes = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH);
-    let path = request.uri().path();
-    if writes
-        && path.starts_with("/api/")
-        && !NON_JSON_PREFIXES.iter().any(|p| path.starts_with(p))
-        && has_body(&request)
-    {
+    // A nested router sees its own part of the path; the prefix is the whole one's.
+    let path = request.extensions().get::<OriginalUri>().map_or(request.uri(), |original| &original.0).path();
+    if writes && path.starts_with("/api/") && has_body(&request) {
         let is_json = request
             .headers()
             .get(header::CONTENT_TYPE)
@@ -382,6 +419,7 @@ mod tests {
     use axum::http::StatusCode;
 
     use super::*;
+    use crate::http::deckies::INVALID_INI as DEPLOY;
 
     fn kinds(errors: &[FieldError]) -> Vec<&'static str> {
         errors.iter().map(|e| e.kind).collect()
@@ -403,47 +441,54 @@ mod tests {
     fn structural_errors_win_over_everything_else() {
         let errors = [
             FieldError::new("string_too_long", &["body", "a"], "too long"),
-            FieldError::new("value_error", &["body", "ini"], "INI content is empty"),
+            FieldError::ini(&["body", "ini"], &IniSyntaxError::Empty),
             FieldError::new("missing", &["body", "b"], "Field required"),
         ];
-        let (status, body) = reject(&errors, "/api/v1/deckies/deploy", false).answer();
+        let (status, body) = reject(&errors, DEPLOY, false).answer();
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert_eq!(body, json!({"detail": STRUCTURAL_DETAIL}));
-        let must_be_string = [FieldError::new("value_error", &["body"], "value must be a string")];
-        assert_eq!(reject(&must_be_string, "/x", false).answer().0, StatusCode::BAD_REQUEST);
+        let must_be_string = [FieldError::new("string_type", &["body"], "value must be a string")];
+        assert_eq!(reject(&must_be_string, InvalidDetail::GENERIC, false).answer().0, StatusCode::BAD_REQUEST);
     }
 
     /// The deploy validator arrives later; its messages already map to the right conflicts.
     #[test]
     fn the_three_ini_messages_are_conflicts_in_order() {
         let cases = [
-            ("INI content is empty", "Configuration conflict: INI content is empty."),
-            ("Invalid INI format: line 3", "Configuration conflict: INI syntax or characters are invalid."),
-            ("need at least one section [decky-x]", "Invalid INI config structure: No decky sections found."),
+            (IniSyntaxError::Empty, "Configuration conflict: INI content is empty."),
+            (
+                IniSyntaxError::Format { line: 3, reason: "a NUL character" },
+                "Configuration conflict: INI syntax or characters are invalid.",
+            ),
+            (IniSyntaxError::NoSections, "Invalid INI config structure: No decky sections found."),
         ];
         for (message, detail) in cases {
-            let rejection = reject(&[FieldError::new("value_error", &["body", "ini_content"], message)], "/any", true);
+            let rejection =
+                reject(&[FieldError::ini(&["body", "ini_content"], &message)], InvalidDetail::GENERIC, true);
             let (status, body) = rejection.answer();
             assert_eq!(status, StatusCode::CONFLICT, "{message}");
             assert_eq!(body, json!({"detail": detail}));
         }
         let both = [
-            FieldError::new("value_error", &["body"], "at least one section"),
-            FieldError::new("value_error", &["body"], "INI content is empty"),
+            FieldError::ini(&["body"], &IniSyntaxError::NoSections),
+            FieldError::ini(&["body"], &IniSyntaxError::Empty),
         ];
-        assert_eq!(reject(&both, "/any", false).answer().1["detail"], "Configuration conflict: INI content is empty.");
+        assert_eq!(
+            reject(&both, InvalidDetail::GENERIC, false).answer().1["detail"],
+            "Configuration conflict: INI content is empty."
+        );
     }
 
     #[test]
-    fn other_errors_are_422_worded_by_path_and_mode() {
+    fn other_errors_are_422_worded_by_route_and_mode() {
         let errors = [FieldError::new("string_too_long", &["body", "password"], "at most 72 bytes")];
         assert_eq!(
-            reject(&errors, "/api/v1/config/users", false).answer(),
+            reject(&errors, InvalidDetail::GENERIC, false).answer(),
             (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": "Invalid request parameters"}))
         );
-        let (_, deploy) = reject(&errors, "/api/v1/deckies/deploy", false).answer();
+        let (_, deploy) = reject(&errors, DEPLOY, false).answer();
         assert_eq!(deploy, json!({"detail": "Invalid INI config"}));
-        let (_, developer) = reject(&errors, "/api/v1/config/users", true).answer();
+        let (_, developer) = reject(&errors, InvalidDetail::GENERIC, true).answer();
         assert_eq!(developer["detail"][0]["type"], "string_too_long");
         assert_eq!(developer["detail"][0]["loc"], json!(["body", "password"]));
     }

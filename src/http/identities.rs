@@ -14,7 +14,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::attackers::{AttackerSummary, attacker_not_found};
+use super::attackers::{ATTACKER_NOT_FOUND, AttackerSummary};
+use super::error::OrNotFound;
 use super::extract::{FieldError, ValidPath, ValidQuery, Validate};
 use super::guard::Viewer;
 use super::paging::{Listed, MAX_LIMIT, Page, Paging};
@@ -265,7 +266,7 @@ pub async fn attacker_attribution(
     _viewer: Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Attribution>> {
-    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let snapshot = state.identities.snapshot(&state.db).await?;
     let values = identity::primitives(&profile);
     let seconds = |at: chrono::DateTime<chrono::Utc>| at.timestamp_millis() as f64 / 1000.0;

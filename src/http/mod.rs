@@ -12,6 +12,7 @@ pub mod bounty;
 pub mod campaigns;
 pub mod canary;
 pub mod credentials;
+pub mod deadline;
 pub mod deckies;
 pub mod docs;
 pub mod error;
@@ -49,6 +50,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::handler::Handler;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -83,7 +85,9 @@ impl Message {
     }
 }
 
-/// The routes under `/api/v1`, each registered once with its OpenAPI entry.
+/// The routes under `/api/v1`, each registered once with its OpenAPI entry. Every write takes a JSON
+/// body, but the routers whose routes also take others put that rule on their JSON routes
+/// themselves, and are merged after it.
 fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(health::router())
@@ -91,7 +95,6 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(auth::router())
         .merge(users::router())
         .merge(workers::router())
-        .merge(deckies::router())
         .merge(ttp::router())
         .merge(tarpit::router())
         .merge(logs::router())
@@ -110,6 +113,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(topologies::router())
         .merge(swarm::router())
         .merge(realism::router())
+        .layer(axum::middleware::from_fn(extract::require_json))
+        .merge(deckies::router())
         .merge(canary::router())
 }
 
@@ -137,12 +142,16 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Adds the shared layers (security headers, CORS, error reporting, panic recovery, timeouts, body limit, the 404
-/// fallback) to `routes`. Public so tests can wrap routes of their own the same way.
+/// fallback, refusing a body not JSON under `/api/` as the API's routes do) to `routes`. Public so tests can wrap
+/// routes of their own the same way.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let mut app = routes
-        .fallback(error::not_found)
+        .fallback(error::not_found.layer(axum::middleware::from_fn(extract::require_json)))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(axum::middleware::from_fn_with_state((state.clone(), REQUEST_TIMEOUT), error::request_deadline))
+        .layer(axum::middleware::from_fn_with_state(
+            (state.config.clone(), REQUEST_TIMEOUT),
+            deadline::request_deadline,
+        ))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), error::report_internal_failures));
     if state.config.api.profile_requests {
@@ -156,9 +165,8 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
             TraceLayer::new_for_http().make_span_with(crate::traces::server_span).on_response(metrics::span_response);
         app = app.layer(trace);
     }
-    app.layer(axum::middleware::from_fn(extract::require_json))
-        // Outside the timeout, panic and error layers, so what it counts is what the client got.
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_request))
+    // Outside the timeout, panic and error layers, so what it counts is what the client got.
+    app.layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_request))
         .layer(cors(&state.config))
         .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)

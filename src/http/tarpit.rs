@@ -12,12 +12,12 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::deckies::DeckyName;
 use super::extract::{FieldError, Integer, ValidJson, ValidPath, Validate};
 use super::guard::{Admin, Viewer};
 use super::responses::{AdminOnly, ViewerOnly};
 use super::{ApiError, AppState, Message, Result};
 use crate::db::{Enforcement, StoredRule, TarpitRule};
+use crate::fleet::decky_name::DeckyName;
 use crate::tarpit::TarpitError;
 
 /// The most ports one rule may name (a filter per port and protocol each).
@@ -130,7 +130,7 @@ fn tarpit_error(err: TarpitError) -> ApiError {
     post,
     path = "/deckies/{name}/tarpit",
     tag = "fleet",
-    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    params(("name" = DeckyName, Path, description = "The decky's name")),
     request_body = TarpitRequest,
     security(("bearer" = [])),
     responses(
@@ -161,7 +161,7 @@ pub async fn set_rule(
     get,
     path = "/deckies/{name}/tarpit",
     tag = "fleet",
-    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    params(("name" = DeckyName, Path, description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The rule", body = TarpitStatus),
@@ -187,7 +187,7 @@ pub async fn get_rule(
     delete,
     path = "/deckies/{name}/tarpit",
     tag = "fleet",
-    params(("name" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "The decky's name")),
+    params(("name" = DeckyName, Path, description = "The decky's name")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Removed", body = Message),

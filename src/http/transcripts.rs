@@ -16,7 +16,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::attacker_evidence::{AttackerRowsResponse, rows_of};
-use super::attackers::attacker_not_found;
+use super::attackers::ATTACKER_NOT_FOUND;
+use super::error::OrNotFound;
 use super::export::download;
 use super::extract::{FieldError, ValidPath, ValidQuery, Validate, check_range, is_lowercase_name};
 use super::guard::{Admin, Viewer};
@@ -58,7 +59,7 @@ pub async fn attacker_transcripts(
     Viewer(session): Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<AttackerRowsResponse>> {
-    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let page = rows_of(&state.db, &profile, &[SESSION_RECORDED], MAX_SESSIONS).await?;
     let mut listed = AttackerRowsResponse::of(session.user.role, page);
     listed.data = listed.data.into_iter().map(without_cast).collect();

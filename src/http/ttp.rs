@@ -14,8 +14,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::attackers::attacker_not_found;
+use super::attackers::ATTACKER_NOT_FOUND;
 use super::campaigns::campaign_or_404;
+use super::error::OrNotFound;
 use super::extract::ValidPath;
 use super::guard::Viewer;
 use super::identities::identity_or_404;
@@ -96,7 +97,7 @@ pub async fn techniques_by_attacker(
     _viewer: Viewer,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Vec<TechniqueRow>>> {
-    let profile = state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    let profile = state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     techniques_of(&state, &[(uuid, profile.ip)]).await.map(Json)
 }
 

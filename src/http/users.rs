@@ -9,6 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::error::OrNotFound;
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name, check_password};
 use super::guard::{Admin, Viewer};
 use super::responses::{AdminOnly, AuthRequired, NotAUuid, NotJson, ViewerOnly};
@@ -135,12 +136,7 @@ pub async fn create_user(
     Ok(Json(user.into()))
 }
 
-fn user_not_found(err: DbError) -> ApiError {
-    match err {
-        DbError::NotFound => ApiError::not_found("User not found"),
-        other => other.into(),
-    }
-}
+const USER_NOT_FOUND: &str = "User not found";
 
 /// Deletes a user; their tokens stop working at once here and within seconds on other replicas.
 #[utoipa::path(
@@ -161,7 +157,7 @@ pub async fn delete_user(
     if uuid == admin.user.uuid {
         return Err(ApiError::forbidden("Cannot delete your own account"));
     }
-    state.db.delete_user(uuid).await.map_err(user_not_found)?;
+    state.db.delete_user(uuid).await.or_not_found(USER_NOT_FOUND)?;
     state.sessions.forget_user(uuid);
     tracing::info!(%uuid, by = %admin.user.username, "User deleted");
     Ok(Json(Message::new("User deleted")))
@@ -198,7 +194,7 @@ pub async fn set_role(
     if uuid == admin.user.uuid {
         return Err(ApiError::forbidden("Cannot change your own role"));
     }
-    state.db.set_role(uuid, body.role, Utc::now()).await.map_err(user_not_found)?;
+    state.db.set_role(uuid, body.role, Utc::now()).await.or_not_found(USER_NOT_FOUND)?;
     state.sessions.forget_user(uuid);
     tracing::info!(%uuid, role = body.role.as_str(), by = %admin.user.username, "User role changed");
     Ok(Json(Message::new("User role updated")))
@@ -238,7 +234,7 @@ pub async fn reset_password(
     ValidJson(body): ValidJson<ResetPasswordRequest>,
 ) -> Result<Json<Message>> {
     let password_hash = state.passwords.hash(body.new_password).await?;
-    state.db.set_password(uuid, &password_hash, true, Utc::now()).await.map_err(user_not_found)?;
+    state.db.set_password(uuid, &password_hash, true, Utc::now()).await.or_not_found(USER_NOT_FOUND)?;
     state.sessions.forget_user(uuid);
     tracing::info!(%uuid, by = %admin.user.username, "Password reset; the user must change it");
     Ok(Json(Message::new("Password reset successfully")))

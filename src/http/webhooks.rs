@@ -17,6 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::error::OrNotFound;
 use super::extract::{FieldError, ValidJson, ValidPath, Validate, check_name};
 use super::guard::Admin;
 use super::responses::{AdminOnly, NotAUuid, NotJson, WebhookNotFound};
@@ -206,11 +207,11 @@ async fn checked_url(state: &AppState, url: &str) -> Result<String> {
     Ok(target.as_str().to_string())
 }
 
-fn not_found(err: DbError) -> ApiError {
-    match err {
-        DbError::NotFound => ApiError::not_found(NOT_FOUND),
-        DbError::Conflict => ApiError::conflict(NAME_TAKEN),
-        other => other.into(),
+/// A webhook written: a name another webhook has is a 409, a webhook that is gone a 404.
+fn written<T>(result: std::result::Result<T, DbError>) -> Result<T> {
+    match result {
+        Err(DbError::Conflict) => Err(ApiError::conflict(NAME_TAKEN)),
+        other => other.or_not_found(NOT_FOUND),
     }
 }
 
@@ -264,7 +265,7 @@ pub async fn create_webhook(
         created_at: now,
         updated_at: now,
     };
-    state.db.add_webhook(&created).await.map_err(not_found)?;
+    written(state.db.add_webhook(&created).await)?;
     tracing::info!(uuid = %created.uuid, name = %created.name, by = %admin.user.username, "Webhook created");
     announce_change(&state).await;
     let answer = WebhookCreated { webhook: created.into(), secret: secret.expose().to_string() };
@@ -296,7 +297,7 @@ pub async fn get_webhook(
     Admin(_admin): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<WebhookResponse>> {
-    Ok(Json(state.db.webhook(uuid).await.map_err(not_found)?.into()))
+    Ok(Json(state.db.webhook(uuid).await.or_not_found(NOT_FOUND)?.into()))
 }
 
 /// Changes what is given; enabling a disabled webhook clears its failure state. An empty change
@@ -319,7 +320,7 @@ pub async fn update_webhook(
     ValidPath(uuid): ValidPath<Uuid>,
     ValidJson(body): ValidJson<UpdateWebhookRequest>,
 ) -> Result<Json<WebhookResponse>> {
-    let current = state.db.webhook(uuid).await.map_err(not_found)?;
+    let current = state.db.webhook(uuid).await.or_not_found(NOT_FOUND)?;
     let mut change = WebhookChange {
         name: body.name.filter(|name| *name != current.name),
         secret: body.secret.map(Secret::new),
@@ -342,7 +343,7 @@ pub async fn update_webhook(
     if change.is_empty() {
         return Ok(Json(current.into()));
     }
-    let updated = state.db.update_webhook(uuid, &change, Utc::now()).await.map_err(not_found)?;
+    let updated = written(state.db.update_webhook(uuid, &change, Utc::now()).await)?;
     tracing::info!(%uuid, name = %updated.name, enabled = updated.enabled, by = %admin.user.username, "Webhook changed");
     announce_change(&state).await;
     Ok(Json(updated.into()))
@@ -362,7 +363,7 @@ pub async fn delete_webhook(
     Admin(admin): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<Message>> {
-    state.db.delete_webhook(uuid).await.map_err(not_found)?;
+    state.db.delete_webhook(uuid).await.or_not_found(NOT_FOUND)?;
     tracing::info!(%uuid, by = %admin.user.username, "Webhook deleted");
     announce_change(&state).await;
     Ok(Json(Message::new("Webhook deleted")))
@@ -391,7 +392,7 @@ pub async fn test_webhook(
     Admin(admin): Admin,
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<Json<WebhookTestResponse>> {
-    let target = state.db.webhook(uuid).await.map_err(not_found)?;
+    let target = state.db.webhook(uuid).await.or_not_found(NOT_FOUND)?;
     let event_id = Uuid::new_v4();
     let payload = json!({
         "message": "Synthetic test event from svc",

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::generate::{SubnetPool, next_ip};
 use crate::db::{Edge, Lan, TopologyDecky, TopologyDetail, TopologyEdit};
 use crate::fleet::catalog;
+use crate::fleet::decky_name::{DeckyName, is_decky_name};
 use crate::fleet::subnet::{Subnet, SubnetError};
 
 /// The ops a mutation may name.
@@ -59,7 +60,7 @@ pub struct Named {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddDecky {
-    #[schema(pattern = "^[a-z0-9-]{1,64}$")]
+    #[schema(value_type = DeckyName)]
     pub name: String,
     pub lan: String,
     #[schema(schema_with = catalog::services_or_null_schema)]
@@ -129,9 +130,7 @@ pub fn check_name(what: &str, name: &str) -> Result<(), OpError> {
 
 /// A decky's name also names its container: lower-case letters, digits and `-`.
 fn check_decky_name(name: &str) -> Result<(), OpError> {
-    let ok = (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok { Ok(()) } else { refuse(format!("invalid decky name '{name}': use a-z, 0-9 and -")) }
+    if is_decky_name(name) { Ok(()) } else { refuse(format!("invalid decky name '{name}': use a-z, 0-9 and -")) }
 }
 
 fn check_services(services: &[String]) -> Result<(), OpError> {

@@ -40,5 +40,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(tokens::list_triggers))
         .routes(routes!(tokens::preview_token))
         .routes(routes!(blobs::delete_blob))
+        .layer(axum::middleware::from_fn(super::extract::require_json))
         .merge(uploads)
 }

@@ -20,7 +20,8 @@ use super::bus_events::BusEvents;
 use super::sse;
 use crate::bus::{self, topics};
 use crate::db::Db;
-use crate::http::attackers::{ObservationEntry, attacker_not_found};
+use crate::http::attackers::{ATTACKER_NOT_FOUND, ObservationEntry};
+use crate::http::error::OrNotFound;
 use crate::http::extract::{ValidPath, ValidQuery};
 use crate::http::guard::StreamViewer;
 use crate::http::responses::{AttackerNotFound, EventStream, NotAUuid};
@@ -47,7 +48,7 @@ pub async fn attacker_events(
     ValidPath(uuid): ValidPath<Uuid>,
     ValidQuery(_query): ValidQuery<sse::TicketQuery>,
 ) -> Result<Response> {
-    state.db.attacker(uuid).await.map_err(attacker_not_found)?;
+    state.db.attacker(uuid).await.or_not_found(ATTACKER_NOT_FOUND)?;
     let slot = state.sse.acquire(session.user.uuid)?;
     let attacker = uuid.to_string();
     let events = BusEvents {

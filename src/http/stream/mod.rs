@@ -43,7 +43,7 @@ use utoipa_axum::routes;
 
 use self::sse::SseSlot;
 use self::summaries::histogram;
-use super::extract::{FieldError, ValidQuery, Validate, check_range, reject};
+use super::extract::{FieldError, InvalidDetail, ValidQuery, Validate, check_range, reject};
 use super::guard::StreamViewer;
 use super::logs::{LogEntry, check_filter, log_filter};
 use super::redact;
@@ -123,7 +123,11 @@ impl FromRequestParts<AppState> for LastEventId {
                     &["header", "Last-Event-ID"],
                     "Input should be a non-negative integer (a log id)",
                 );
-                Err(ApiError::Invalid(reject(&[error], parts.uri.path(), state.config.api.developer)))
+                Err(ApiError::Invalid(reject(
+                    &[error],
+                    InvalidDetail::of(&parts.extensions),
+                    state.config.api.developer,
+                )))
             }
         }
     }

@@ -20,10 +20,11 @@ use super::bus_events::BusEvents;
 use super::sse;
 use crate::bus::{self, topics};
 use crate::db::MutationState;
+use crate::http::error::OrNotFound;
 use crate::http::extract::{ValidPath, ValidQuery};
 use crate::http::guard::StreamViewer;
 use crate::http::responses::{EventStream, NotAUuid, TopologyNotFound};
-use crate::http::{ApiError, AppState, Result};
+use crate::http::{AppState, Result};
 
 /// The frame name DECNET gives a bus event, when it belongs on this topology's stream: the rest of
 /// a `topology.<id>.` subject, or `decky.<leaf>` for a decky event about one of its deckies.
@@ -55,10 +56,7 @@ pub async fn topology_events(
     ValidPath(id): ValidPath<Uuid>,
     ValidQuery(_query): ValidQuery<sse::TicketQuery>,
 ) -> Result<Response> {
-    let topology = state.db.topology(id).await.map_err(|err| match err {
-        crate::db::DbError::NotFound => ApiError::not_found(crate::topology::NOT_FOUND),
-        other => other.into(),
-    })?;
+    let topology = state.db.topology(id).await.or_not_found(crate::topology::NOT_FOUND)?;
     let slot = state.sse.acquire(session.user.uuid)?;
     let events = BusEvents {
         label: format!("topology {id}"),

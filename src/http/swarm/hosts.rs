@@ -16,12 +16,13 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::HOST_NOT_FOUND;
-use crate::db::{DbError, HostStatus, SwarmHost};
-use crate::http::deckies::DeckyName;
+use crate::db::{HostStatus, SwarmHost};
+use crate::fleet::decky_name::DeckyName;
+use crate::http::error::OrNotFound;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, check_max_chars, given};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson};
-use crate::http::{ApiError, AppState, Result};
+use crate::http::{AppState, Result};
 use crate::swarm::remote;
 use crate::swarm::wire::SELF_DESTRUCT_PATH;
 use crate::time::format_utc;
@@ -106,13 +107,6 @@ pub async fn list_hosts(
     Ok(Json(state.db.swarm_hosts(status).await?.into_iter().map(SwarmHostView::from).collect()))
 }
 
-fn host_not_found(err: DbError) -> ApiError {
-    match err {
-        DbError::NotFound => ApiError::not_found(HOST_NOT_FOUND),
-        other => other.into(),
-    }
-}
-
 /// Decommissions a host: its agent is asked to tear its deckies down and remove svc (best effort,
 /// bounded; a failure is logged), then the host and its decky records are forgotten.
 #[utoipa::path(
@@ -132,12 +126,12 @@ pub async fn decommission_host(
     ValidPath(uuid): ValidPath<Uuid>,
 ) -> Result<StatusCode> {
     state.limits.host_delete(peer.ip()).await?;
-    let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
+    let host = state.db.swarm_host(uuid).await.or_not_found(HOST_NOT_FOUND)?;
     let asked = remote::call(&state.swarm, &host, SELF_DESTRUCT_PATH, &serde_json::json!({})).await;
     if let Err(err) = asked {
         tracing::warn!(host = %host.name, %uuid, error = %err, "Agent self-destruct failed; forgetting the host anyway");
     }
-    state.db.delete_swarm_host(uuid).await.map_err(host_not_found)?;
+    state.db.delete_swarm_host(uuid).await.or_not_found(HOST_NOT_FOUND)?;
     tracing::info!(host = %host.name, %uuid, by = %admin.user.username, "Swarm host decommissioned");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -146,7 +140,6 @@ pub async fn decommission_host(
 pub struct TeardownRequest {
     /// One decky of the host; absent or null: every decky of the host.
     #[serde(default)]
-    #[schema(value_type = Option<String>, pattern = "^[a-z0-9-]{1,64}$")]
     pub decky_id: Option<DeckyName>,
 }
 
@@ -181,7 +174,7 @@ pub async fn teardown_host(
     ValidPath(uuid): ValidPath<Uuid>,
     ValidJson(body): ValidJson<TeardownRequest>,
 ) -> Result<(StatusCode, Json<TeardownAccepted>)> {
-    let host = state.db.swarm_host(uuid).await.map_err(host_not_found)?;
+    let host = state.db.swarm_host(uuid).await.or_not_found(HOST_NOT_FOUND)?;
     let decky_id = body.decky_id.map(|name| name.0);
     let filter = remote::start_teardown(&state.db, &host, decky_id.as_deref()).await?;
     tracing::info!(host = %host.name, %uuid, decky = ?decky_id, by = %admin.user.username, "Swarm teardown queued");

@@ -14,6 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use crate::http::deadline::RouteDeadline;
 use crate::http::extract::{FieldError, ValidJson, Validate};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotJson};
@@ -30,6 +31,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(push_update))
         .routes(routes!(push_update_self))
         .routes(routes!(rollback_host))
+        // A push waits for each host's restart and probes: two updater calls (`/update`, then
+        // `/update-self`) at the updater's timeouts.
+        .layer(RouteDeadline(|config| (config.swarm.connect_timeout + config.swarm.updater.read_timeout) * 2))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

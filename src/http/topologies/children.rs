@@ -5,6 +5,7 @@
 use super::{name_error, no_swarm_host_schema, topology_error};
 use crate::db::{Edge, Lan, Topology, TopologyDecky, TopologyEdit, TopologyStatus};
 use crate::fleet::catalog;
+use crate::fleet::decky_name::DeckyName;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, Validate, integral_or_null};
 use crate::http::guard::Admin;
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyEditRefused, TopologyNotFound};
@@ -190,7 +191,7 @@ pub async fn remove_lan(
 #[serde(deny_unknown_fields)]
 pub struct DeckyCreate {
     /// Lower-case letters, digits and `-` (it names the decky's container); unique in the topology.
-    #[schema(pattern = "^[a-z0-9-]{1,64}$")]
+    #[schema(value_type = DeckyName)]
     name: String,
     #[serde(default)]
     #[schema(schema_with = catalog::services_schema)]
@@ -263,7 +264,7 @@ pub async fn add_decky(
 #[serde(deny_unknown_fields)]
 pub struct DeckyUpdate {
     /// Lower-case letters, digits and `-` (it names the decky's container); unique in the topology.
-    #[schema(pattern = "^[a-z0-9-]{1,64}$")]
+    #[schema(value_type = DeckyName)]
     name: Option<String>,
     #[schema(schema_with = catalog::services_or_null_schema)]
     services: Option<Vec<String>>,

@@ -3,17 +3,18 @@
 //! while the container engine does not answer). A topology targeted at a swarm host (`mode`
 //! `agent`) is deployed and torn down by that host's agent (`swarm::topology`).
 
-use super::{name_error, not_found, range_error, topology_error};
+use super::{name_error, range_error, topology_error};
 use crate::db::{DbError, Edge, Lan, StatusEvent, Topology, TopologyDecky, TopologyStatus};
 use crate::fleet::catalog;
+use crate::http::error::OrNotFound;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, ValidQuery, Validate, integral, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
 use crate::http::paging::{Listed, Page, Paging};
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
 use crate::swarm::topology::{self as swarm, usable_target};
-use crate::topology::NewTopology;
 use crate::topology::generate::Params;
+use crate::topology::{NOT_FOUND, NewTopology};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -364,7 +365,7 @@ pub async fn status_events(
     ValidPath(id): ValidPath<Uuid>,
     ValidQuery(query): ValidQuery<EventsQuery>,
 ) -> Result<Json<Vec<StatusEvent>>> {
-    let events = state.db.status_events(id, query.limit.unwrap_or(100) as u32).await.map_err(not_found)?;
+    let events = state.db.status_events(id, query.limit.unwrap_or(100) as u32).await.or_not_found(NOT_FOUND)?;
     Ok(Json(events))
 }
 

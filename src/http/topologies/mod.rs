@@ -86,13 +86,6 @@ fn name_error(errors: &mut Vec<FieldError>, field: &str, value: &str) {
     }
 }
 
-fn not_found(err: crate::db::DbError) -> ApiError {
-    match err {
-        crate::db::DbError::NotFound => ApiError::not_found(crate::topology::NOT_FOUND),
-        other => other.into(),
-    }
-}
-
 /// A LAN's or decky's own swarm host: a topology runs whole on one host (its `target_host_uuid`),
 /// so only null (or absence) is accepted.
 fn no_swarm_host_schema() -> utoipa::openapi::schema::Schema {

@@ -1,13 +1,14 @@
 //! The mutation queue of a live topology: enqueue (its request documented as one object per op,
 //! each with that op's payload) and the list of its mutations.
 
-use super::{not_found, topology_error};
+use super::topology_error;
 use crate::db::{Mutation, MutationState};
+use crate::http::error::OrNotFound;
 use crate::http::extract::{ValidJson, ValidPath, ValidQuery, Validate, integral_or_null};
 use crate::http::guard::{Admin, Viewer};
 use crate::http::responses::{AdminOnly, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
-use crate::topology::ops;
+use crate::topology::{NOT_FOUND, ops};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -158,5 +159,5 @@ pub async fn mutations(
     ValidPath(id): ValidPath<Uuid>,
     ValidQuery(query): ValidQuery<MutationsQuery>,
 ) -> Result<Json<Vec<Mutation>>> {
-    Ok(Json(state.db.mutations(id, query.state).await.map_err(not_found)?))
+    Ok(Json(state.db.mutations(id, query.state).await.or_not_found(NOT_FOUND)?))
 }

@@ -3,11 +3,12 @@
 //! last write wins, as in DECNET). A `PUT` keeps the valid entries; one where every entry is
 //! invalid is refused, so a schema mistake cannot wipe the list.
 
-use super::not_found;
+use crate::http::error::OrNotFound;
 use crate::http::extract::{FieldError, ValidJson, ValidPath, Validate};
 use crate::http::guard::{Admin, Viewer};
 use crate::http::responses::{AdminOnly, NotAUuid, NotJson, TopologyNotFound, ViewerOnly};
 use crate::http::{ApiError, AppState, Result};
+use crate::topology::NOT_FOUND;
 use crate::topology::personas::{self, Persona};
 use axum::Json;
 use axum::extract::State;
@@ -55,7 +56,7 @@ pub async fn personas(
     _viewer: Viewer,
     ValidPath(id): ValidPath<Uuid>,
 ) -> Result<Json<PersonasResponse>> {
-    let topology = state.db.topology(id).await.map_err(not_found)?;
+    let topology = state.db.topology(id).await.or_not_found(NOT_FOUND)?;
     let language_default = language_default(&topology.language_default);
     Ok(Json(PersonasResponse {
         personas: personas::stored(&topology.email_personas, &language_default),
@@ -85,7 +86,7 @@ pub async fn replace_personas(
     let Some(Value::Array(entries)) = body.personas else {
         return Err(ApiError::bad_request("body.personas must be a list"));
     };
-    let topology = state.db.topology(id).await.map_err(not_found)?;
+    let topology = state.db.topology(id).await.or_not_found(NOT_FOUND)?;
     let language_default = language_default(&topology.language_default);
     let given = entries.len();
     let kept = personas::parse(entries, &language_default);
@@ -93,7 +94,7 @@ pub async fn replace_personas(
         return Err(ApiError::bad_request(ALL_INVALID));
     }
     let text = serde_json::to_string(&kept).map_err(|err| ApiError::Internal(err.into()))?;
-    state.db.set_email_personas(id, &text).await.map_err(not_found)?;
+    state.db.set_email_personas(id, &text).await.or_not_found(NOT_FOUND)?;
     tracing::info!(user = %admin.0.user.username, topology = %id, given, kept = kept.len(), "Topology personas replaced");
     Ok(Json(PersonasResponse { topology_id: id, topology_name: topology.name, language_default, personas: kept }))
 }

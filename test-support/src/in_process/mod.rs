@@ -217,6 +217,13 @@ pub async fn user_token(state: &svc::http::AppState, name: &str, role: svc::db::
     state.sessions.mint(&user).unwrap()
 }
 
+/// The two users most route tests act as, each with a token minted as [`user_token`] mints one:
+/// an admin, `root`, and a viewer, `watcher`.
+pub struct RoleTokens {
+    pub admin: String,
+    pub viewer: String,
+}
+
 /// An answer of the API under test.
 pub struct Reply {
     pub status: reqwest::StatusCode,
@@ -268,6 +275,14 @@ pub struct TestApi {
 impl TestApi {
     pub async fn start(config: Config) -> TestApi {
         TestApi::start_with(config, vec![]).await
+    }
+
+    /// The API with an admin and a viewer ready to call it.
+    pub async fn start_with_users(config: Config) -> (TestApi, RoleTokens) {
+        let api = TestApi::start(config).await;
+        let admin = user_token(&api.state, "root", svc::db::Role::Admin).await;
+        let viewer = user_token(&api.state, "watcher", svc::db::Role::Viewer).await;
+        (api, RoleTokens { admin, viewer })
     }
 
     /// The API with `workers` embedded, as `svc api` embeds the ingester.
