@@ -18,10 +18,13 @@ use tower::{Layer, Service};
 
 use crate::config::Config;
 
+/// How a route's deadline follows from the configuration.
+pub type DeadlineOf = fn(&Config) -> Duration;
+
 /// A route's own deadline, from the configuration, in place of the shared one: a layer its router
 /// adds (`.layer(RouteDeadline(|config| …))`).
 #[derive(Clone, Copy)]
-pub struct RouteDeadline(pub fn(&Config) -> Duration);
+pub struct RouteDeadline(pub DeadlineOf);
 
 impl<S> Layer<S> for RouteDeadline {
     type Service = WithRouteDeadline<S>;
@@ -35,7 +38,7 @@ impl<S> Layer<S> for RouteDeadline {
 #[derive(Clone)]
 pub struct WithRouteDeadline<S> {
     inner: S,
-    deadline: fn(&Config) -> Duration,
+    deadline: DeadlineOf,
 }
 
 impl<S, B> Service<axum::http::Request<B>> for WithRouteDeadline<S>
@@ -63,7 +66,7 @@ where
 
 /// Where a route's deadline travels back to [`request_deadline`], which put it in the request.
 #[derive(Clone)]
-struct AskDeadline(Arc<Mutex<Option<oneshot::Sender<fn(&Config) -> Duration>>>>);
+struct AskDeadline(Arc<Mutex<Option<oneshot::Sender<DeadlineOf>>>>);
 
 /// Answers 408 to a request unanswered after `limit`, or after its route's own deadline.
 pub async fn request_deadline(
